@@ -1,0 +1,80 @@
+"""Rich rendering of library results and progress.  The only place rich is used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+
+class ConsoleObserver:
+    """Prints one line per compiled graph and failure as the child reports them."""
+
+    def __init__(self, console: Console, quiet: bool = False) -> None:
+        self.console = console
+        self.quiet = quiet
+
+    def status(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(f"[dim]tcompile: {text}[/dim]", highlight=False)
+
+    def event(self, e: dict[str, Any]) -> None:
+        if self.quiet:
+            return
+        kind = e.get("event")
+        if kind == "graph":
+            where = f"{e.get('frame') or '?'}"
+            state = "[red]failed[/red]" if e.get("failed") else ("gated: eager" if e.get("gated") else "ok")
+            self.console.print(
+                f"[dim]tcompile: graph {e.get('index')} ({where}, {e.get('nodes')} nodes) "
+                f"{e.get('stage')} {state} in {e.get('compile_seconds', 0):.2f}s[/dim]",
+                highlight=False,
+            )
+        elif kind == "failure":
+            self.console.print(
+                f"[red]tcompile: {e.get('kind')} failure in graph {e.get('graph')} "
+                f"({e.get('graph_kind')}): {e.get('signature_text')}[/red]",
+                highlight=False,
+            )
+        elif kind == "note":
+            self.console.print(f"[yellow]tcompile: graph {e.get('graph')}: {e.get('text')}[/yellow]")
+
+
+def graphs_table(graphs: list[dict[str, Any]]) -> Table:
+    table = Table(title="Compiled graphs", title_justify="left")
+    for col in ("graph", "frame", "kind", "nodes", "stage", "compile s"):
+        table.add_column(col, justify="right" if col in ("graph", "nodes", "compile s") else "left")
+    for g in graphs:
+        where = g.get("frame") or ""
+        if g.get("level") == "dynamo" and g.get("file"):
+            where = f"{where} ({_short(g['file'])}:{g.get('line')})"
+        stage = g.get("stage") or ""
+        if g.get("gated"):
+            stage += " (gated)"
+        if g.get("failed"):
+            stage = f"[red]{stage} failed[/red]"
+        idx = str(g.get("index")) if g.get("level") == "dynamo" else f"  {g.get('index')}"
+        table.add_row(
+            idx, where if g.get("level") == "dynamo" else "", g.get("kind") or "",
+            str(g.get("nodes")), stage, f"{g.get('compile_seconds') or 0:.2f}",
+        )
+    return table
+
+
+def failures_table(failures: list[dict[str, Any]]) -> Table:
+    table = Table(title="Failures", title_justify="left", show_lines=True)
+    for col in ("graph", "kind", "signature", "error"):
+        table.add_column(col)
+    for f in failures:
+        graph = "-" if f.get("graph") is None else str(f["graph"])
+        if f.get("graph_kind") and f.get("graph_kind") != "dynamo":
+            graph += f" {f['graph_kind']}"
+        msg = "\n".join((f.get("message") or "").splitlines()[:3])
+        table.add_row(graph, f.get("kind", ""), Text(f.get("signature", "")), Text(msg))
+    return table
+
+
+def _short(path: str) -> str:
+    return path.rsplit("/", 1)[-1]

@@ -1,0 +1,225 @@
+"""Accuracy checking (DESIGN.md mechanism 8).
+
+A compiled result is *wrong* when it is much further from a float64 reference than
+eager, in the original dtype, is.  Forward outputs are compared and, where inputs
+require grad, the gradients of a fixed random projection of the outputs.  Strict mode
+compares compiled with eager directly, with the dtype's usual tolerances.
+
+Random ops: the caller compiles with ``fallback_random=True`` and runs reference and
+compiled code from the same RNG state, so that dropout draws the same mask in both.
+A reference that differs between two eager runs from the same RNG state is
+*nondeterministic*: it is reported, never judged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+# rtol, atol per dtype for strict mode (torch.testing.assert_close's defaults)
+_STRICT_TOL = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+}
+# non-strict: compiled error may be this many times eager's error against float64
+MULTIPLIER = 3.0
+
+
+@dataclasses.dataclass
+class Outcome:
+    outputs: list[Any]
+    grads: list[Any]
+
+
+@dataclasses.dataclass
+class Mismatch:
+    where: str  # "output 0" / "grad of input 3"
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.detail}"
+
+
+class RngState:
+    """Save the CPU and CUDA RNG states once; restore them before each run."""
+
+    def __init__(self) -> None:
+        self.cpu = torch.get_rng_state()
+        self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
+
+
+def clone_input(x: Any, dtype: torch.dtype | None = None) -> Any:
+    if not isinstance(x, torch.Tensor):
+        return x
+    y = x.detach().clone(memory_format=torch.preserve_format)
+    if dtype is not None and y.is_floating_point():
+        y = y.to(dtype)
+    if x.requires_grad and y.is_floating_point():
+        y.requires_grad_(True)
+    return y
+
+
+def flatten(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        out: list[Any] = []
+        for v in value:
+            out.extend(flatten(v))
+        return out
+    if isinstance(value, dict):
+        return flatten(list(value.values()))
+    return [value]
+
+
+def run_with_grads(fn: Callable[..., Any], inputs: Sequence[Any], dtype: torch.dtype | None = None) -> Outcome:
+    """Run ``fn`` on clones of ``inputs``; backprop a fixed projection if grads flow."""
+    args = [clone_input(x, dtype) for x in inputs]
+    outputs = flatten(fn(*args))
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    diff_outs = [
+        o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()
+    ]
+    grads: list[Any] = []
+    if leaves and diff_outs:
+        gen = torch.Generator().manual_seed(1234)
+        loss = 0
+        for o in diff_outs:
+            cot = torch.randn(o.shape, generator=gen, dtype=torch.float64).to(device=o.device, dtype=o.dtype)
+            loss = loss + (o * cot).sum()
+        grads = list(torch.autograd.grad(loss, leaves, allow_unused=True))
+    outputs = [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
+    return Outcome(outputs, grads)
+
+
+@contextlib.contextmanager
+def _no_autocast_surprises() -> Iterator[None]:
+    yield
+
+
+def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    d = (a.double() - b.double())
+    d = d[torch.isfinite(d)]
+    if d.numel() == 0:
+        return 0.0
+    return float(torch.sqrt(torch.mean(d * d)))
+
+
+def _rms(a: torch.Tensor) -> float:
+    a = a.double()
+    a = a[torch.isfinite(a)]
+    return float(torch.sqrt(torch.mean(a * a))) if a.numel() else 0.0
+
+
+def _eps(dtype: torch.dtype) -> float:
+    return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
+
+
+def compare_tensor(
+    ref: Any, res: Any, fp64: Any | None, *, strict: bool
+) -> str | None:
+    """None when ``res`` is acceptable, else a short description of the mismatch."""
+    if not isinstance(ref, torch.Tensor) or not isinstance(res, torch.Tensor):
+        if isinstance(ref, torch.Tensor) != isinstance(res, torch.Tensor):
+            return f"type {type(res).__name__} where eager gives {type(ref).__name__}"
+        try:
+            same = bool(ref == res)
+        except Exception:
+            same = True
+        return None if same else f"{res!r} where eager gives {ref!r}"
+    if ref.shape != res.shape:
+        return f"shape {tuple(res.shape)} where eager gives {tuple(ref.shape)}"
+    if ref.dtype != res.dtype:
+        return f"dtype {res.dtype} where eager gives {ref.dtype}"
+    res = res.detach().cpu()
+    ref = ref.detach().cpu()
+    if not ref.is_floating_point() and not ref.is_complex():
+        if torch.equal(ref, res):
+            return None
+        n = int((ref != res).sum())
+        return f"{n} of {ref.numel()} {ref.dtype} elements differ"
+    if ref.is_complex():
+        ref, res = torch.view_as_real(ref), torch.view_as_real(res)
+        fp64 = torch.view_as_real(fp64) if isinstance(fp64, torch.Tensor) and fp64.is_complex() else None
+    nan_ref, nan_res = ~torch.isfinite(ref), ~torch.isfinite(res)
+    if not torch.equal(nan_ref, nan_res):
+        return f"{int((nan_ref != nan_res).sum())} non-finite values differ from eager"
+    if strict:
+        rtol, atol = _STRICT_TOL.get(ref.dtype, (1.3e-6, 1e-5))
+        if torch.allclose(res, ref, rtol=rtol, atol=atol, equal_nan=True):
+            return None
+        diff = float((res.double() - ref.double()).abs().nan_to_num(0).max())
+        return f"max |compiled - eager| = {diff:.3g} (strict: rtol={rtol:g}, atol={atol:g})"
+    usable64 = (
+        isinstance(fp64, torch.Tensor)
+        and fp64.shape == ref.shape
+        and torch.equal(~torch.isfinite(fp64.cpu()), nan_ref)
+    )
+    if not usable64:
+        # No float64 reference: fall back to a loose comparison with eager.
+        rtol, atol = _STRICT_TOL.get(ref.dtype, (1.3e-6, 1e-5))
+        if torch.allclose(res, ref, rtol=rtol * 100, atol=atol * 100, equal_nan=True):
+            return None
+        diff = float((res.double() - ref.double()).abs().nan_to_num(0).max())
+        return f"max |compiled - eager| = {diff:.3g} (no float64 reference)"
+    fp64 = fp64.detach().cpu()
+    ref_err = _rmse(ref, fp64)
+    res_err = _rmse(res, fp64)
+    floor = 16 * _eps(ref.dtype) * (_rms(fp64) + 1e-30)
+    if res_err <= MULTIPLIER * ref_err + floor or math.isclose(res_err, ref_err):
+        return None
+    return (
+        f"RMSE vs float64 {res_err:.3g} compiled, {ref_err:.3g} eager "
+        f"(allowed {MULTIPLIER:g}x eager + {floor:.2g})"
+    )
+
+
+def compare(ref: Outcome, res: Outcome, fp64: Outcome | None, *, strict: bool) -> Mismatch | None:
+    if len(ref.outputs) != len(res.outputs):
+        return Mismatch("outputs", f"{len(res.outputs)} outputs where eager gives {len(ref.outputs)}")
+    for i, (a, b) in enumerate(zip(ref.outputs, res.outputs)):
+        c = fp64.outputs[i] if fp64 is not None and i < len(fp64.outputs) else None
+        why = compare_tensor(a, b, c, strict=strict)
+        if why:
+            return Mismatch(f"output {i}", why)
+    for i, (a, b) in enumerate(zip(ref.grads, res.grads)):
+        if a is None and b is None:
+            continue
+        if (a is None) != (b is None):
+            return Mismatch(f"grad {i}", "gradient missing on one side")
+        c = fp64.grads[i] if fp64 is not None and i < len(fp64.grads) else None
+        why = compare_tensor(a, b, c, strict=strict)
+        if why:
+            return Mismatch(f"grad {i}", why)
+    return None
+
+
+def outcomes_identical(a: Outcome, b: Outcome) -> bool:
+    """Two eager runs from the same RNG state: bitwise equal when deterministic."""
+    xs, ys = a.outputs + a.grads, b.outputs + b.grads
+    if len(xs) != len(ys):
+        return False
+    for x, y in zip(xs, ys):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or not torch.equal(
+                x.detach().nan_to_num(0), y.detach().nan_to_num(0)
+            ):
+                return False
+    return True
+
+
+def to_float64(gm: torch.nn.Module) -> torch.nn.Module:
+    import copy
+
+    g = copy.deepcopy(gm)
+    return g.to(torch.float64)

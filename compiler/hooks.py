@@ -1,0 +1,183 @@
+"""Start-up hooks for the processes tcompile runs (DESIGN.md mechanism 1).
+
+``bootstrap/sitecustomize.py`` calls :func:`install_from_environment` at interpreter
+start-up.  It is idempotent, does nothing unless ``TCOMPILE_CONFIG`` is set, and
+imports nothing heavy: ``torch.compile`` is patched by a post-import hook the moment
+the program imports torch, so a program that never imports torch pays nothing.
+
+What is patched: ``torch.compile`` (which ``nn.Module.compile`` and the decorator form
+go through), so that every call gets a :class:`~tcompile.compiler.backend.TcompileBackend`
+holding the user's backend, mode and options.  ``sys.excepthook`` is chained to record
+the exception a program dies of (a capture failure under ``fullgraph=True`` surfaces
+that way).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.util
+import os
+import sys
+from typing import Any
+
+from .protocol import CONFIG_ENV, HookConfig
+
+_installed = False
+_session: Any = None
+
+
+def install_from_environment() -> bool:
+    global _installed
+    text = os.environ.get(CONFIG_ENV)
+    if not text or _installed:
+        return False
+    try:
+        config = HookConfig.from_env(text)
+    except (ValueError, TypeError) as exc:
+        sys.stderr.write(f"tcompile: ignoring bad {CONFIG_ENV}: {exc}\n")
+        return False
+    _installed = True
+    if "torch" in sys.modules:
+        _patch_torch(sys.modules["torch"], config)
+    else:
+        sys.meta_path.insert(0, _TorchImportHook(config))
+    _chain_excepthook(config)
+    return True
+
+
+class _TorchImportHook(importlib.abc.MetaPathFinder):
+    """Runs ``_patch_torch`` right after ``import torch`` finishes."""
+
+    def __init__(self, config: HookConfig) -> None:
+        self.config = config
+        self._busy = False
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "torch" or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        loader = spec.loader
+        original = loader.exec_module
+        config = self.config
+        hook = self
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            if hook in sys.meta_path:
+                sys.meta_path.remove(hook)
+            _patch_torch(module, config)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def session() -> Any:
+    global _session
+    if _session is None:
+        from .backend import Session
+
+        _session = Session(_config)
+        import torch
+
+        _session.recorder.emit(
+            "start", argv=sys.argv, torch=torch.__version__, python=sys.version.split()[0]
+        )
+    return _session
+
+
+_config: Any = None
+
+
+def _patch_torch(torch: Any, config: HookConfig) -> None:
+    global _config
+    _config = config
+    original = torch.compile
+    if getattr(original, "_tcompile_patched", False):
+        return
+
+    @functools.wraps(original)
+    def compile(model: Any = None, **kwargs: Any) -> Any:
+        if model is None:
+            return lambda m: compile(m, **kwargs)
+        if config.disable:
+            return model
+        from .backend import TcompileBackend
+
+        options = kwargs.pop("options", None)
+        passthrough = {}
+        if isinstance(options, dict):
+            options = dict(options)
+            for key in ("guard_filter_fn",):  # consumed by torch.compile itself
+                if key in options:
+                    passthrough[key] = options.pop(key)
+        backend = TcompileBackend(
+            session(),
+            user_backend=kwargs.pop("backend", None) or "inductor",
+            mode=kwargs.pop("mode", None),
+            options=options,
+            dynamic=kwargs.get("dynamic"),
+            fullgraph=bool(kwargs.get("fullgraph", False)),
+        )
+        return original(model, backend=backend, options=passthrough or None, **kwargs)
+
+    compile._tcompile_patched = True  # type: ignore[attr-defined]
+    torch.compile = compile
+
+
+def _chain_excepthook(config: HookConfig) -> None:
+    previous = sys.excepthook
+
+    def excepthook(exc_type: Any, exc: BaseException, tb: Any) -> None:
+        try:
+            _record_uncaught(exc)
+        except Exception:
+            pass
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+
+
+def _record_uncaught(exc: BaseException) -> None:
+    if _config is None:  # torch never compiled anything: record without a session
+        from .recorder import Recorder
+
+        rec = Recorder(HookConfig.from_env(os.environ[CONFIG_ENV]).dir)
+    else:
+        rec = session().recorder
+    from .signature import FailureSignature, first_lines
+
+    dynamo = False
+    user_frame = ""
+    if "torch" in sys.modules and _config is not None:
+        from .backend import is_dynamo_exception
+
+        chain: list[BaseException] = []
+        e: BaseException | None = exc
+        while e is not None and e not in chain:
+            chain.append(e)
+            e = e.__cause__ or e.__context__
+        for e in chain:
+            if is_dynamo_exception(e):
+                dynamo = True
+                exc = e
+                stack = getattr(e, "real_stack", None)
+                if stack:
+                    fs = stack[-1]
+                    user_frame = f"{fs.filename}:{fs.lineno} in {fs.name}"
+                break
+    sig = FailureSignature.from_exception("eager" if dynamo else "script", "capture" if dynamo else "exception", exc)
+    rec.emit(
+        "exception",
+        dynamo=dynamo,
+        signature=sig.to_json(),
+        signature_text=str(sig),
+        user_frame=user_frame,
+        message=first_lines(f"{type(exc).__name__}: {exc}", 12, 400),
+    )

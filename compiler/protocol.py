@@ -1,0 +1,86 @@
+"""What passes between the tcompile parent and the processes it runs.
+
+Parent -> child: one environment variable, ``TCOMPILE_CONFIG``, holding a JSON
+:class:`HookConfig`; ``PYTHONPATH`` gains the bootstrap folder whose
+``sitecustomize.py`` installs the hooks when (and only when) that variable is set.
+
+Child -> parent: each process appends JSON lines to ``events-<pid>.jsonl`` in the run
+directory (flushed per event, so a crash loses nothing already said), and keeps a
+16-byte ``marker-<pid>`` file, memory-mapped, saying which graph is running now, so
+that a process killed by a signal or a timeout can still be attributed to a graph.
+Never parsed from stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+CONFIG_ENV = "TCOMPILE_CONFIG"
+
+# marker layout: graph index (int32), phase (int32), graph kind (int32), spare
+MARKER_FMT = "<iiii"
+MARKER_SIZE = struct.calcsize(MARKER_FMT)
+PHASES = {0: "idle", 1: "compile", 2: "run", 3: "check"}
+GRAPH_KINDS = {0: "dynamo", 1: "forward", 2: "backward", 3: "inference"}
+KIND_CODES = {v: k for k, v in GRAPH_KINDS.items()}
+
+
+@dataclasses.dataclass
+class HookConfig:
+    dir: str
+    stage: str | None = None  # override every compile's backend with this stage
+    accuracy: str = "off"  # off | loose | strict
+    disable: bool = False  # torch.compile becomes a no-op (is it a compiler bug at all?)
+    gate: list[int] | None = None  # only these graph indices use the stage; others eager
+    check_calls: int = 1  # accuracy-check the first N calls of each graph
+    schema: int = SCHEMA
+
+    def to_env(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_env(cls, text: str) -> HookConfig:
+        data = json.loads(text)
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"tcompile hook config schema {data.get('schema')} != {SCHEMA}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def read_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All events of all processes of a run, in file order per process."""
+    events: list[dict[str, Any]] = []
+    for path in sorted(Path(run_dir).glob("events-*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash
+    return events
+
+
+def read_markers(run_dir: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
+    """pid -> {"graph", "phase", "graph_kind"} for every process that left a marker."""
+    out: dict[int, dict[str, Any]] = {}
+    for path in Path(run_dir).glob("marker-*"):
+        try:
+            pid = int(path.name.split("-", 1)[1])
+            data = path.read_bytes()[:MARKER_SIZE]
+            graph, phase, kind, _ = struct.unpack(MARKER_FMT, data)
+        except (ValueError, struct.error, OSError):
+            continue
+        out[pid] = {
+            "graph": graph,
+            "phase": PHASES.get(phase, "idle"),
+            "graph_kind": GRAPH_KINDS.get(kind, "dynamo"),
+        }
+    return out

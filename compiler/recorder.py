@@ -1,0 +1,49 @@
+"""The child side of the protocol (see protocol.py): events out, a live marker."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import threading
+import time
+from typing import Any
+
+from .protocol import KIND_CODES, MARKER_FMT, MARKER_SIZE
+
+
+class Recorder:
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        self._next_graph = 0
+        os.makedirs(run_dir, exist_ok=True)
+        self._events = open(os.path.join(run_dir, f"events-{self.pid}.jsonl"), "a", buffering=1)
+        marker_path = os.path.join(run_dir, f"marker-{self.pid}")
+        with open(marker_path, "wb") as f:
+            f.write(b"\0" * MARKER_SIZE)
+        fd = os.open(marker_path, os.O_RDWR)
+        try:
+            self._marker = mmap.mmap(fd, MARKER_SIZE)
+        finally:
+            os.close(fd)
+        self.mark(-1, 0)
+
+    def next_graph_index(self) -> int:
+        with self._lock:
+            index = self._next_graph
+            self._next_graph += 1
+            return index
+
+    def emit(self, event: str, **fields: Any) -> None:
+        fields = {"event": event, "pid": self.pid, "time": time.time(), **fields}
+        line = json.dumps(fields, default=str)
+        with self._lock:
+            self._events.write(line + "\n")
+            self._events.flush()
+
+    def mark(self, graph: int, phase: int, graph_kind: str = "dynamo") -> None:
+        """Cheap (a few hundred ns): called around every compiled-graph call."""
+        struct.pack_into(MARKER_FMT, self._marker, 0, graph, phase, KIND_CODES.get(graph_kind, 0), 0)

@@ -1,0 +1,147 @@
+"""Failure identity (DESIGN.md mechanism 6).
+
+A :class:`FailureSignature` decides "same bug" versus "different bug".  It is built
+from the stage that failed, the kind of failure, the exception type, a normalised
+message (numbers, addresses, paths and temporary names scrubbed) and the innermost
+frame that is not torch's own plumbing.  Two signatures *match* when stage, kind and
+exception type agree and the normalised messages agree; the frame is reported but
+not compared, because the same bug raises from different lines across torch versions.
+
+This module is pure Python (no torch import) so that the CLI, the minifier and the
+tests can use it freely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import traceback
+from typing import Any
+
+
+class FailureKind(str, enum.Enum):
+    """Where in the life of a compiled graph the failure showed."""
+
+    CAPTURE = "capture"  # TorchDynamo could not capture the frame
+    COMPILE = "compile"  # the backend raised while compiling a graph
+    RUNTIME = "runtime"  # the compiled graph raised while running
+    ACCURACY = "accuracy"  # the compiled graph computed wrong numbers
+    CRASH = "crash"  # the process died (signal, abort, C++ throw)
+    TIMEOUT = "timeout"  # the process ran past --timeout
+
+
+_SCRUBS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"(/[\w.\-+]+)+/"), "<path>/"),  # directories of absolute paths
+    (re.compile(r"\b[a-z0-9]{20,}\b"), "<hash>"),  # cache keys, kernel hashes
+    (re.compile(r"(?<![\w.])-?\d+(\.\d+)?([eE][-+]?\d+)?"), "N"),
+    (re.compile(r"\s+"), " "),
+]
+
+# Frames from these packages are plumbing, not the place a failure comes from.
+_PLUMBING = ("/tcompile/", "/compiler/backend.py", "/compiler/hooks.py", "/compiler/stages.py")
+
+
+def normalize_message(message: str, limit: int = 300) -> str:
+    """Scrub run-specific details from an error message so that it can be compared."""
+    lines = [ln for ln in message.strip().splitlines() if ln.strip()]
+    # The first line names the error; generated-code dumps and hints follow it.
+    text = lines[0] if lines else ""
+    for pattern, repl in _SCRUBS:
+        text = pattern.sub(repl, text)
+    return text.strip()[:limit]
+
+
+def innermost_frame(exc: BaseException) -> str:
+    """``file:line in function`` of the innermost frame of ``exc`` that is not plumbing."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    for fs in reversed(frames):
+        fname = fs.filename.replace("\\", "/")
+        if not any(p in fname for p in _PLUMBING):
+            return f"{_short_path(fname)}:{fs.lineno} in {fs.name}"
+    return ""
+
+
+def _short_path(path: str) -> str:
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path.rsplit("/", 1)[-1]
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """Follow torch's wrapper exceptions down to the error that was actually raised.
+
+    ``BackendCompilerFailed`` and ``InductorError`` wrap the real exception in
+    ``inner_exception`` / ``__cause__``; the signature is that of the real one.
+    """
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "inner_exception", None) or getattr(exc, "real_exception", None)
+        if isinstance(inner, BaseException):
+            exc = inner
+            continue
+        if type(exc).__name__ in {"BackendCompilerFailed", "InductorError"} and exc.__cause__:
+            exc = exc.__cause__
+            continue
+        break
+    return exc
+
+
+@dataclasses.dataclass(frozen=True)
+class FailureSignature:
+    stage: str
+    kind: str
+    exc_type: str
+    message: str
+    frame: str = ""
+
+    def matches(self, other: FailureSignature | None) -> bool:
+        if other is None:
+            return False
+        return (
+            self.stage == other.stage
+            and self.kind == other.kind
+            and self.exc_type == other.exc_type
+            and self.message == other.message
+        )
+
+    def __str__(self) -> str:
+        text = f"{self.stage}/{self.kind}: {self.exc_type}"
+        if self.message:
+            text += f": {self.message}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FailureSignature:
+        return cls(**{f.name: data.get(f.name, "") for f in dataclasses.fields(cls)})
+
+    @classmethod
+    def from_exception(cls, stage: str, kind: FailureKind | str, exc: BaseException) -> FailureSignature:
+        real = root_cause(exc)
+        return cls(
+            stage=stage,
+            kind=str(getattr(kind, "value", kind)),
+            exc_type=_qualified_type(real),
+            message=normalize_message(str(real)),
+            frame=innermost_frame(real),
+        )
+
+
+def _qualified_type(exc: BaseException) -> str:
+    t = type(exc)
+    mod = t.__module__
+    if mod in ("builtins", "__main__"):
+        return t.__name__
+    # keep the last two components: torch._inductor.exc.CppCompileError -> exc.CppCompileError
+    return ".".join(mod.split(".")[-1:] + [t.__name__])
+
+
+def first_lines(text: str, n: int = 3, width: int = 160) -> str:
+    lines = [ln.rstrip() for ln in text.strip().splitlines() if ln.strip()]
+    return "\n".join(ln[:width] for ln in lines[:n])

@@ -1,0 +1,156 @@
+"""The stages of the torch.compile stack, as backends tcompile can compile a graph with.
+
+=============================  ============================================================
+``eager``                      Dynamo's graph runs as captured (capture bugs show here)
+``aot_eager``                  + AOTAutograd forward/backward tracing, run eagerly
+``aot_eager_decomp_partition`` + inductor's decompositions and min-cut partitioner
+``inductor``                   + lowering, scheduling and codegen (C++ on CPU, Triton on GPU)
+anything else                  the user's own backend (a registered name or a callable)
+=============================  ============================================================
+
+Each stage is built here with *recording* AOT compilers so that tcompile sees every
+forward, backward and inference graph.  The builders take an ``AotHooks`` object whose
+``compile`` method wraps the real AOT-level compile; it lives in backend.py.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Stage(str, enum.Enum):
+    EAGER = "eager"
+    AOT_EAGER = "aot_eager"
+    AOT_EAGER_DECOMP_PARTITION = "aot_eager_decomp_partition"
+    INDUCTOR = "inductor"
+
+
+#: The stages in the order the stack runs them (the backend ladder of the seeds).
+LADDER: tuple[str, ...] = tuple(s.value for s in Stage)
+
+
+class AotHooks(Protocol):
+    def compile(
+        self, kind: str, gm: Any, example_inputs: Any, real_compile: Callable[..., Any], **kwargs: Any
+    ) -> Any: ...
+
+
+def known_backend_names() -> list[str]:
+    """Every backend name torch knows (including debug ones), plus the stages."""
+    from torch._dynamo.backends.registry import list_backends
+
+    return sorted(set(list_backends(exclude_tags=())) | set(LADDER))
+
+
+def is_known_backend(name: str) -> bool:
+    return name in known_backend_names()
+
+
+def _boxed_nop(gm: Any, example_inputs: Any) -> Any:
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(gm.forward)
+
+
+def _aot_stage(hooks: AotHooks, *, decomp_partition: bool) -> Callable[..., Any]:
+    from torch._dynamo.backends.common import aot_autograd
+
+    def recording(kind: str) -> Callable[..., Any]:
+        def compiler(gm: Any, example_inputs: Any) -> Any:
+            return hooks.compile(kind, gm, example_inputs, _boxed_nop)
+
+        return compiler
+
+    kwargs: dict[str, Any] = dict(
+        fw_compiler=recording("forward"),
+        bw_compiler=recording("backward"),
+        inference_compiler=recording("inference"),
+    )
+    if decomp_partition:
+        import functools
+
+        from torch._functorch.partitioners import min_cut_rematerialization_partition
+        from torch._inductor.compile_fx import select_decomp_table
+
+        kwargs["decompositions"] = select_decomp_table()
+        kwargs["partition_fn"] = functools.partial(
+            min_cut_rematerialization_partition, compiler="inductor"
+        )
+    backend = aot_autograd(**kwargs)
+
+    def compile_stage(gm: Any, example_inputs: Any) -> Any:
+        if decomp_partition:
+            import torch._functorch.config as functorch_config
+
+            with functorch_config.patch(unlift_effect_tokens=True):
+                return backend(gm, example_inputs)
+        return backend(gm, example_inputs)
+
+    return compile_stage
+
+
+def _inductor_stage(
+    hooks: AotHooks, mode: str | None, options: dict[str, Any] | None, dynamic: bool | None
+) -> Callable[..., Any]:
+    import torch
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    # torch's own wrapper turns mode/options into config patches (and validates them).
+    wrapper = torch._TorchCompileInductorWrapper(mode, options, dynamic)  # type: ignore[attr-defined]
+    patches = dict(wrapper.config)
+
+    def inner(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+        if kwargs.get("is_backward"):
+            kind = "backward"
+        elif kwargs.get("is_inference"):
+            kind = "inference"
+        else:
+            kind = "forward"
+        return hooks.compile(kind, gm, example_inputs, compile_fx_inner, **kwargs)
+
+    def compile_stage(gm: Any, example_inputs: Any) -> Any:
+        return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=patches)
+
+    return compile_stage
+
+
+def build_stage(
+    stage: str,
+    hooks: AotHooks,
+    *,
+    user_backend: Any = None,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    dynamic: bool | None = None,
+) -> Callable[..., Any]:
+    """A compiler function ``(gm, example_inputs) -> callable`` for ``stage``.
+
+    ``stage`` is one of :class:`Stage` or the name of the user's backend, in which case
+    ``user_backend`` (a name or callable) is compiled through torch's own wrapper with
+    the user's ``mode``/``options``.
+    """
+    if stage == Stage.EAGER:
+        return lambda gm, example_inputs: gm.forward
+    if stage == Stage.AOT_EAGER:
+        return _aot_stage(hooks, decomp_partition=False)
+    if stage == Stage.AOT_EAGER_DECOMP_PARTITION:
+        return _aot_stage(hooks, decomp_partition=True)
+    if stage == Stage.INDUCTOR:
+        return _inductor_stage(hooks, mode, options, dynamic)
+    import torch
+
+    target = user_backend if user_backend is not None else stage
+    return torch._TorchCompileWrapper(target, mode, options, dynamic)  # type: ignore[attr-defined]
+
+
+def backend_name(backend: Any) -> str:
+    """The stage name tcompile reports for a backend given to ``torch.compile``."""
+    if backend is None:
+        return Stage.INDUCTOR.value
+    if isinstance(backend, str):
+        return backend
+    return getattr(backend, "compiler_name", None) or getattr(backend, "__name__", None) or type(
+        backend
+    ).__name__
