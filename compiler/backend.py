@@ -44,7 +44,12 @@ def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
     reason = getattr(gm, "compile_subgraph_reason", None)
     stack = list(getattr(reason, "user_stack", None) or [])
     if stack:
-        top = stack[0]
+        # the outermost frame that is the user's own (torch.compile(model) enters
+        # through torch's nn.Module plumbing first)
+        paths = [(fs, fs.filename.replace("\\", "/")) for fs in stack]
+        user = [fs for fs, p in paths if "/torch/" not in p]
+        modules = [fs for fs, p in paths if "/torch/_dynamo/" not in p]
+        top = (user or modules or stack)[0]
         info.update(frame=top.name, file=top.filename, line=top.lineno)
     else:
         for node in gm.graph.nodes:
@@ -131,6 +136,7 @@ class _AotHooks:
         self.index = index
         self.stage = stage
         self.failed_kind: str | None = None
+        self.kinds: list[str] = []
 
     def compile(
         self, kind: str, gm: Any, example_inputs: Any, real_compile: Callable[..., Any], **kwargs: Any
@@ -158,6 +164,7 @@ class _AotHooks:
             rec.mark(-1, PHASE_IDLE)
         rec.emit("aot_graph", index=self.index, kind=kind, nodes=nodes, stage=self.stage,
                  compile_seconds=time.perf_counter() - t0)
+        self.kinds.append(kind)
         if keep is not None:
             return _BackwardRunner(self.session, self.index, self.stage, compiled, keep)
         return compiled
@@ -186,7 +193,10 @@ class _BackwardRunner:
         self.eager = _boxed_eager(eager_gm)
         self.quarantined = False
 
-    def __call__(self, args: list[Any]) -> Any:
+    def __call__(self, *call_args: Any) -> Any:
+        # AOTAutograd calls backward compilers' results boxed or not, depending on
+        # the path: accept both.
+        args = call_args[0] if len(call_args) == 1 and type(call_args[0]) is list else list(call_args)
         if self.quarantined:
             return self.eager(args)
         saved = list(args)
@@ -214,18 +224,21 @@ class GraphRunner:
         stage: str,
         compiled: Any,
         reference: torch.fx.GraphModule,
+        forward_kind: str = "forward",
     ) -> None:
         self.session, self.index, self.stage = session, index, stage
+        self.forward_kind = forward_kind  # "inference" when AOT compiled no backward
         self.compiled = compiled
         self.reference = reference
-        self._boxed_call = bool(getattr(compiled, "_boxed_call", False))
         cfg = session.config
         self.checks_left = cfg.check_calls if cfg.accuracy != "off" else 0
         self.quarantined = False
         self._fp64: Any = None
 
     def __call__(self, *call_args: Any) -> Any:
-        args = list(call_args[0]) if self._boxed_call else list(call_args)
+        # Dynamo calls a backend's result with positional args, never boxed (and
+        # aot_module_simplified's forward carries a misleading `_boxed_call`).
+        args = list(call_args)
         if self.quarantined:
             return self.reference(*args)
         if self.checks_left > 0:
@@ -234,9 +247,9 @@ class GraphRunner:
             if self.quarantined:
                 return self.reference(*args)
         rec = self.session.recorder
-        rec.mark(self.index, PHASE_RUN, "dynamo")
+        rec.mark(self.index, PHASE_RUN, self.forward_kind)
         try:
-            return self.compiled(list(args)) if self._boxed_call else self.compiled(*args)
+            return self.compiled(*args)
         except Exception as exc:
             if is_dynamo_exception(exc):
                 raise
@@ -247,12 +260,12 @@ class GraphRunner:
             rec.mark(-1, PHASE_IDLE)
 
     def _runtime_failure(self, exc: BaseException) -> None:
-        self.session.failure(graph=self.index, graph_kind="forward", kind=FailureKind.RUNTIME,
+        self.session.failure(graph=self.index, graph_kind=self.forward_kind, kind=FailureKind.RUNTIME,
                              stage=self.stage, exc=exc)
         self.quarantined = True
 
     def _compiled_fn(self, *args: Any) -> Any:
-        return _call(self.compiled, list(args))
+        return self.compiled(*args)
 
     def _check(self, args: list[Any]) -> None:
         strict = self.session.config.accuracy == "strict"
@@ -296,7 +309,7 @@ class GraphRunner:
                 rng.restore()
             mismatch = accuracy.compare(ref, res, fp64, strict=strict)
             if mismatch is not None:
-                graph_kind = "backward" if mismatch.where.startswith("grad") else "forward"
+                graph_kind = "backward" if mismatch.where.startswith("grad") else self.forward_kind
                 exc_type = "StrictAccuracyError" if strict else "AccuracyError"
                 sig = FailureSignature(
                     stage=self.stage,
@@ -374,7 +387,8 @@ class TcompileBackend:
                  failed=compiled is None, **base)
         if compiled is None:
             return reference.forward
-        return GraphRunner(session, index, stage, compiled, reference)
+        forward_kind = "inference" if "inference" in hooks.kinds else "forward"
+        return GraphRunner(session, index, stage, compiled, reference, forward_kind)
 
 
 class _fallback_random:

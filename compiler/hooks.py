@@ -173,10 +173,17 @@ def _record_uncaught(exc: BaseException) -> None:
                     user_frame = f"{fs.filename}:{fs.lineno} in {fs.name}"
                 break
     sig = FailureSignature.from_exception("eager" if dynamo else "script", "capture" if dynamo else "exception", exc)
+    # the innermost cause: Dynamo wraps the user's own error (a shape mismatch seen
+    # while tracing) in TorchRuntimeError; eager raises the bare one
+    cause: BaseException = exc
+    while cause.__cause__ is not None and cause.__cause__ is not cause:
+        cause = cause.__cause__
+    cause_sig = FailureSignature.from_exception("script", "exception", cause)
     rec.emit(
         "exception",
         dynamo=dynamo,
         signature=sig.to_json(),
+        cause_signature=cause_sig.to_json(),
         signature_text=str(sig),
         user_frame=user_frame,
         message=first_lines(f"{type(exc).__name__}: {exc}", 12, 400),

@@ -251,41 +251,33 @@ def _signal_name(returncode: int) -> str:
 
 
 def collect(result: ProcessResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Graphs, failures and notes out of a finished process's events and markers."""
-    graphs: list[dict[str, Any]] = []
+    """Graphs, failures and notes out of a finished process's events and markers.
+
+    Failures that tcompile has not itself checked against eager (a capture failure the
+    program died of, a crash or timeout outside any compiled graph) carry
+    ``"unconfirmed": True``; :func:`run_and_classify` checks them with a plain run.
+    """
     failures: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     multi = len({e.get("pid") for e in result.events if e.get("event") == "graph"}) > 1
-    stage_of: dict[tuple[Any, Any], str] = {}
+    dynamo: dict[tuple[Any, Any], dict[str, Any]] = {}
+    children: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     for e in result.events:
         kind = e.get("event")
         pid = e.get("pid")
         if kind == "graph":
             g = {k: e.get(k) for k in ("index", "frame", "kind", "nodes", "stage", "compile_seconds",
                                         "file", "line", "compile_id", "break_reason")}
-            g["level"] = "dynamo"
-            g["gated"] = bool(e.get("gated"))
-            g["failed"] = bool(e.get("failed"))
+            g.update(level="dynamo", gated=bool(e.get("gated")), failed=bool(e.get("failed")))
             if multi:
                 g["pid"] = pid
-            stage_of[(pid, e.get("index"))] = e.get("stage")
-            graphs.append(g)
+            dynamo[(pid, e.get("index"))] = g
         elif kind == "aot_graph":
-            parent = next((g for g in graphs if g["index"] == e.get("index") and g.get("pid", pid) == pid
-                           and g["level"] == "dynamo"), None)
-            g = {
-                "index": e.get("index"),
-                "frame": parent["frame"] if parent else "",
-                "kind": e.get("kind"),
-                "nodes": e.get("nodes"),
-                "stage": e.get("stage"),
-                "compile_seconds": e.get("compile_seconds"),
-                "level": "aot",
-                "failed": bool(e.get("failed")),
-            }
+            g = {k: e.get(k) for k in ("index", "kind", "nodes", "stage", "compile_seconds")}
+            g.update(level="aot", failed=bool(e.get("failed")))
             if multi:
                 g["pid"] = pid
-            graphs.append(g)
+            children.setdefault((pid, e.get("index")), []).append(g)
         elif kind == "failure":
             failures.append(_failure_from_event(e, multi))
         elif kind == "note":
@@ -301,8 +293,17 @@ def collect(result: ProcessResult) -> tuple[list[dict[str, Any]], list[dict[str,
                 "signature_fields": sig.to_json(),
                 "message": e.get("message", ""),
                 "frame": e.get("user_frame") or sig.frame,
+                "unconfirmed": True,
                 **({"pid": pid} if multi else {}),
             })
+    graphs: list[dict[str, Any]] = []
+    for key in sorted(set(dynamo) | set(children), key=lambda k: (str(k[0]), k[1] if k[1] is not None else -1)):
+        parent = dynamo.get(key)
+        if parent is not None:
+            graphs.append(parent)
+        for child in children.get(key, []):
+            child["frame"] = parent["frame"] if parent else ""
+            graphs.append(child)
     # A process that died (signal) or was killed (timeout) says nothing more: the
     # markers say which graph it was in.
     if result.timed_out or (result.returncode is not None and result.returncode < 0):
@@ -313,23 +314,25 @@ def collect(result: ProcessResult) -> tuple[list[dict[str, Any]], list[dict[str,
         else:
             exc_type = _signal_name(result.returncode or 0)
             message = _crash_message(result.stderr_tail) or f"process killed by {exc_type}"
-        if busy or kind == FailureKind.CRASH or not failures:
-            targets = list(busy.items()) or [(None, {"graph": None, "phase": "", "graph_kind": "dynamo"})]
-            for pid, m in targets:
-                stage = stage_of.get((pid, m["graph"]), "unknown") if m["graph"] is not None else "unknown"
-                sig = FailureSignature(stage=stage, kind=kind.value, exc_type=exc_type,
-                                       message=normalize_message(message),
-                                       frame=f"{m['phase']} of graph {m['graph']}" if m["graph"] is not None else "")
-                failures.append({
-                    "graph": m["graph"],
-                    "graph_kind": m["graph_kind"],
-                    "kind": kind.value,
-                    "stage": stage,
-                    "signature": str(sig),
-                    "signature_fields": sig.to_json(),
-                    "message": message,
-                    "phase": m["phase"],
-                })
+        targets = list(busy.items()) or [(None, {"graph": None, "phase": "", "graph_kind": "dynamo"})]
+        for pid, m in targets:
+            g = dynamo.get((pid, m["graph"])) or next(
+                (d for (p, i), d in dynamo.items() if i == m["graph"]), None)
+            stage = g["stage"] if g else "unknown"
+            sig = FailureSignature(stage=stage, kind=kind.value, exc_type=exc_type,
+                                   message=normalize_message(message))
+            failures.append({
+                "graph": m["graph"],
+                "graph_kind": m["graph_kind"],
+                "kind": kind.value,
+                "stage": stage,
+                "signature": str(sig),
+                "signature_fields": sig.to_json(),
+                "message": message,
+                "phase": m["phase"],
+                "frame": f"{m['phase']} of graph {m['graph']}" if m["graph"] is not None else "",
+                "unconfirmed": m["graph"] is None,
+            })
     return graphs, failures, notes
 
 
@@ -353,7 +356,7 @@ def _failure_from_event(e: dict[str, Any], multi: bool) -> dict[str, Any]:
 def _crash_message(tail: list[str]) -> str:
     """The line a dying process printed about why (e.g. ``terminate called ...``)."""
     keys = ("terminate called", "Segmentation fault", "Aborted", "Fatal Python error", "illegal memory")
-    for line in reversed(tail):
+    for line in tail:  # the first: later threads only say "terminate called recursively"
         if any(k in line for k in keys):
             return line.strip()
     return ""
@@ -362,6 +365,34 @@ def _crash_message(tail: list[str]) -> str:
 def _last_exception(result: ProcessResult) -> dict[str, Any] | None:
     exc = [e for e in result.events if e.get("event") == "exception"]
     return exc[-1] if exc else None
+
+
+def _fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
+    """Same exit status, and the same exception (or the same cause Dynamo wrapped)."""
+    if compiled.timed_out or plain.timed_out:
+        return compiled.timed_out and plain.timed_out
+    if plain.returncode in (0, None) or plain.returncode != compiled.returncode:
+        return False
+    first, second = _last_exception(compiled), _last_exception(plain)
+    if first is None or second is None:
+        return first is None and second is None
+    theirs = FailureSignature.from_json(second["signature"])
+    ours = [FailureSignature.from_json(first["signature"])]
+    if first.get("cause_signature"):
+        ours.append(FailureSignature.from_json(first["cause_signature"]))
+    if any(o.exc_type.rsplit(".", 1)[-1] == theirs.exc_type.rsplit(".", 1)[-1]
+           and o.message == theirs.message for o in ours):
+        return True
+    # Dynamo hits the program's own error while tracing with fake tensors and words
+    # it differently (TorchRuntimeError); the same failing line of code is the tell.
+    where = _line_of(first.get("user_frame") or "")
+    return bool(where) and where == _line_of(theirs.frame)
+
+
+def _line_of(frame: str) -> str:
+    """'path/to/linear.py:134 in forward' -> 'linear.py:134'."""
+    head = frame.split(" in ", 1)[0].replace("\\", "/")
+    return head.rsplit("/", 1)[-1] if ":" in head else ""
 
 
 def new_run_dir(out: str | None, prefix: str = "run") -> str:
@@ -405,30 +436,28 @@ def run_and_classify(
     result = run_process(command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
     graphs, failures, notes = collect(result)
     verdict, explanation, exit_code = "clean", "no compiler failure", EXIT_OK
-    if failures:
-        verdict, exit_code = "compiler-failure", EXIT_COMPILER_FAILURE
-        explanation = f"{len(failures)} compiler failure(s)"
-    elif result.returncode not in (0, None):
-        # The command failed and no compiler failure explains it.  Does it fail the
-        # same way with torch.compile turned off?
+    failed = result.timed_out or result.returncode not in (0, None)
+    confirmed = [f for f in failures if not f.get("unconfirmed")]
+    if failed and not confirmed:
+        # The command failed and nothing tcompile checked explains it.  Does it fail
+        # the same way with torch.compile turned off?
         observer.status("the command failed: running it again without torch.compile")
         plain = HookConfig(dir=os.path.join(run_dir, "plain"), disable=True)
         again = run_process(command, plain, timeout=timeout, observer=NullObserver(),
                             stdout=stdout, stderr=stderr)
-        first, second = _last_exception(result), _last_exception(again)
-        same = again.returncode == result.returncode and (
-            (first is None and second is None)
-            or (first is not None and second is not None
-                and FailureSignature.from_json(first["signature"]).matches(
-                    FailureSignature.from_json(second["signature"])))
-        )
-        if same:
+        if _fails_the_same_way(result, again):
+            first = _last_exception(result)
+            what = first["signature_text"] if first else (
+                "timeout" if result.timed_out else f"exit status {result.returncode}")
             verdict, exit_code = "not-a-compiler-bug", EXIT_NOT_COMPILER
-            what = first["signature_text"] if first else f"exit status {result.returncode}"
             explanation = (f"the command fails the same way without torch.compile ({what}): "
                            "not a compiler bug")
-        else:
-            verdict, exit_code = "compiler-failure", EXIT_COMPILER_FAILURE
+            for f in failures:
+                f["not_a_compiler_bug"] = True
+            notes.append({"graph": None, "text": explanation})
+            failures = []
+        elif not failures:
+            first = _last_exception(result)
             sig = FailureSignature.from_json(first["signature"]) if first else FailureSignature(
                 stage="unknown", kind="runtime", exc_type=f"exit status {result.returncode}", message="")
             sig = dataclasses.replace(sig, stage=stage or "unknown", kind=FailureKind.RUNTIME.value)
@@ -438,7 +467,12 @@ def run_and_classify(
                 "message": first["message"] if first else "\n".join(result.stderr_tail[-5:]),
                 "frame": sig.frame,
             })
-            explanation = "the command fails under torch.compile and passes without it"
+    for f in failures:
+        f.pop("unconfirmed", None)
+    if failures:
+        verdict, exit_code = "compiler-failure", EXIT_COMPILER_FAILURE
+        kinds = sorted({f["kind"] for f in failures})
+        explanation = f"{len(failures)} compiler failure(s): {', '.join(kinds)}"
     report = RunReport(
         graphs=graphs, failures=failures, notes=notes, exit_code=exit_code, verdict=verdict,
         explanation=explanation, returncode=result.returncode, seconds=result.seconds,
