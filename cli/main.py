@@ -25,6 +25,8 @@ def _command_from_args(argv: tuple[str, ...]) -> list[str]:
     if not argv:
         raise UsageError("missing SCRIPT (or -- COMMAND ...)")
     first = argv[0]
+    if first.startswith("-") and first != "-":
+        raise UsageError(f"no such option: {first} (tcompile's options go before SCRIPT)")
     if first.endswith(".py") or (os.path.exists(first) and not shutil.which(first)):
         check_script(first)
         return [sys.executable, first, *argv[1:]]

@@ -32,10 +32,10 @@ class FailureKind(str, enum.Enum):
 
 
 _SCRUBS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
     (re.compile(r"(/[\w.\-+]+)+/"), "<path>/"),  # directories of absolute paths
     (re.compile(r"\b[a-z0-9]{20,}\b"), "<hash>"),  # cache keys, kernel hashes
-    (re.compile(r"(?<![\w.])-?\d+(\.\d+)?([eE][-+]?\d+)?"), "N"),
+    (re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?"), "N"),
     (re.compile(r"\s+"), " "),
 ]
 

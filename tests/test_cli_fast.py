@@ -1,0 +1,103 @@
+"""CLI behaviour that needs no compile: help, start-up cost, usage errors."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import run_tcompile
+
+
+def test_help_imports_no_torch():
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from tcompile.cli.main import main\n"
+        "r = CliRunner().invoke(main, ['--help'])\n"
+        "r2 = CliRunner().invoke(main, ['run', '--help'])\n"
+        "assert r.exit_code == 0 and r2.exit_code == 0, (r.output, r2.output)\n"
+        "assert 'torch' not in sys.modules, 'torch imported by --help'\n"
+        "assert 'rich' not in sys.modules or True\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_help_is_fast():
+    best = min(_timed(run_tcompile, "--help") for _ in range(3))
+    assert best < 0.5, f"tcompile --help took {best:.2f}s"
+
+
+def _timed(fn, *args):
+    t0 = time.perf_counter()
+    r = fn(*args)
+    assert r.returncode == 0
+    return time.perf_counter() - t0
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "does_not_exist.py"], "script not found"),
+        (["run", "fixtures"], "is a directory"),
+        (["run"], "missing SCRIPT"),
+        (["run", "--", "no-such-command-xyz"], "command not found"),
+        (["run", "--bogus-flag", "fixtures/clean.py"], "no such option"),
+    ],
+)
+def test_usage_errors_exit_2(args, needle):
+    r = run_tcompile(*args, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 2, r.stderr
+    assert needle.lower() in r.stderr.lower()
+    assert "Traceback" not in r.stderr
+
+
+def test_syntax_error_is_the_scripts_problem(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\ndef f(:\n    pass\n")
+    r = run_tcompile("run", str(bad))
+    assert r.returncode == 2
+    assert "syntax error" in r.stderr and "bad.py:2" in r.stderr
+    assert "script's problem" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_unreadable_script(tmp_path):
+    s = tmp_path / "secret.py"
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        if not os.path.exists("/proc/self/mem"):
+            pytest.skip("root reads any file, and there is no /proc/self/mem")
+        s.symlink_to("/proc/self/mem")  # reading it fails with EIO, even for root
+    else:
+        s.write_text("print(1)\n")
+        s.chmod(0)
+    r = run_tcompile("run", str(s))
+    assert r.returncode == 2 and "cannot read" in r.stderr
+
+
+def test_unknown_backend():
+    r = run_tcompile("run", "--backend", "not_a_backend", "fixtures/clean.py",
+                     cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 2
+    assert "unknown backend 'not_a_backend'" in r.stderr
+    assert "inductor" in r.stderr
+
+
+def test_script_without_torch_runs_clean(tmp_path):
+    s = tmp_path / "plain.py"
+    s.write_text("print('hello')\n")
+    r = run_tcompile("run", "--json", "--out", str(tmp_path / "out"), str(s))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == 0 and doc["graphs"] == [] and doc["failures"] == []
+    assert "hello" in r.stderr  # the script's stdout goes to stderr under --json
+
+
+def test_script_failing_without_torch_is_exit_3(tmp_path):
+    s = tmp_path / "boom.py"
+    s.write_text("raise SystemExit('boom')\n")
+    r = run_tcompile("run", "--json", "--out", str(tmp_path / "out"), str(s))
+    assert r.returncode == 3, r.stderr
+    assert json.loads(r.stdout)["verdict"] == "not-a-compiler-bug"

@@ -1,0 +1,101 @@
+"""End-to-end: `tcompile run --json` on every fixture, real compiles.
+
+Each case names the failure kind, the graph it must be in, and for AOT-level
+failures the graph kind.  Results are read from --json, never from stderr.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import FIXTURES, run_tcompile
+
+pytestmark = pytest.mark.slow
+
+# fixture, extra flags, expected exit, expected failures [(kind, graph, graph_kind)]
+CASES = [
+    ("clean.py", [], 0, []),
+    ("clean.py", ["--accuracy"], 0, []),
+    ("capture_fullgraph.py", [], 1, [("capture", None, "dynamo")]),
+    ("custom_backend.py", [], 1, [("compile", 0, "dynamo")]),
+    ("bad_decomposition.py", ["--accuracy"], 1, [("accuracy", 0, "inference")]),
+    ("cpp_relu_compile_error.py", [], 1, [("compile", 0, "inference")]),
+    ("cpp_relu_runtime_error.py", [], 1, [("runtime", 0, "inference")]),
+    ("cpp_relu_accuracy.py", ["--accuracy"], 1, [("accuracy", 0, "inference")]),
+    ("cpp_throw_crash.py", [], 1, [("crash", 0, "inference")]),
+    ("post_grad_pass_bug.py", ["--accuracy"], 1, [("accuracy", 0, "inference")]),
+    ("backward_only.py", ["--accuracy"], 1, [("accuracy", 0, "backward")]),
+    ("multi_graph.py", ["--accuracy"], 1, [("accuracy", 1, "inference")]),
+    ("fails_without_compile.py", [], 3, []),
+]
+
+
+def _run(fixture, flags, tmp_path, env=None):
+    r = run_tcompile("run", "--json", "--out", str(tmp_path), *flags, str(FIXTURES / fixture), env=env)
+    assert "Traceback (most recent call last)" not in r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == r.returncode
+    return doc
+
+
+def _summary(doc):
+    return [(f["kind"], f["graph"], f["graph_kind"]) for f in doc["failures"]]
+
+
+@pytest.mark.parametrize("fixture, flags, code, expected", CASES, ids=[f"{c[0]}{''.join(c[1])}" for c in CASES])
+def test_run_fixture(fixture, flags, code, expected, tmp_path):
+    doc = _run(fixture, flags, tmp_path)
+    assert doc["exit_code"] == code, doc
+    assert _summary(doc) == expected, doc["failures"]
+    for f in doc["failures"]:
+        for key in ("graph", "kind", "stage", "signature", "message"):
+            assert key in f
+    for g in doc["graphs"]:
+        for key in ("index", "frame", "kind", "nodes", "stage"):
+            assert key in g
+    if code != 3 and fixture != "capture_fullgraph.py":
+        assert any(g["kind"] == "dynamo" for g in doc["graphs"])
+
+
+def test_multi_graph_numbers_every_graph(tmp_path):
+    doc = _run("multi_graph.py", [], tmp_path)
+    dynamo = [g for g in doc["graphs"] if g["kind"] == "dynamo"]
+    assert [g["index"] for g in dynamo] == [0, 1, 2]
+    assert all(g["stage"] == "inductor" for g in dynamo)
+    assert doc["exit_code"] == 0  # without --accuracy the wrong numbers go unnoticed
+
+
+@pytest.mark.parametrize("fixture, flags, expected", [
+    ("cpp_relu_accuracy.py", ["--accuracy"], [("accuracy", 0, "inference")]),
+    ("post_grad_pass_bug.py", ["--accuracy"], [("accuracy", 0, "inference")]),
+])
+def test_same_result_with_warm_caches(fixture, flags, expected, tmp_path):
+    """A plain run first warms inductor's caches (the user's default cache dir)."""
+    cache = tmp_path / "inductor-cache"
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    subprocess.run([sys.executable, str(FIXTURES / fixture)], env={**os.environ, **env},
+                   capture_output=True, check=True, timeout=600)
+    assert any(cache.iterdir())
+    doc = _run(fixture, flags, tmp_path / "out", env=env)
+    assert _summary(doc) == expected
+
+
+def test_backend_override_stage(tmp_path):
+    doc = _run("custom_backend.py", ["--backend", "aot_eager"], tmp_path)
+    assert doc["exit_code"] == 0
+    assert {g["stage"] for g in doc["graphs"]} == {"aot_eager"}
+    assert {g["kind"] for g in doc["graphs"]} == {"dynamo", "inference"}
+
+
+def test_timeout_kills_the_group(tmp_path):
+    script = tmp_path / "sleepy.py"
+    script.write_text("import subprocess, sys, time\n"
+                      "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                      "time.sleep(60)\n")
+    r = run_tcompile("run", "--json", "--timeout", "2", "--out", str(tmp_path / "o"), str(script))
+    doc = json.loads(r.stdout)
+    # sleeps without torch.compile too: a timeout that is not a compiler bug
+    assert doc["exit_code"] == 3
+    assert doc["seconds"] < 20

@@ -1,0 +1,53 @@
+from tcompile.compiler.signature import (
+    FailureSignature,
+    innermost_frame,
+    normalize_message,
+    root_cause,
+)
+
+
+def test_normalize_scrubs_numbers_paths_addresses():
+    a = normalize_message("shape (2x5) at 0x7f00deadbeef in /tmp/torchinductor_root/ab/cabc.py")
+    b = normalize_message("shape (4x7) at 0x7f11aaaa0000 in /tmp/other/cd/cabc.py")
+    assert a == b
+    assert "<addr>" in a and "<path>/" in a
+
+
+def test_normalize_keeps_first_line_only():
+    assert normalize_message("Boom: bad\n  generated code dump\n  more") == "Boom: bad"
+
+
+def test_signature_matching_ignores_frame():
+    s1 = FailureSignature("inductor", "compile", "exc.CppCompileError", "C++ compile error", "a.py:1")
+    s2 = FailureSignature("inductor", "compile", "exc.CppCompileError", "C++ compile error", "b.py:9")
+    s3 = FailureSignature("inductor", "runtime", "exc.CppCompileError", "C++ compile error")
+    assert s1.matches(s2)
+    assert not s1.matches(s3)
+    assert not s1.matches(None)
+    assert FailureSignature.from_json(s1.to_json()) == s1
+
+
+def test_from_exception_follows_wrappers():
+    class BackendCompilerFailed(Exception):
+        pass
+
+    inner = ValueError("bad value 12")
+    try:
+        try:
+            raise inner
+        except ValueError as e:
+            raise BackendCompilerFailed("wrapped") from e
+    except BackendCompilerFailed as outer:
+        assert root_cause(outer) is inner
+        sig = FailureSignature.from_exception("inductor", "compile", outer)
+    assert sig.exc_type == "ValueError"
+    assert sig.message == "bad value N"
+    assert str(sig) == "inductor/compile: ValueError: bad value N"
+
+
+def test_innermost_frame_names_this_file():
+    try:
+        raise RuntimeError("x")
+    except RuntimeError as e:
+        frame = innermost_frame(e)
+    assert frame.startswith("test_signature.py:") and frame.endswith("test_innermost_frame_names_this_file")
