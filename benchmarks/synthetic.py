@@ -1,0 +1,128 @@
+"""Synthetic FX graphs with planted bugs, and the oracle that finds them.
+
+The "compiler" under test is an FX interpreter with planted bugs; the oracle runs
+the graph both correctly and through the buggy interpreter and says whether the
+outputs differ beyond tolerance, exactly as an accuracy oracle compares compiled
+with eager.  Used by benchmarks/minifier_vs_torch.py and by tests.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+ATOL = 1e-3
+
+
+def _amplify(x: torch.Tensor) -> torch.Tensor:  # named so the interpreter can spot it
+    return x * 4
+
+
+class BuggyInterpreter(fx.Interpreter):
+    """relu computes x + 1; exp of a neg computes 1.5x too much (a 'fusion' bug:
+    only when the two nodes are adjacent); sigmoid is off by 1e-5 (tiny)."""
+
+    def run_node(self, n: fx.Node) -> Any:
+        result = super().run_node(n)
+        if n.op == "call_function":
+            if n.target is torch.relu:
+                return self.env[n.args[0]] + 1  # type: ignore[index]
+            if n.target is torch.exp and isinstance(n.args[0], fx.Node) and n.args[0].target is torch.neg:
+                return result * 1.5
+            if n.target is torch.sigmoid:
+                return result + 1e-5
+        return result
+
+
+def _flat(v: Any) -> list[Any]:
+    return [x for item in v for x in _flat(item)] if isinstance(v, (tuple, list)) else [v]
+
+
+def oracle(gm: fx.GraphModule, inputs: list[Any]) -> bool:
+    with torch.no_grad():
+        ref = _flat(gm(*inputs))
+        res = _flat(BuggyInterpreter(gm).run(*inputs))
+    return any(
+        isinstance(a, torch.Tensor) and not torch.allclose(a, b, rtol=0, atol=ATOL, equal_nan=True)
+        for a, b in zip(ref, res)
+    )
+
+
+# ops that neither hide nor blow up a difference (no contraction like tanh's)
+_SAFE = [
+    (torch.add, (0.1,)), (torch.mul, (1.01,)), (torch.sub, (0.05,)),
+    (torch.mul, (0.99,)), (torch.abs, ()),
+]
+
+
+def _op(g: fx.Graph, h: fx.Node, rng: random.Random) -> fx.Node:
+    fn, extra = rng.choice(_SAFE)
+    return g.call_function(fn, (h, *extra))
+
+
+def chain(n: int, culprits: list[int], seed: int = 0, kind: str = "relu") -> fx.GraphModule:
+    rng = random.Random(seed)
+    g = fx.Graph()
+    h = g.placeholder("x")
+    i = 0
+    while i < n:
+        if i in culprits and kind == "relu":
+            h = g.call_function(torch.relu, (h,))
+        elif i in culprits and kind == "pair" and i + 2 < n:
+            h = g.call_function(torch.sin, (h,))  # bounded, so exp(-h) stays visible
+            h = g.call_function(torch.neg, (h,))
+            i += 1
+            h = g.call_function(torch.exp, (h,))
+            i += 1
+        elif i in culprits and kind == "tiny":
+            h = g.call_function(torch.sigmoid, (h,))
+            for _ in range(6):  # the error needs these to exceed tolerance
+                i += 1
+                h = g.call_function(_amplify, (h,))
+            kind = "after-tiny"
+        elif kind == "after-tiny":
+            h = g.call_function(torch.add, (h, 0.1))  # keeps the error as it is
+        else:
+            h = _op(g, h, rng)
+        i += 1
+    g.output((h,))
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+def residual(n: int, culprit: int, seed: int = 0, outputs: int = 4) -> fx.GraphModule:
+    """Blocks h = h + 0.01 * f(h) (f: two ops); every n/outputs nodes an output is taken."""
+    rng = random.Random(seed)
+    g = fx.Graph()
+    h = g.placeholder("x")
+    outs: list[fx.Node] = []
+    count = 0
+    every = max(3, n // outputs)
+    while count < n - 1:
+        a = g.call_function(torch.relu, (h,)) if count <= culprit < count + 4 else _op(g, h, rng)
+        b = _op(g, a, rng)
+        c = g.call_function(torch.mul, (b, 0.01))
+        h = g.call_function(torch.add, (h, c))
+        count += 4
+        if count // every != (count - 4) // every:
+            outs.append(h)
+    if not outs or outs[-1] is not h:
+        outs.append(h)
+    g.output(tuple(outs))
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+CASES: dict[str, Callable[[int], fx.GraphModule]] = {
+    "chain, one culprit": lambda n: chain(n, [int(n * 0.6)]),
+    "residual, several outputs": lambda n: residual(n, int(n * 0.45)),
+    "two adjacent nodes": lambda n: chain(n, [int(n * 0.5)], kind="pair"),
+    "tiny error, amplified": lambda n: chain(n, [int(n * 0.4)], kind="tiny"),
+    "two culprits": lambda n: chain(n, [int(n * 0.3), int(n * 0.8)]),
+}
+
+
+def inputs() -> list[torch.Tensor]:
+    return [torch.randn(8, generator=torch.Generator().manual_seed(0))]

@@ -1,0 +1,473 @@
+"""The search engine: one problem object, one gate, a schedule of passes.
+
+:class:`Problem` holds the best failing case so far and is the single gate every
+candidate passes through: a candidate that is not smaller than the best, or whose
+canonical key was tested before, never reaches the oracle.  Passes ask it to test
+candidates one at a time, in a binary search, or in ddmin order; with ``jobs > 1``
+it evaluates candidates concurrently but *decides* exactly as the sequential search
+would (speculative evaluation of the same decision tree), so the answer never
+depends on ``jobs``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .graph import Case, make_case
+
+
+class Verdict(str, enum.Enum):
+    SAME_FAILURE = "same_failure"
+    PASS = "pass"
+    OTHER_FAILURE = "other_failure"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    INVALID = "invalid"
+
+
+def as_verdict(value: Any) -> Verdict:
+    """Oracles may return a Verdict (or its value) or a bool (True: fails)."""
+    if isinstance(value, Verdict):
+        return value
+    if isinstance(value, bool):
+        return Verdict.SAME_FAILURE if value else Verdict.PASS
+    if isinstance(value, str):
+        return Verdict(value)
+    raise TypeError(f"oracle returned {value!r}; expected a Verdict or a bool")
+
+
+class MinifyError(Exception):
+    """The search cannot start (the starting graph does not fail) or went wrong."""
+
+
+class _Stopped(Exception):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    """Limits: stop after ``max_calls`` oracle calls or at ``deadline`` (time.monotonic())."""
+
+    max_calls: int | None = None
+    deadline: float | None = None
+
+    @classmethod
+    def after(cls, seconds: float | None = None, calls: int | None = None) -> Stop:
+        return cls(max_calls=calls, deadline=None if seconds is None else time.monotonic() + seconds)
+
+
+@dataclasses.dataclass
+class Progress:
+    nodes: int
+    calls: int
+    pass_name: str
+    best_nodes: int
+
+
+@dataclasses.dataclass
+class Step:
+    pass_name: str
+    nodes_before: int
+    nodes_after: int
+    calls: int
+
+
+@dataclasses.dataclass
+class MinifyResult:
+    gm: Any
+    inputs: list[Any]
+    calls: int
+    history: list[Step]
+    nodes_before: int
+    nodes_after: int
+    cache_hits: int
+    seconds: float
+    stopped: bool = False
+    verified: bool = True
+    final_verdict: Verdict = Verdict.SAME_FAILURE
+
+
+Oracle = Callable[[Any, list[Any]], Any]
+
+
+class Problem:
+    def __init__(
+        self,
+        start: Case,
+        oracle: Oracle,
+        *,
+        jobs: int = 1,
+        stop: Stop | Callable[[], bool] | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        checkpoint: Callable[[Case, list[Step], int], None] | None = None,
+    ) -> None:
+        self.best = start
+        self.oracle = oracle
+        self.jobs = max(1, int(jobs))
+        self.stop = stop
+        self.on_progress = on_progress
+        self.checkpoint = checkpoint
+        self.cache: dict[str, Verdict] = {}
+        self.calls = 0
+        self.cache_hits = 0
+        self.history: list[Step] = []
+        self.pass_name = "start"
+        self._pool = ThreadPoolExecutor(self.jobs) if self.jobs > 1 else None
+
+    # ---- the gate -----------------------------------------------------------
+    def _admissible(self, case: Case | None) -> bool:
+        return case is not None and case.order_key() < self.best.order_key()
+
+    def _should_stop(self) -> bool:
+        s = self.stop
+        if s is None:
+            return False
+        if isinstance(s, Stop):
+            if s.max_calls is not None and self.calls >= s.max_calls:
+                return True
+            return s.deadline is not None and time.monotonic() >= s.deadline
+        return bool(s())
+
+    def _call_oracle(self, case: Case) -> Verdict:
+        inputs = [_fresh(x) for x in case.inputs]
+        try:
+            return as_verdict(self.oracle(case.gm, inputs))
+        except TypeError:
+            raise
+        except Exception:  # an oracle that raises: the candidate is broken, not interesting
+            return Verdict.INVALID
+
+    def evaluate(self, cases: Sequence[Case | None | Callable[[], Case | None]]) -> list[bool]:
+        """Test cases (concurrently when jobs > 1); True where the same failure shows.
+
+        Items may be cases or zero-argument builders: with a pool, each candidate is
+        handed to a worker as soon as it is built, so building the next one overlaps
+        with testing this one.
+        """
+        out: list[bool | None] = [None] * len(cases)
+        pending: dict[str, tuple[Any, list[int]]] = {}  # key -> (future or case, indices)
+        sanity = self._take_sanity()
+        for i, item in enumerate(cases):
+            c = item() if callable(item) else item
+            if not self._admissible(c):
+                out[i] = False
+                continue
+            assert c is not None
+            if c.key in self.cache:
+                self.cache_hits += 1
+                out[i] = self.cache[c.key] is Verdict.SAME_FAILURE
+                continue
+            if c.key in pending:
+                pending[c.key][1].append(i)
+                continue
+            if self._should_stop():
+                raise _Stopped
+            job = self._pool.submit(self._call_oracle, c) if self._pool is not None else c
+            pending[c.key] = (job, [i])
+            self.calls += 1
+        for key, (job, idx) in pending.items():
+            v = job.result() if self._pool is not None else self._call_oracle(job)
+            self.cache[key] = v
+            for i in idx:
+                out[i] = v is Verdict.SAME_FAILURE
+        if sanity is not None:
+            self._check_sanity(sanity.result())
+        if pending:
+            self._progress()
+        return [bool(x) for x in out]
+
+    # The sanity check (does the start fail?) runs alone with jobs=1, and alongside
+    # the first batch of candidates with jobs > 1, saving a round trip.
+    _sanity_case: Case | None = None
+
+    def _take_sanity(self) -> Any:
+        case, self._sanity_case = self._sanity_case, None
+        if case is None:
+            return None
+        self.calls += 1
+        if self._pool is not None:
+            return self._pool.submit(self._call_oracle, case)
+        return _Done(self._call_oracle(case))
+
+    def _check_sanity(self, verdict: Verdict) -> None:
+        self.cache[self.best.key] = verdict
+        if verdict is not Verdict.SAME_FAILURE:
+            raise MinifyError(
+                f"the starting graph does not fail (oracle said {verdict.value}); nothing to minify"
+            )
+
+    def sanity_check(self, start: Case, overlap: bool) -> None:
+        self._sanity_case = start
+        if not overlap or self._pool is None:
+            sanity = self._take_sanity()
+            self._check_sanity(sanity.result())
+
+    def finish_sanity(self) -> None:
+        sanity = self._take_sanity()
+        if sanity is not None:
+            self._check_sanity(sanity.result())
+
+    def accept(self, case: Case) -> None:
+        before = self.best.size
+        self.best = case
+        self.history.append(Step(self.pass_name, before, case.size, self.calls))
+        if self.checkpoint is not None:
+            self.checkpoint(case, self.history, self.calls)
+        self._progress()
+
+    def _progress(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(Progress(self.best.size, self.calls, self.pass_name, self.best.size))
+
+    # ---- search primitives used by passes -----------------------------------
+    def try_one(self, case: Case | None, name: str) -> Case | None:
+        self.pass_name = name
+        if case is not None and self.evaluate([case])[0]:
+            return case
+        return None
+
+    def first_failing(self, candidates: Sequence[Callable[[], Case | None]]) -> Case | None:
+        """The first candidate, in order, that fails: as a sequential scan would find,
+        evaluating up to ``jobs`` of them at a time."""
+        for start in range(0, len(candidates), self.jobs):
+            batch = [make() for make in candidates[start : start + self.jobs]]
+            results = self.evaluate(batch)
+            for c, ok in zip(batch, results):
+                if ok:
+                    return c
+        return None
+
+    def _speculative_points(self, lo: int, hi: int) -> list[int]:
+        """Midpoints of the next levels of the binary search between lo and hi."""
+        depth = max(1, (self.jobs + 1).bit_length() - 1)  # 2**depth - 1 <= jobs
+        points, intervals = [], [(lo, hi)]
+        for _ in range(depth):
+            nxt = []
+            for a, b in intervals:
+                if a + 1 < b:
+                    m = (a + b) // 2
+                    points.append(m)
+                    nxt += [(a, m), (m, b)]
+            intervals = nxt
+        return points
+
+    def _bisect(self, lo: int, hi: int, make: Callable[[int], Case | None]) -> int:
+        """Binary search over lo < k < hi, ``lo`` known passing and ``hi`` known failing;
+        returns the first failing k (``hi`` if none between).  With jobs > 1 the
+        midpoints of the next levels are evaluated together; the path taken is the
+        sequential one."""
+        known: dict[int, bool] = {}
+        while lo + 1 < hi:
+            m = (lo + hi) // 2
+            if m not in known:
+                pts = [p for p in self._speculative_points(lo, hi) if p not in known]
+                known.update(zip(pts, self.evaluate([(lambda p=p: make(p)) for p in pts])))
+            if known[m]:
+                hi = m
+            else:
+                lo = m
+        return hi
+
+    def bisect_first_failing(
+        self, lo: int, hi: int, make: Callable[[int], Case | None], name: str
+    ) -> int | None:
+        """Smallest k in [lo, hi) whose candidate fails, assuming failure is monotone
+        (fails at k => fails at k+1) and that k = hi (the current case) fails."""
+        self.pass_name = name
+        first = self._bisect(lo - 1, hi, make)
+        return first if first < hi else None
+
+    def bisect_last_failing(
+        self, lo: int, hi: int, make: Callable[[int], Case | None], name: str
+    ) -> int | None:
+        """Largest k in [lo, hi] whose candidate fails, assuming fails at k => fails
+        below k, and that k = lo - 1 (the current case) fails.
+
+        Galloping from the top (k = hi, hi-1, hi-3, hi-7, ...) then bisecting the last
+        gap: when the answer is near ``hi`` (after truncate_suffix the culprit is the
+        last node) this costs O(log distance) calls, not O(log n)."""
+        self.pass_name = name
+        # mirror j = hi - k: the first failing j is the last failing k
+        top = hi - lo + 1  # j = top is k = lo - 1, the current case
+        below = -1  # largest j known to pass
+        step = 1
+        while True:
+            # the next `jobs` galloping probes, evaluated together
+            probes: list[int] = []
+            j, s = below, step
+            while len(probes) < self.jobs and j + s < top:
+                j += s
+                probes.append(j)
+                s *= 2
+            if not probes:
+                break
+            results = self.evaluate([(lambda p=p: make(hi - p)) for p in probes])
+            failing = [p for p, ok in zip(probes, results) if ok]
+            if failing:
+                first_fail = failing[0]
+                passed = [p for p, ok in zip(probes, results) if not ok and p < first_fail]
+                below = max([below, *passed])
+                first = self._bisect(below, first_fail, lambda jj: make(hi - jj))
+                return hi - first
+            below = probes[-1]
+            step = s
+        first = self._bisect(below, top, lambda jj: make(hi - jj))
+        return hi - first if first < top else None
+
+    def ddmin(
+        self,
+        case: Case,
+        items: Callable[[Case], list[str]],
+        without: Callable[[Case, list[str]], Case | None],
+        name: str,
+    ) -> Case | None:
+        """Delta debugging: remove chunks of items while the failure stays."""
+        self.pass_name = name
+        best: Case | None = None
+        current = case
+        n = 2
+        while True:
+            names = items(current)
+            if len(names) < 2:
+                break
+            n = min(n, len(names))
+            chunks = _split(names, n)
+            # subsets first (keep one chunk), then complements (remove one chunk)
+            subset_cands = [
+                (lambda ch=ch: without(current, [x for x in names if x not in ch])) for ch in chunks
+            ]
+            found = self.first_failing(subset_cands)
+            if found is not None:
+                current = best = found
+                self.accept(found)
+                n = 2
+                continue
+            if n > 2:
+                comp = [(lambda ch=ch: without(current, ch)) for ch in chunks]
+                found = self.first_failing(comp)
+                if found is not None:
+                    current = best = found
+                    self.accept(found)
+                    n = max(n - 1, 2)
+                    continue
+            if n >= len(names):
+                break
+            n = min(2 * n, len(names))
+        return best
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+class _Done:
+    def __init__(self, value: Verdict) -> None:
+        self.value = value
+
+    def result(self) -> Verdict:
+        return self.value
+
+
+def _split(items: list[str], n: int) -> list[list[str]]:
+    size, extra = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        if end > start:
+            out.append(items[start:end])
+        start = end
+    return out
+
+
+def _fresh(x: Any) -> Any:
+    """A private copy of an input for one oracle call (oracles may mutate inputs)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        y = x.detach().clone(memory_format=torch.preserve_format)
+        if x.requires_grad and y.is_floating_point():
+            y.requires_grad_(True)
+        return y
+    return x
+
+
+def minify(
+    gm: Any,
+    inputs: Sequence[Any],
+    oracle: Oracle,
+    *,
+    jobs: int = 1,
+    stop: Stop | Callable[[], bool] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    schedule: Sequence[Callable[[Problem, Case], Case | None]] | None = None,
+    max_rounds: int = 20,
+) -> MinifyResult:
+    """Shrink ``gm`` to the smallest graph on which ``oracle`` still fails the same way.
+
+    ``oracle(gm, inputs)`` returns a :class:`Verdict` or a bool (True: it fails).
+    The input graph is never mutated.  ``checkpoint`` is a directory: the best case is
+    written there after each accepted step, and a later call resumes from it.
+    """
+    from . import checkpoint as ckpt
+    from .passes import DEFAULT_SCHEDULE
+
+    t0 = time.monotonic()
+    original = make_case(gm, list(inputs))
+    nodes_before = original.size
+    start = original
+    history: list[Step] = []
+    calls_before = 0
+    if checkpoint is not None:
+        saved = ckpt.load(checkpoint)
+        if saved is not None:
+            start, history, calls_before = saved
+    save = (lambda c, h, n: ckpt.save(checkpoint, c, h, n + calls_before)) if checkpoint else None
+    problem = Problem(start, oracle, jobs=jobs, stop=stop, on_progress=on_progress, checkpoint=save)
+    problem.history = list(history)
+    try:
+        # Sanity: the start must fail (asked directly: the gate only admits smaller).
+        problem.pass_name = "sanity"
+        problem.sanity_check(start, overlap=jobs > 1)
+        stopped = False
+        try:
+            for _ in range(max_rounds):
+                progress = False
+                for pass_fn in schedule or DEFAULT_SCHEDULE:
+                    problem.pass_name = pass_fn.__name__
+                    found = pass_fn(problem, problem.best)
+                    if found is not None and found.order_key() < problem.best.order_key():
+                        problem.accept(found)
+                        progress = True
+                if not progress:
+                    break
+            problem.finish_sanity()
+        except _Stopped:
+            stopped = True
+        best = problem.best
+        final = Verdict.SAME_FAILURE
+        if not stopped and best is not start:
+            problem.pass_name = "final check"
+            final = problem._call_oracle(best)  # once more, past the cache
+            problem.calls += 1
+        return MinifyResult(
+            gm=best.gm,
+            inputs=list(best.inputs),
+            calls=problem.calls + calls_before,
+            history=problem.history,
+            nodes_before=nodes_before,
+            nodes_after=best.size,
+            cache_hits=problem.cache_hits,
+            seconds=time.monotonic() - t0,
+            stopped=stopped,
+            verified=final is Verdict.SAME_FAILURE and not stopped,
+            final_verdict=final,
+        )
+    finally:
+        problem.close()

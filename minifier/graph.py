@@ -1,0 +1,252 @@
+"""Immutable graph cases and the one operation every pass is built from.
+
+A :class:`Case` is a GraphModule plus one concrete input per placeholder.  Cases are
+values: nothing here edits a graph that already exists; every change builds a new
+graph (:func:`rebuild`) from the current one.
+
+``rebuild`` takes what to *keep* computing, what to *lift* (replace a node by a
+placeholder holding the concrete value that node had in an eager run of the current
+case) and which values to output; it then removes dead code and unused inputs.
+Truncating a suffix, cutting a prefix, deleting node sets, dropping outputs and
+lifting parameters are all calls to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+COMPUTE_OPS = ("call_function", "call_method", "call_module")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Case:
+    gm: fx.GraphModule
+    inputs: tuple[Any, ...]
+
+    @property
+    def size(self) -> int:
+        return count_compute(self.gm)
+
+    def order_key(self) -> tuple[int, int, int, int]:
+        """Smaller is better: compute nodes, then inputs, outputs, attributes."""
+        nodes = list(self.gm.graph.nodes)
+        return (
+            sum(1 for n in nodes if n.op in COMPUTE_OPS),
+            sum(1 for n in nodes if n.op == "placeholder"),
+            len(output_values(self.gm)),
+            sum(1 for n in nodes if n.op == "get_attr"),
+        )
+
+    @property
+    def key(self) -> str:
+        cached = self.__dict__.get("_key")
+        if cached is None:
+            cached = canonical_key(self.gm, self.inputs)
+            object.__setattr__(self, "_key", cached)
+        return cached
+
+
+def count_compute(gm: fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op in COMPUTE_OPS)
+
+
+def compute_nodes(gm: fx.GraphModule) -> list[fx.Node]:
+    return [n for n in gm.graph.nodes if n.op in COMPUTE_OPS]
+
+
+def output_node(gm: fx.GraphModule) -> fx.Node:
+    for n in reversed(gm.graph.nodes):
+        if n.op == "output":
+            return n
+    raise ValueError("graph has no output node")
+
+
+def output_values(gm: fx.GraphModule) -> list[Any]:
+    """The flat list of values the graph returns (nodes or constants)."""
+    out = output_node(gm).args[0]
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _meta(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return (f"T{tuple(value.shape)}{tuple(value.stride())}{value.dtype}{value.device}"
+                f"{int(value.requires_grad)}")
+    return f"{type(value).__name__}:{value!r}"[:64]
+
+
+def canonical_key(gm: fx.GraphModule, inputs: Sequence[Any]) -> str:
+    """Same structure, same targets, same input metadata => same key."""
+    index: dict[fx.Node, int] = {}
+    parts: list[str] = []
+
+    def arg(a: Any) -> str:
+        if isinstance(a, fx.Node):
+            return f"%{index[a]}"
+        if isinstance(a, (tuple, list)):
+            return "(" + ",".join(arg(x) for x in a) + ")"
+        if isinstance(a, dict):
+            return "{" + ",".join(f"{k}:{arg(v)}" for k, v in sorted(a.items())) + "}"
+        return repr(a)
+
+    inputs_iter = iter(inputs)
+    for i, n in enumerate(gm.graph.nodes):
+        index[n] = i
+        if n.op == "placeholder":
+            parts.append(f"P {n.name} {_meta(next(inputs_iter, None))}")
+        else:
+            parts.append(f"{n.op} {_target_name(n.target)} {arg(n.args)} {arg(n.kwargs)}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
+    mod = getattr(target, "__module__", "") or ""
+    return f"{mod}.{name}" if name else str(target)
+
+
+class _Recorder(fx.Interpreter):
+    def __init__(self, gm: fx.GraphModule) -> None:
+        super().__init__(gm, garbage_collect_values=False)
+        self.values: dict[str, Any] = {}
+
+    def run_node(self, n: fx.Node) -> Any:
+        result = super().run_node(n)
+        self.values[n.name] = result
+        return result
+
+
+def _own(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        v = value.detach().clone(memory_format=torch.preserve_format)
+        if value.requires_grad and v.is_floating_point():
+            v.requires_grad_(True)
+        return v
+    return value
+
+
+def node_values(case: Case) -> dict[str, Any]:
+    """The value of every node in one eager run of ``case`` (computed once, cached)."""
+    cached = case.__dict__.get("_values")
+    if cached is None:
+        rec = _Recorder(case.gm)
+        rec.run(*[_own(x) for x in case.inputs])
+        cached = {k: _own(v) for k, v in rec.values.items()}
+        object.__setattr__(case, "_values", cached)
+    return cached
+
+
+def rebuild(
+    case: Case,
+    *,
+    lift: Iterable[str] = (),
+    drop: Iterable[str] = (),
+    outputs: Sequence[Any] | None = None,
+    values: dict[str, Any] | None = None,
+) -> Case:
+    """A new case from ``case``.
+
+    lift:    names of nodes replaced by placeholders holding their eager value
+    drop:    names of nodes removed (only valid when nothing kept uses them)
+    outputs: the new flat output list (nodes of ``case`` or constants); default: same
+    Dead code and unused placeholders are removed afterwards.
+    """
+    lift, drop = set(lift), set(drop)
+    if lift and values is None:
+        values = node_values(case)
+    old_inputs = dict(zip([n.name for n in case.gm.graph.nodes if n.op == "placeholder"], case.inputs))
+    g = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    new_inputs: list[Any] = []
+    wanted_outputs = output_values(case.gm) if outputs is None else list(outputs)
+    # placeholders first, in order: existing ones, then lifted nodes (topological order)
+    for n in case.gm.graph.nodes:
+        if n.op == "placeholder" and n.name not in drop:
+            env[n] = g.placeholder(n.name, type_expr=n.type)
+            env[n].meta = dict(n.meta)
+            new_inputs.append(old_inputs[n.name])
+    for n in case.gm.graph.nodes:
+        if n.name in lift and n.op != "placeholder":
+            p = g.placeholder(n.name)
+            p.meta = dict(n.meta)
+            env[n] = p
+            new_inputs.append(values[n.name])  # type: ignore[index]
+    for n in case.gm.graph.nodes:
+        if n.op in ("placeholder", "output") or n.name in lift or n.name in drop:
+            continue
+        missing = [a for a in n.all_input_nodes if a not in env]
+        if missing:
+            continue  # depends on something dropped: it goes too
+        env[n] = g.node_copy(n, lambda a: env[a])
+    outs = []
+    for v in wanted_outputs:
+        if isinstance(v, fx.Node):
+            if v in env:
+                outs.append(env[v])
+        else:
+            outs.append(v)
+    g.output(tuple(outs))
+    # dead code and unused inputs go before the one GraphModule (one recompile)
+    g.eliminate_dead_code()
+    new_inputs = _prune_placeholders(g, new_inputs)
+    return Case(fx.GraphModule(case.gm, g), tuple(new_inputs))
+
+
+def _prune_placeholders(g: fx.Graph, inputs: list[Any]) -> list[Any]:
+    kept = []
+    for n, x in zip([n for n in g.nodes if n.op == "placeholder"], inputs):
+        if n.users:
+            kept.append(x)
+        else:
+            g.erase_node(n)
+    return kept
+
+
+def eliminate_dead_code(case: Case) -> Case:
+    """Remove nodes whose values are never used (side-effecting nodes stay), then the
+    inputs nothing uses any more."""
+    g = _copy_graph(case.gm.graph)
+    g.eliminate_dead_code()
+    inputs = _prune_placeholders(g, list(case.inputs))
+    return Case(fx.GraphModule(case.gm, g), tuple(inputs))
+
+
+def drop_unused_inputs(case: Case) -> Case:
+    """Remove placeholders nothing uses, and their inputs (``case`` itself if none)."""
+    if all(n.users for n in case.gm.graph.nodes if n.op == "placeholder"):
+        return case
+    g = _copy_graph(case.gm.graph)
+    inputs = _prune_placeholders(g, list(case.inputs))
+    return Case(fx.GraphModule(case.gm, g), tuple(inputs))
+
+
+def _copy_graph(graph: fx.Graph) -> fx.Graph:
+    g = fx.Graph()
+    out = g.graph_copy(graph, {})
+    g.output(out)
+    return g
+
+
+def make_case(gm: fx.GraphModule, inputs: Sequence[Any]) -> Case:
+    """The starting case: a private copy of ``gm`` (the caller's is never touched)
+    with a flat tuple output."""
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(phs) != len(inputs):
+        raise ValueError(f"graph has {len(phs)} placeholders but {len(inputs)} inputs were given")
+    g = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            out = n.args[0]
+            flat = list(out) if isinstance(out, (tuple, list)) else [out]
+            g.output(tuple(env[a] if isinstance(a, fx.Node) else a for a in flat))
+        else:
+            env[n] = g.node_copy(n, lambda a: env[a])
+    return Case(fx.GraphModule(gm, g), tuple(inputs))

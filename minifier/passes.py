@@ -1,0 +1,209 @@
+"""Reduction passes.  Each is a small named function ``(problem, case) -> Case | None``.
+
+Rules for designing a pass (after Hypothesis's "Designing Shrink Passes"):
+
+* A pass only *proposes* candidates, built with :func:`graph.rebuild` from the current
+  best case; the problem's gate (engine.Problem) decides whether a candidate is tested:
+  candidates that are not smaller, or were tried before, never reach the oracle.
+* Where the structure is ordered (a prefix or suffix of the topological order) use the
+  problem's binary search: a single culprit costs O(log n) oracle calls.  Where it is
+  not, use ddmin over a list of items.
+* Return the smallest failing case found, or None.  Never edit ``case``.
+* A pass must be deterministic: the same case gives the same candidates in the same
+  order, whatever ``jobs`` is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx as fx
+
+from .graph import (
+    Case,
+    compute_nodes,
+    drop_unused_inputs,
+    eliminate_dead_code,
+    output_values,
+    rebuild,
+)
+
+if TYPE_CHECKING:
+    from .engine import Problem
+
+
+def _live_after(case: Case, k: int) -> list[fx.Node]:
+    """Compute nodes among the first k+1 whose values are used after the cut."""
+    nodes = compute_nodes(case.gm)
+    prefix = set(nodes[: k + 1])
+    live = []
+    for n in nodes[: k + 1]:
+        if any(u not in prefix for u in n.users):  # a later node or the output uses it
+            live.append(n)
+    return live
+
+
+def truncate_suffix(problem: Problem, case: Case) -> Case | None:
+    """Make an earlier node the end: output the values live at the cut."""
+    nodes = compute_nodes(case.gm)
+    n = len(nodes)
+    if n <= 1:
+        return None
+
+    def candidate(k: int) -> Case | None:
+        if k >= n - 1:
+            return None
+        keep = set(nodes[: k + 1])
+        drop = [m.name for m in nodes[k + 1 :]]
+        outs = [v for v in _live_after(case, k) if v in keep]
+        if not outs:
+            return None
+        return rebuild(case, drop=drop, outputs=outs)
+
+    k = problem.bisect_first_failing(0, n - 1, candidate, "truncate_suffix")
+    return candidate(k) if k is not None else None
+
+
+def cut_prefix(problem: Problem, case: Case) -> Case | None:
+    """Replace everything before a node by placeholders holding concrete values."""
+    nodes = compute_nodes(case.gm)
+    n = len(nodes)
+    if n <= 1:
+        return None
+    originals = output_values(case.gm)
+
+    def candidate(k: int) -> Case | None:
+        # k = number of leading compute nodes to lift/drop; larger is smaller
+        if k <= 0 or k >= n:
+            return None
+        head = nodes[:k]
+        tail = set(nodes[k:])
+        lift = [m.name for m in head if any(u in tail for u in m.users)]
+        drop = [m.name for m in head if m.name not in lift]
+        outs = [v for v in originals if not isinstance(v, fx.Node) or v in tail]
+        if not any(isinstance(v, fx.Node) for v in outs):
+            return None
+        return rebuild(case, lift=lift, drop=drop, outputs=outs)
+
+    k = problem.bisect_last_failing(1, n - 1, candidate, "cut_prefix")
+    return candidate(k) if k is not None else None
+
+
+def delete_nodes(problem: Problem, case: Case) -> Case | None:
+    """ddmin over compute nodes: replace sets of nodes by their concrete values."""
+
+    def items(c: Case) -> list[str]:
+        return [m.name for m in compute_nodes(c.gm)]
+
+    def without(c: Case, names: list[str]) -> Case | None:
+        if len(names) >= len(items(c)):
+            return None  # nothing left to compile
+        return rebuild(c, lift=names)
+
+    return problem.ddmin(case, items, without, "delete_nodes")
+
+
+def drop_outputs(problem: Problem, case: Case) -> Case | None:
+    """ddmin over the outputs."""
+
+    def items(c: Case) -> list[str]:
+        return [str(i) for i in range(len(output_values(c.gm)))]
+
+    def without(c: Case, names: list[str]) -> Case | None:
+        outs = output_values(c.gm)
+        gone = {int(i) for i in names}
+        keep = [v for i, v in enumerate(outs) if i not in gone]
+        if not any(isinstance(v, fx.Node) for v in keep):
+            return None
+        return rebuild(c, outputs=keep)
+
+    if len(output_values(case.gm)) <= 1:
+        return None
+    return problem.ddmin(case, items, without, "drop_outputs")
+
+
+def remove_unused_inputs(problem: Problem, case: Case) -> Case | None:
+    cand = drop_unused_inputs(case)
+    return problem.try_one(cand, "drop_unused_inputs") if cand is not case else None
+
+
+def dead_code(problem: Problem, case: Case) -> Case | None:
+    cand = eliminate_dead_code(case)
+    if cand.order_key() == case.order_key():
+        return None
+    return problem.try_one(cand, "eliminate_dead_code")
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return (
+            a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
+            and a.stride() == b.stride() and a.requires_grad == b.requires_grad
+            and bool(torch.equal(a, b))
+        )
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return False
+    return type(a) is type(b) and a == b
+
+
+def consolidate_inputs(problem: Problem, case: Case) -> Case | None:
+    """Merge placeholders whose inputs are equal (same metadata, same values)."""
+    cand = merge_duplicate_inputs(case)
+    return problem.try_one(cand, "consolidate_inputs") if cand is not None else None
+
+
+def merge_duplicate_inputs(case: Case) -> Case | None:
+    phs = [n for n in case.gm.graph.nodes if n.op == "placeholder"]
+    first: list[tuple[Any, str]] = []
+    alias: dict[str, str] = {}
+    for n, v in zip(phs, case.inputs):
+        for val, name in first:
+            if _same_value(val, v):
+                alias[n.name] = name
+                break
+        else:
+            first.append((v, n.name))
+    if not alias:
+        return None
+    gm = fx.GraphModule(case.gm, _copy(case.gm.graph))
+    by_name = {n.name: n for n in gm.graph.nodes}
+    for dup, orig in alias.items():
+        by_name[dup].replace_all_uses_with(by_name[orig])
+    gm.recompile()
+    return drop_unused_inputs(Case(gm, case.inputs))
+
+
+def params_to_inputs(problem: Problem, case: Case) -> Case | None:
+    """Turn parameters and buffers (get_attr nodes) into inputs."""
+    cand = lift_attributes(case)
+    return problem.try_one(cand, "params_to_inputs") if cand is not None else None
+
+
+def lift_attributes(case: Case) -> Case | None:
+    attrs = [n.name for n in case.gm.graph.nodes if n.op == "get_attr"]
+    if not attrs:
+        return None
+    return rebuild(case, lift=attrs)
+
+
+def _copy(graph: fx.Graph) -> fx.Graph:
+    g = fx.Graph()
+    g.output(g.graph_copy(graph, {}))
+    return g
+
+
+PassFn = Callable[["Problem", Case], "Case | None"]
+
+#: The schedule is data: run in this order, loop to a fixed point.
+DEFAULT_SCHEDULE: tuple[PassFn, ...] = (
+    truncate_suffix,
+    cut_prefix,
+    delete_nodes,
+    drop_outputs,
+    consolidate_inputs,
+    params_to_inputs,
+    remove_unused_inputs,
+    dead_code,
+)
