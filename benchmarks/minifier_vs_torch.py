@@ -15,6 +15,7 @@ import contextlib
 import io
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -58,6 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--jobs-check", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per setting in --jobs-check")
     args = ap.parse_args()
     print(f"{'case':<27} {'n':>5} | {'torch calls':>11} {'nodes':>5} | {'ours calls':>10} {'nodes':>5} | {'ratio':>5}")
     total_t = total_o = 0
@@ -93,14 +95,22 @@ def main() -> None:
             return synthetic.oracle(g, i)
 
         gm = synthetic.CASES["chain, one culprit"](1024)
+        info: dict[int, tuple[int, int]] = {}
         for label, oracle in (("sleep + structural", structural), ("sleep + interpreter", interpreted)):
-            times, codes = {}, {}
+            runs: dict[int, list[float]] = {1: [], 4: []}
+            codes = {}
+            for _ in range(args.repeat):  # interleaved; medians quoted
+                for jobs in (1, 4):
+                    t0 = time.perf_counter()
+                    calls, nodes, r = run_ours(gm, synthetic.inputs(), jobs=jobs, oracle=oracle)
+                    runs[jobs].append(time.perf_counter() - t0)
+                    codes[jobs] = r.gm.code
+                    info[jobs] = (calls, nodes)
+            times = {j: statistics.median(v) for j, v in runs.items()}
             for jobs in (1, 4):
-                t0 = time.perf_counter()
-                calls, nodes, r = run_ours(gm, synthetic.inputs(), jobs=jobs, oracle=oracle)
-                times[jobs] = time.perf_counter() - t0
-                codes[jobs] = r.gm.code
-                print(f"{label}, jobs={jobs}: {times[jobs]:.2f}s, {calls} calls, {nodes} nodes")
+                all_runs = " ".join(f"{t:.2f}" for t in runs[jobs])
+                print(f"{label}, jobs={jobs}: median {times[jobs]:.2f}s ({all_runs}), "
+                      f"{info[jobs][0]} calls, {info[jobs][1]} nodes")
             same = codes[1] == codes[4]
             print(f"{label}: wall time jobs=4 / jobs=1 = {times[4] / times[1]:.2f}; same result: {same}")
             if label == "sleep + structural":

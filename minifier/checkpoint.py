@@ -37,4 +37,4 @@ def load(directory: str | os.PathLike[str]) -> tuple[Case, list[Any], int] | Non
     if data.get("version") != VERSION:
         raise ValueError(f"checkpoint {path} has version {data.get('version')}, expected {VERSION}")
     history = [Step(**h) for h in data["history"]]
-    return Case(data["gm"], tuple(data["inputs"])), history, int(data["calls"])
+    return Case.of(data["gm"], data["inputs"]), history, int(data["calls"])

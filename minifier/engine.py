@@ -114,6 +114,8 @@ class Problem:
         self.on_progress = on_progress
         self.checkpoint = checkpoint
         self.cache: dict[str, Verdict] = {}
+        self._rechecks: dict[str, Any] = {}  # key -> future of a second, independent run
+        self._sanity_done: set[str] = set()
         self.calls = 0
         self.cache_hits = 0
         self.history: list[Step] = []
@@ -144,43 +146,81 @@ class Problem:
             return Verdict.INVALID
 
     def evaluate(self, cases: Sequence[Case | None | Callable[[], Case | None]]) -> list[bool]:
-        """Test cases (concurrently when jobs > 1); True where the same failure shows.
+        """Test cases (concurrently when jobs > 1); True where the same failure shows."""
+        return [get() for get in self.submit(cases)]
+
+    def submit(
+        self,
+        cases: Sequence[Case | None | Callable[[], Case | None]],
+        while_waiting: Callable[[], None] | None = None,
+    ) -> list[Callable[[], bool]]:
+        """Start testing cases; return one result getter per case (blocking on that
+        case alone).
 
         Items may be cases or zero-argument builders: with a pool, each candidate is
         handed to a worker as soon as it is built, so building the next one overlaps
-        with testing this one.
+        with testing this one.  A worker left idle by a batch re-tests the batch's
+        smallest candidate: if that one ends up the answer, its second run is the
+        final check, and the search saves a round trip.  ``while_waiting`` runs once
+        everything is submitted, while the workers are busy.
         """
-        out: list[bool | None] = [None] * len(cases)
-        pending: dict[str, tuple[Any, list[int]]] = {}  # key -> (future or case, indices)
+        getters: list[Callable[[], bool]] = []
+        pending: dict[str, tuple[Any, Case]] = {}
         sanity = self._take_sanity()
-        for i, item in enumerate(cases):
+        for item in cases:
             c = item() if callable(item) else item
             if not self._admissible(c):
-                out[i] = False
+                getters.append(_const(False))
                 continue
             assert c is not None
             if c.key in self.cache:
                 self.cache_hits += 1
-                out[i] = self.cache[c.key] is Verdict.SAME_FAILURE
+                getters.append(_const(self.cache[c.key] is Verdict.SAME_FAILURE))
                 continue
-            if c.key in pending:
-                pending[c.key][1].append(i)
-                continue
-            if self._should_stop():
-                raise _Stopped
-            job = self._pool.submit(self._call_oracle, c) if self._pool is not None else c
-            pending[c.key] = (job, [i])
-            self.calls += 1
-        for key, (job, idx) in pending.items():
-            v = job.result() if self._pool is not None else self._call_oracle(job)
-            self.cache[key] = v
-            for i in idx:
-                out[i] = v is Verdict.SAME_FAILURE
-        if sanity is not None:
-            self._check_sanity(sanity.result())
+            if c.key not in pending:
+                if self._should_stop():
+                    raise _Stopped
+                if self._pool is not None:
+                    c.gm  # noqa: B018  generate its code here: a worker would fight for the GIL
+                    job: Any = self._pool.submit(self._call_oracle, c)
+                else:
+                    job = _Done(self._call_oracle(c))
+                pending[c.key] = (job, c)
+                self.calls += 1
+            getters.append(self._getter(c.key, pending[c.key][0], sanity))
+        busy = len(pending) + (1 if sanity is not None else 0)
+        if self._pool is not None and pending and busy < self.jobs:
+            smallest = min((entry[1] for entry in pending.values()), key=lambda c: c.order_key())
+            if smallest.key not in self._rechecks:
+                self._rechecks[smallest.key] = self._pool.submit(self._call_oracle, smallest)
+                self.calls += 1
         if pending:
+            if while_waiting is not None and self._pool is not None:
+                while_waiting()  # the workers are busy: prepare what comes next
             self._progress()
-        return [bool(x) for x in out]
+        elif sanity is not None:
+            self._check_sanity(sanity.result())
+        return getters
+
+    def _getter(self, key: str, job: Any, sanity: Any) -> Callable[[], bool]:
+        def get() -> bool:
+            if sanity is not None and key not in self._sanity_done:
+                self._sanity_done.add(key)
+                self._check_sanity(sanity.result())
+            v = job.result()
+            self.cache[key] = v
+            return v is Verdict.SAME_FAILURE
+
+        return get
+
+    def final_check(self, case: Case) -> Verdict:
+        """Test ``case`` once more, past the cache (or use a re-test already made)."""
+        self.pass_name = "final check"
+        early = self._rechecks.get(case.key)
+        if early is not None:
+            return early.result()
+        self.calls += 1
+        return self._call_oracle(case)
 
     # The sanity check (does the start fail?) runs alone with jobs=1, and alongside
     # the first batch of candidates with jobs > 1, saving a round trip.
@@ -245,7 +285,7 @@ class Problem:
 
     def _speculative_points(self, lo: int, hi: int) -> list[int]:
         """Midpoints of the next levels of the binary search between lo and hi."""
-        depth = max(1, (self.jobs + 1).bit_length() - 1)  # 2**depth - 1 <= jobs
+        depth = self._depth()
         points, intervals = [], [(lo, hi)]
         for _ in range(depth):
             nxt = []
@@ -259,20 +299,46 @@ class Problem:
 
     def _bisect(self, lo: int, hi: int, make: Callable[[int], Case | None]) -> int:
         """Binary search over lo < k < hi, ``lo`` known passing and ``hi`` known failing;
-        returns the first failing k (``hi`` if none between).  With jobs > 1 the
-        midpoints of the next levels are evaluated together; the path taken is the
-        sequential one."""
-        known: dict[int, bool] = {}
+        returns the first failing k (``hi`` if none between).
+
+        With jobs > 1 the midpoints of the next levels are evaluated together, and
+        while they run the first midpoint of every possible next round is built, so a
+        round's first candidate is ready the moment the round starts.  The path taken
+        is always the sequential one."""
+        pending: dict[int, Callable[[], bool]] = {}
+        built: dict[int, Case | None] = {}
+
+        def get(k: int) -> Case | None:
+            if k not in built:
+                built[k] = make(k)
+            return built[k]
+
+        def prebuild(a: int, b: int) -> Callable[[], None]:
+            def run() -> None:
+                for x, y in _leaves(a, b, self._depth()):
+                    if x + 1 < y:
+                        c = get((x + y) // 2)
+                        if c is not None and self._admissible(c) and c.key not in self.cache:
+                            c.gm  # noqa: B018  (generate the code now, off the critical path)
+
+            return run
+
         while lo + 1 < hi:
             m = (lo + hi) // 2
-            if m not in known:
-                pts = [p for p in self._speculative_points(lo, hi) if p not in known]
-                known.update(zip(pts, self.evaluate([(lambda p=p: make(p)) for p in pts])))
-            if known[m]:
+            if m not in pending:
+                pts = [p for p in self._speculative_points(lo, hi) if p not in pending]
+                getters = self.submit([(lambda p=p: get(p)) for p in pts], while_waiting=prebuild(lo, hi))
+                pending.update(zip(pts, getters))
+            # wait for this decision only: a speculative point on the branch not
+            # taken finishes in the background
+            if pending[m]():
                 hi = m
             else:
                 lo = m
         return hi
+
+    def _depth(self) -> int:
+        return max(1, (self.jobs + 1).bit_length() - 1)  # 2**depth - 1 <= jobs
 
     def bisect_first_failing(
         self, lo: int, hi: int, make: Callable[[int], Case | None], name: str
@@ -301,7 +367,8 @@ class Problem:
             # the next `jobs` galloping probes, evaluated together
             probes: list[int] = []
             j, s = below, step
-            while len(probes) < self.jobs and j + s < top:
+            # the first probe usually decides; more than two per round is mostly waste
+            while len(probes) < min(self.jobs, 2) and j + s < top:
                 j += s
                 probes.append(j)
                 s *= 2
@@ -364,6 +431,25 @@ class Problem:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+
+def _const(value: bool) -> Callable[[], bool]:
+    return lambda: value
+
+
+def _leaves(lo: int, hi: int, depth: int) -> list[tuple[int, int]]:
+    """The intervals a binary search can be left with after ``depth`` more steps."""
+    intervals = [(lo, hi)]
+    for _ in range(depth):
+        nxt = []
+        for a, b in intervals:
+            if a + 1 < b:
+                m = (a + b) // 2
+                nxt += [(a, m), (m, b)]
+            else:
+                nxt.append((a, b))
+        intervals = nxt
+    return intervals
 
 
 class _Done:
@@ -453,9 +539,7 @@ def minify(
         best = problem.best
         final = Verdict.SAME_FAILURE
         if not stopped and best is not start:
-            problem.pass_name = "final check"
-            final = problem._call_oracle(best)  # once more, past the cache
-            problem.calls += 1
+            final = problem.final_check(best)
         return MinifyResult(
             gm=best.gm,
             inputs=list(best.inputs),

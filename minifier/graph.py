@@ -13,8 +13,8 @@ lifting parameters are all calls to it.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -24,52 +24,87 @@ import torch.fx as fx
 COMPUTE_OPS = ("call_function", "call_method", "call_module")
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
 class Case:
-    gm: fx.GraphModule
-    inputs: tuple[Any, ...]
+    """A graph (never edited once built), the module its get_attr/call_module
+    targets live in, and one input per placeholder.
+
+    The GraphModule (Python code generation) is made on first use of ``gm``: the
+    gate rejects many candidates on their graph alone, and with jobs > 1 the code is
+    generated in the worker thread that tests the candidate.
+    """
+
+    __slots__ = ("root", "graph", "inputs", "_gm", "_key", "_values", "_order", "_lock")
+
+    def __init__(self, root: torch.nn.Module, graph: fx.Graph, inputs: Sequence[Any]) -> None:
+        self.root = root
+        self.graph = graph
+        self.inputs = tuple(inputs)
+        self._gm: fx.GraphModule | None = None
+        self._key: str | None = None
+        self._values: dict[str, Any] | None = None
+        self._order: tuple[int, int, int, int] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, gm: fx.GraphModule, inputs: Sequence[Any]) -> Case:
+        case = cls(gm, gm.graph, inputs)
+        case._gm = gm
+        return case
+
+    @property
+    def gm(self) -> fx.GraphModule:
+        with self._lock:
+            if self._gm is None:
+                self._gm = fx.GraphModule(self.root, self.graph)
+            return self._gm
 
     @property
     def size(self) -> int:
-        return count_compute(self.gm)
+        return self.order_key()[0]
 
     def order_key(self) -> tuple[int, int, int, int]:
         """Smaller is better: compute nodes, then inputs, outputs, attributes."""
-        nodes = list(self.gm.graph.nodes)
-        return (
-            sum(1 for n in nodes if n.op in COMPUTE_OPS),
-            sum(1 for n in nodes if n.op == "placeholder"),
-            len(output_values(self.gm)),
-            sum(1 for n in nodes if n.op == "get_attr"),
-        )
+        if self._order is None:
+            counts = {"placeholder": 0, "get_attr": 0}
+            compute = 0
+            for n in self.graph.nodes:
+                if n.op in COMPUTE_OPS:
+                    compute += 1
+                elif n.op in counts:
+                    counts[n.op] += 1
+            self._order = (compute, counts["placeholder"], len(output_values(self.graph)),
+                           counts["get_attr"])
+        return self._order
 
     @property
     def key(self) -> str:
-        cached = self.__dict__.get("_key")
-        if cached is None:
-            cached = canonical_key(self.gm, self.inputs)
-            object.__setattr__(self, "_key", cached)
-        return cached
+        if self._key is None:
+            self._key = canonical_key(self.graph, self.inputs)
+        return self._key
 
 
-def count_compute(gm: fx.GraphModule) -> int:
-    return sum(1 for n in gm.graph.nodes if n.op in COMPUTE_OPS)
+def _graph(g: fx.Graph | fx.GraphModule) -> fx.Graph:
+    return g.graph if isinstance(g, fx.GraphModule) else g
 
 
-def compute_nodes(gm: fx.GraphModule) -> list[fx.Node]:
-    return [n for n in gm.graph.nodes if n.op in COMPUTE_OPS]
+def count_compute(g: fx.Graph | fx.GraphModule) -> int:
+    return sum(1 for n in _graph(g).nodes if n.op in COMPUTE_OPS)
 
 
-def output_node(gm: fx.GraphModule) -> fx.Node:
-    for n in reversed(gm.graph.nodes):
+def compute_nodes(g: fx.Graph | fx.GraphModule) -> list[fx.Node]:
+    return [n for n in _graph(g).nodes if n.op in COMPUTE_OPS]
+
+
+def output_node(g: fx.Graph | fx.GraphModule) -> fx.Node:
+    for n in reversed(_graph(g).nodes):
         if n.op == "output":
             return n
     raise ValueError("graph has no output node")
 
 
-def output_values(gm: fx.GraphModule) -> list[Any]:
+def output_values(g: fx.Graph | fx.GraphModule) -> list[Any]:
     """The flat list of values the graph returns (nodes or constants)."""
-    out = output_node(gm).args[0]
+    out = output_node(g).args[0]
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
@@ -80,7 +115,7 @@ def _meta(value: Any) -> str:
     return f"{type(value).__name__}:{value!r}"[:64]
 
 
-def canonical_key(gm: fx.GraphModule, inputs: Sequence[Any]) -> str:
+def canonical_key(g: fx.Graph | fx.GraphModule, inputs: Sequence[Any]) -> str:
     """Same structure, same targets, same input metadata => same key."""
     index: dict[fx.Node, int] = {}
     parts: list[str] = []
@@ -95,7 +130,7 @@ def canonical_key(gm: fx.GraphModule, inputs: Sequence[Any]) -> str:
         return repr(a)
 
     inputs_iter = iter(inputs)
-    for i, n in enumerate(gm.graph.nodes):
+    for i, n in enumerate(_graph(g).nodes):
         index[n] = i
         if n.op == "placeholder":
             parts.append(f"P {n.name} {_meta(next(inputs_iter, None))}")
@@ -134,13 +169,11 @@ def _own(value: Any) -> Any:
 
 def node_values(case: Case) -> dict[str, Any]:
     """The value of every node in one eager run of ``case`` (computed once, cached)."""
-    cached = case.__dict__.get("_values")
-    if cached is None:
+    if case._values is None:
         rec = _Recorder(case.gm)
         rec.run(*[_own(x) for x in case.inputs])
-        cached = {k: _own(v) for k, v in rec.values.items()}
-        object.__setattr__(case, "_values", cached)
-    return cached
+        case._values = {k: _own(v) for k, v in rec.values.items()}
+    return case._values
 
 
 def rebuild(
@@ -161,24 +194,24 @@ def rebuild(
     lift, drop = set(lift), set(drop)
     if lift and values is None:
         values = node_values(case)
-    old_inputs = dict(zip([n.name for n in case.gm.graph.nodes if n.op == "placeholder"], case.inputs))
+    old_inputs = dict(zip([n.name for n in case.graph.nodes if n.op == "placeholder"], case.inputs))
     g = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     new_inputs: list[Any] = []
-    wanted_outputs = output_values(case.gm) if outputs is None else list(outputs)
+    wanted_outputs = output_values(case.graph) if outputs is None else list(outputs)
     # placeholders first, in order: existing ones, then lifted nodes (topological order)
-    for n in case.gm.graph.nodes:
+    for n in case.graph.nodes:
         if n.op == "placeholder" and n.name not in drop:
             env[n] = g.placeholder(n.name, type_expr=n.type)
             env[n].meta = dict(n.meta)
             new_inputs.append(old_inputs[n.name])
-    for n in case.gm.graph.nodes:
+    for n in case.graph.nodes:
         if n.name in lift and n.op != "placeholder":
             p = g.placeholder(n.name)
             p.meta = dict(n.meta)
             env[n] = p
             new_inputs.append(values[n.name])  # type: ignore[index]
-    for n in case.gm.graph.nodes:
+    for n in case.graph.nodes:
         if n.op in ("placeholder", "output") or n.name in lift or n.name in drop:
             continue
         missing = [a for a in n.all_input_nodes if a not in env]
@@ -196,7 +229,7 @@ def rebuild(
     # dead code and unused inputs go before the one GraphModule (one recompile)
     g.eliminate_dead_code()
     new_inputs = _prune_placeholders(g, new_inputs)
-    return Case(fx.GraphModule(case.gm, g), tuple(new_inputs))
+    return Case(case.root, g, new_inputs)
 
 
 def _prune_placeholders(g: fx.Graph, inputs: list[Any]) -> list[Any]:
@@ -212,19 +245,19 @@ def _prune_placeholders(g: fx.Graph, inputs: list[Any]) -> list[Any]:
 def eliminate_dead_code(case: Case) -> Case:
     """Remove nodes whose values are never used (side-effecting nodes stay), then the
     inputs nothing uses any more."""
-    g = _copy_graph(case.gm.graph)
+    g = _copy_graph(case.graph)
     g.eliminate_dead_code()
     inputs = _prune_placeholders(g, list(case.inputs))
-    return Case(fx.GraphModule(case.gm, g), tuple(inputs))
+    return Case(case.root, g, inputs)
 
 
 def drop_unused_inputs(case: Case) -> Case:
     """Remove placeholders nothing uses, and their inputs (``case`` itself if none)."""
-    if all(n.users for n in case.gm.graph.nodes if n.op == "placeholder"):
+    if all(n.users for n in case.graph.nodes if n.op == "placeholder"):
         return case
-    g = _copy_graph(case.gm.graph)
+    g = _copy_graph(case.graph)
     inputs = _prune_placeholders(g, list(case.inputs))
-    return Case(fx.GraphModule(case.gm, g), tuple(inputs))
+    return Case(case.root, g, inputs)
 
 
 def _copy_graph(graph: fx.Graph) -> fx.Graph:
@@ -249,4 +282,4 @@ def make_case(gm: fx.GraphModule, inputs: Sequence[Any]) -> Case:
             g.output(tuple(env[a] if isinstance(a, fx.Node) else a for a in flat))
         else:
             env[n] = g.node_copy(n, lambda a: env[a])
-    return Case(fx.GraphModule(gm, g), tuple(inputs))
+    return Case(gm, g, inputs)

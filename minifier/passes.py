@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def _live_after(case: Case, k: int) -> list[fx.Node]:
     """Compute nodes among the first k+1 whose values are used after the cut."""
-    nodes = compute_nodes(case.gm)
+    nodes = compute_nodes(case.graph)
     prefix = set(nodes[: k + 1])
     live = []
     for n in nodes[: k + 1]:
@@ -47,7 +47,7 @@ def _live_after(case: Case, k: int) -> list[fx.Node]:
 
 def truncate_suffix(problem: Problem, case: Case) -> Case | None:
     """Make an earlier node the end: output the values live at the cut."""
-    nodes = compute_nodes(case.gm)
+    nodes = compute_nodes(case.graph)
     n = len(nodes)
     if n <= 1:
         return None
@@ -68,11 +68,11 @@ def truncate_suffix(problem: Problem, case: Case) -> Case | None:
 
 def cut_prefix(problem: Problem, case: Case) -> Case | None:
     """Replace everything before a node by placeholders holding concrete values."""
-    nodes = compute_nodes(case.gm)
+    nodes = compute_nodes(case.graph)
     n = len(nodes)
     if n <= 1:
         return None
-    originals = output_values(case.gm)
+    originals = output_values(case.graph)
 
     def candidate(k: int) -> Case | None:
         # k = number of leading compute nodes to lift/drop; larger is smaller
@@ -95,7 +95,7 @@ def delete_nodes(problem: Problem, case: Case) -> Case | None:
     """ddmin over compute nodes: replace sets of nodes by their concrete values."""
 
     def items(c: Case) -> list[str]:
-        return [m.name for m in compute_nodes(c.gm)]
+        return [m.name for m in compute_nodes(c.graph)]
 
     def without(c: Case, names: list[str]) -> Case | None:
         if len(names) >= len(items(c)):
@@ -109,17 +109,17 @@ def drop_outputs(problem: Problem, case: Case) -> Case | None:
     """ddmin over the outputs."""
 
     def items(c: Case) -> list[str]:
-        return [str(i) for i in range(len(output_values(c.gm)))]
+        return [str(i) for i in range(len(output_values(c.graph)))]
 
     def without(c: Case, names: list[str]) -> Case | None:
-        outs = output_values(c.gm)
+        outs = output_values(c.graph)
         gone = {int(i) for i in names}
         keep = [v for i, v in enumerate(outs) if i not in gone]
         if not any(isinstance(v, fx.Node) for v in keep):
             return None
         return rebuild(c, outputs=keep)
 
-    if len(output_values(case.gm)) <= 1:
+    if len(output_values(case.graph)) <= 1:
         return None
     return problem.ddmin(case, items, without, "drop_outputs")
 
@@ -155,7 +155,7 @@ def consolidate_inputs(problem: Problem, case: Case) -> Case | None:
 
 
 def merge_duplicate_inputs(case: Case) -> Case | None:
-    phs = [n for n in case.gm.graph.nodes if n.op == "placeholder"]
+    phs = [n for n in case.graph.nodes if n.op == "placeholder"]
     first: list[tuple[Any, str]] = []
     alias: dict[str, str] = {}
     for n, v in zip(phs, case.inputs):
@@ -167,12 +167,11 @@ def merge_duplicate_inputs(case: Case) -> Case | None:
             first.append((v, n.name))
     if not alias:
         return None
-    gm = fx.GraphModule(case.gm, _copy(case.gm.graph))
-    by_name = {n.name: n for n in gm.graph.nodes}
+    g = _copy(case.graph)
+    by_name = {n.name: n for n in g.nodes}
     for dup, orig in alias.items():
         by_name[dup].replace_all_uses_with(by_name[orig])
-    gm.recompile()
-    return drop_unused_inputs(Case(gm, case.inputs))
+    return drop_unused_inputs(Case(case.root, g, case.inputs))
 
 
 def params_to_inputs(problem: Problem, case: Case) -> Case | None:
@@ -182,7 +181,7 @@ def params_to_inputs(problem: Problem, case: Case) -> Case | None:
 
 
 def lift_attributes(case: Case) -> Case | None:
-    attrs = [n.name for n in case.gm.graph.nodes if n.op == "get_attr"]
+    attrs = [n.name for n in case.graph.nodes if n.op == "get_attr"]
     if not attrs:
         return None
     return rebuild(case, lift=attrs)
