@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import synthetic  # noqa: E402
 from torch._functorch.fx_minifier import minifier as torch_minifier  # noqa: E402
 
+import synthetic  # noqa: E402
 from tcompile.minifier import minify  # noqa: E402
 from tcompile.minifier.graph import count_compute  # noqa: E402
 
@@ -42,7 +42,10 @@ def run_torch(gm, inps):
         cwd = os.getcwd()
         os.chdir(d)  # torch's minifier writes repro.py into the working directory
         try:
-            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            with (
+                contextlib.redirect_stderr(io.StringIO()),
+                contextlib.redirect_stdout(io.StringIO()),
+            ):
                 out_gm, _ = torch_minifier(gm, inps, fails)
         finally:
             os.chdir(cwd)
@@ -61,7 +64,9 @@ def main() -> None:
     ap.add_argument("--jobs-check", action="store_true")
     ap.add_argument("--repeat", type=int, default=3, help="runs per setting in --jobs-check")
     args = ap.parse_args()
-    print(f"{'case':<27} {'n':>5} | {'torch calls':>11} {'nodes':>5} | {'ours calls':>10} {'nodes':>5} | {'ratio':>5}")
+    print(
+        f"{'case':<27} {'n':>5} | {'torch calls':>11} {'nodes':>5} | {'ours calls':>10} {'nodes':>5} | {'ratio':>5}"
+    )
     total_t = total_o = 0
     ok = True
     for name, build in synthetic.CASES.items():
@@ -79,8 +84,12 @@ def main() -> None:
                 ok, flag = False, "  <-- worse than required"
             if name == "chain, one culprit" and oc > 2 * math.log2(before) + 6:
                 ok, flag = False, f"  <-- over 2log2(n)+6 = {2 * math.log2(before) + 6:.0f}"
-            print(f"{name:<27} {before:>5} | {tc:>11} {tn:>5} | {oc:>10} {on:>5} | {ratio:>5.2f}{flag}")
-    print(f"{'total':<27} {'':>5} | {total_t:>11} {'':>5} | {total_o:>10} {'':>5} | {total_o / total_t:>5.2f}")
+            print(
+                f"{name:<27} {before:>5} | {tc:>11} {tn:>5} | {oc:>10} {on:>5} | {ratio:>5.2f}{flag}"
+            )
+    print(
+        f"{'total':<27} {'':>5} | {total_t:>11} {'':>5} | {total_o:>10} {'':>5} | {total_o / total_t:>5.2f}"
+    )
     if args.jobs_check:
         # A compile oracle waits on a worker process: the engine's thread holds no GIL
         # while it waits.  "sleep + structural" models that (0.2 s, then a cheap look at
@@ -96,7 +105,10 @@ def main() -> None:
 
         gm = synthetic.CASES["chain, one culprit"](1024)
         info: dict[int, tuple[int, int]] = {}
-        for label, oracle in (("sleep + structural", structural), ("sleep + interpreter", interpreted)):
+        for label, oracle in (
+            ("sleep + structural", structural),
+            ("sleep + interpreter", interpreted),
+        ):
             runs: dict[int, list[float]] = {1: [], 4: []}
             codes = {}
             for _ in range(args.repeat):  # interleaved; medians quoted
@@ -109,10 +121,14 @@ def main() -> None:
             times = {j: statistics.median(v) for j, v in runs.items()}
             for jobs in (1, 4):
                 all_runs = " ".join(f"{t:.2f}" for t in runs[jobs])
-                print(f"{label}, jobs={jobs}: median {times[jobs]:.2f}s ({all_runs}), "
-                      f"{info[jobs][0]} calls, {info[jobs][1]} nodes")
+                print(
+                    f"{label}, jobs={jobs}: median {times[jobs]:.2f}s ({all_runs}), "
+                    f"{info[jobs][0]} calls, {info[jobs][1]} nodes"
+                )
             same = codes[1] == codes[4]
-            print(f"{label}: wall time jobs=4 / jobs=1 = {times[4] / times[1]:.2f}; same result: {same}")
+            print(
+                f"{label}: wall time jobs=4 / jobs=1 = {times[4] / times[1]:.2f}; same result: {same}"
+            )
             if label == "sleep + structural":
                 ok = ok and times[4] <= 0.6 * times[1] and same
     print("all criteria met" if ok else "SOME CRITERIA NOT MET")

@@ -69,10 +69,14 @@ def main() -> None:
         print(f"{k:<11} {med[k]:>9.3f}   " + " ".join(f"{x:.2f}" for x in v))
     own = med["plain"] - med["startup"]
     added = med["tcompile"] - med["tc-help"] - med["plain"]
-    print(f"overhead (same cache policy): {added:+.3f}s = {100 * added / own:+.1f}% of the script's own time")
+    print(
+        f"overhead (same cache policy): {added:+.3f}s = {100 * added / own:+.1f}% of the script's own time"
+    )
     added_warm = med["tcompile"] - med["tc-help"] - med["plain-warm"]
     own_warm = med["plain-warm"] - med["startup"]
-    print(f"against a warm FX-graph cache: {added_warm:+.3f}s = {100 * added_warm / own_warm:+.1f}%")
+    print(
+        f"against a warm FX-graph cache: {added_warm:+.3f}s = {100 * added_warm / own_warm:+.1f}%"
+    )
     shutil.rmtree(out, ignore_errors=True)
 
 

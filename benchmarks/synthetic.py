@@ -31,7 +31,11 @@ class BuggyInterpreter(fx.Interpreter):
         if n.op == "call_function":
             if n.target is torch.relu:
                 return self.env[n.args[0]] + 1  # type: ignore[index]
-            if n.target is torch.exp and isinstance(n.args[0], fx.Node) and n.args[0].target is torch.neg:
+            if (
+                n.target is torch.exp
+                and isinstance(n.args[0], fx.Node)
+                and n.args[0].target is torch.neg
+            ):
                 return result * 1.5
             if n.target is torch.sigmoid:
                 return result + 1e-5
@@ -54,8 +58,11 @@ def oracle(gm: fx.GraphModule, inputs: list[Any]) -> bool:
 
 # ops that neither hide nor blow up a difference (no contraction like tanh's)
 _SAFE = [
-    (torch.add, (0.1,)), (torch.mul, (1.01,)), (torch.sub, (0.05,)),
-    (torch.mul, (0.99,)), (torch.abs, ()),
+    (torch.add, (0.1,)),
+    (torch.mul, (1.01,)),
+    (torch.sub, (0.05,)),
+    (torch.mul, (0.99,)),
+    (torch.abs, ()),
 ]
 
 

@@ -59,24 +59,55 @@ def main() -> None:
     """
 
 
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option(
+    "--backend",
+    default=None,
+    envvar="TCOMPILE_BACKEND",
+    help="Compile every graph with this stage or backend instead of the script's own "
+    "(eager, aot_eager, aot_eager_decomp_partition, inductor, or a registered name).",
 )
-@click.option("--backend", default=None, envvar="TCOMPILE_BACKEND",
-              help="Compile every graph with this stage or backend instead of the script's own "
-                   "(eager, aot_eager, aot_eager_decomp_partition, inductor, or a registered name).")
-@click.option("--accuracy", "accuracy", flag_value="loose", default=None,
-              help="Check compiled results against eager and a float64 reference.")
-@click.option("--strict-accuracy", "accuracy", flag_value="strict",
-              help="Check compiled results against eager directly, with tight tolerances.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, envvar="TCOMPILE_TIMEOUT",
-              help="Kill the command (its whole process group) after this many seconds.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (the script's stdout goes to stderr).")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Directory for tcompile's files (default: a new temporary directory).")
+@click.option(
+    "--accuracy",
+    "accuracy",
+    flag_value="loose",
+    default=None,
+    help="Check compiled results against eager and a float64 reference.",
+)
+@click.option(
+    "--strict-accuracy",
+    "accuracy",
+    flag_value="strict",
+    help="Check compiled results against eager directly, with tight tolerances.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    envvar="TCOMPILE_TIMEOUT",
+    help="Kill the command (its whole process group) after this many seconds.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document on stdout (the script's stdout goes to stderr).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory for tcompile's files (default: a new temporary directory).",
+)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def run(backend: str | None, accuracy: str | None, timeout: float | None, as_json: bool,
-        out: str | None, argv: tuple[str, ...]) -> None:
+def run(
+    backend: str | None,
+    accuracy: str | None,
+    timeout: float | None,
+    as_json: bool,
+    out: str | None,
+    argv: tuple[str, ...],
+) -> None:
     """Run SCRIPT [ARGS] (or -- COMMAND ...) under the wrapped torch.compile stack.
 
     Reports every compiled graph and every compiler failure, classified as capture,
@@ -92,8 +123,14 @@ def run(backend: str | None, accuracy: str | None, timeout: float | None, as_jso
         check_backend(backend)
         observer = _observer(err, quiet=False)
         report = run_and_classify(
-            command, out=out, stage=backend, accuracy=accuracy or "off", timeout=timeout,
-            observer=observer, stdout=sys.stderr if as_json else sys.stdout, stderr=sys.stderr,
+            command,
+            out=out,
+            stage=backend,
+            accuracy=accuracy or "off",
+            timeout=timeout,
+            observer=observer,
+            stdout=sys.stderr if as_json else sys.stdout,
+            stderr=sys.stderr,
         )
     except UsageError as exc:
         _fail_usage(str(exc))
@@ -121,14 +158,21 @@ def _render_run(report: Any, console: Any) -> None:
     if report.graphs:
         console.print(graphs_table(report.graphs))
     else:
-        console.print("No graph was compiled (the program never called a torch.compile'd function).")
+        console.print(
+            "No graph was compiled (the program never called a torch.compile'd function)."
+        )
     if report.failures:
         console.print(failures_table(report.failures))
     for note in report.notes:
         console.print(f"[yellow]note: graph {note['graph']}: {note['text']}[/yellow]")
-    colour = {"clean": "green", "compiler-failure": "red", "not-a-compiler-bug": "yellow"}[report.verdict]
-    console.print(f"[{colour}]{report.explanation}[/{colour}]  "
-                  f"({report.seconds:.1f}s, files in {report.run_dir})", highlight=False)
+    colour = {"clean": "green", "compiler-failure": "red", "not-a-compiler-bug": "yellow"}[
+        report.verdict
+    ]
+    console.print(
+        f"[{colour}]{report.explanation}[/{colour}]  "
+        f"({report.seconds:.1f}s, files in {report.run_dir})",
+        highlight=False,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

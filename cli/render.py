@@ -26,7 +26,11 @@ class ConsoleObserver:
         kind = e.get("event")
         if kind == "graph":
             where = f"{e.get('frame') or '?'}"
-            state = "[red]failed[/red]" if e.get("failed") else ("gated: eager" if e.get("gated") else "ok")
+            state = (
+                "[red]failed[/red]"
+                if e.get("failed")
+                else ("gated: eager" if e.get("gated") else "ok")
+            )
             self.console.print(
                 f"[dim]tcompile: graph {e.get('index')} ({where}, {e.get('nodes')} nodes) "
                 f"{e.get('stage')} {state} in {e.get('compile_seconds', 0):.2f}s[/dim]",
@@ -39,7 +43,9 @@ class ConsoleObserver:
                 highlight=False,
             )
         elif kind == "note":
-            self.console.print(f"[yellow]tcompile: graph {e.get('graph')}: {e.get('text')}[/yellow]")
+            self.console.print(
+                f"[yellow]tcompile: graph {e.get('graph')}: {e.get('text')}[/yellow]"
+            )
 
 
 def graphs_table(graphs: list[dict[str, Any]]) -> Table:
@@ -57,8 +63,12 @@ def graphs_table(graphs: list[dict[str, Any]]) -> Table:
             stage = f"[red]{stage} failed[/red]"
         idx = str(g.get("index")) if g.get("level") == "dynamo" else f"  {g.get('index')}"
         table.add_row(
-            idx, where if g.get("level") == "dynamo" else "", g.get("kind") or "",
-            str(g.get("nodes")), stage, f"{g.get('compile_seconds') or 0:.2f}",
+            idx,
+            where if g.get("level") == "dynamo" else "",
+            g.get("kind") or "",
+            str(g.get("nodes")),
+            stage,
+            f"{g.get('compile_seconds') or 0:.2f}",
         )
     return table
 

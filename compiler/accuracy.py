@@ -82,20 +82,26 @@ def flatten(value: Any) -> list[Any]:
     return [value]
 
 
-def run_with_grads(fn: Callable[..., Any], inputs: Sequence[Any], dtype: torch.dtype | None = None) -> Outcome:
+def run_with_grads(
+    fn: Callable[..., Any], inputs: Sequence[Any], dtype: torch.dtype | None = None
+) -> Outcome:
     """Run ``fn`` on clones of ``inputs``; backprop a fixed projection if grads flow."""
     args = [clone_input(x, dtype) for x in inputs]
     outputs = flatten(fn(*args))
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     diff_outs = [
-        o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()
+        o
+        for o in outputs
+        if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()
     ]
     grads: list[Any] = []
     if leaves and diff_outs:
         gen = torch.Generator().manual_seed(1234)
         loss = 0
         for o in diff_outs:
-            cot = torch.randn(o.shape, generator=gen, dtype=torch.float64).to(device=o.device, dtype=o.dtype)
+            cot = torch.randn(o.shape, generator=gen, dtype=torch.float64).to(
+                device=o.device, dtype=o.dtype
+            )
             loss = loss + (o * cot).sum()
         grads = list(torch.autograd.grad(loss, leaves, allow_unused=True))
     outputs = [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
@@ -108,7 +114,7 @@ def _no_autocast_surprises() -> Iterator[None]:
 
 
 def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
-    d = (a.double() - b.double())
+    d = a.double() - b.double()
     d = d[torch.isfinite(d)]
     if d.numel() == 0:
         return 0.0
@@ -125,9 +131,7 @@ def _eps(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
 
 
-def compare_tensor(
-    ref: Any, res: Any, fp64: Any | None, *, strict: bool
-) -> str | None:
+def compare_tensor(ref: Any, res: Any, fp64: Any | None, *, strict: bool) -> str | None:
     """None when ``res`` is acceptable, else a short description of the mismatch."""
     if not isinstance(ref, torch.Tensor) or not isinstance(res, torch.Tensor):
         if isinstance(ref, torch.Tensor) != isinstance(res, torch.Tensor):
@@ -150,7 +154,11 @@ def compare_tensor(
         return f"{n} of {ref.numel()} {ref.dtype} elements differ"
     if ref.is_complex():
         ref, res = torch.view_as_real(ref), torch.view_as_real(res)
-        fp64 = torch.view_as_real(fp64) if isinstance(fp64, torch.Tensor) and fp64.is_complex() else None
+        fp64 = (
+            torch.view_as_real(fp64)
+            if isinstance(fp64, torch.Tensor) and fp64.is_complex()
+            else None
+        )
     nan_ref, nan_res = ~torch.isfinite(ref), ~torch.isfinite(res)
     if not torch.equal(nan_ref, nan_res):
         return f"{int((nan_ref != nan_res).sum())} non-finite values differ from eager"
@@ -186,7 +194,9 @@ def compare_tensor(
 
 def compare(ref: Outcome, res: Outcome, fp64: Outcome | None, *, strict: bool) -> Mismatch | None:
     if len(ref.outputs) != len(res.outputs):
-        return Mismatch("outputs", f"{len(res.outputs)} outputs where eager gives {len(ref.outputs)}")
+        return Mismatch(
+            "outputs", f"{len(res.outputs)} outputs where eager gives {len(ref.outputs)}"
+        )
     for i, (a, b) in enumerate(zip(ref.outputs, res.outputs)):
         c = fp64.outputs[i] if fp64 is not None and i < len(fp64.outputs) else None
         why = compare_tensor(a, b, c, strict=strict)

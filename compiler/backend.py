@@ -55,7 +55,9 @@ def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
         for node in gm.graph.nodes:
             trace = node.meta.get("stack_trace")
             if trace:
-                lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File")]
+                lines = [
+                    ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File")
+                ]
                 if lines:
                     # 'File "x.py", line 5, in f'
                     parts = lines[0].split(",")
@@ -139,7 +141,12 @@ class _AotHooks:
         self.kinds: list[str] = []
 
     def compile(
-        self, kind: str, gm: Any, example_inputs: Any, real_compile: Callable[..., Any], **kwargs: Any
+        self,
+        kind: str,
+        gm: Any,
+        example_inputs: Any,
+        real_compile: Callable[..., Any],
+        **kwargs: Any,
     ) -> Any:
         rec = self.session.recorder
         nodes = compute_nodes(gm)
@@ -152,18 +159,36 @@ class _AotHooks:
             compiled = real_compile(gm, example_inputs, **kwargs)
         except Exception as exc:
             seconds = time.perf_counter() - t0
-            rec.emit("aot_graph", index=self.index, kind=kind, nodes=nodes, stage=self.stage,
-                     compile_seconds=seconds, failed=True)
+            rec.emit(
+                "aot_graph",
+                index=self.index,
+                kind=kind,
+                nodes=nodes,
+                stage=self.stage,
+                compile_seconds=seconds,
+                failed=True,
+            )
             if keep is None:
                 self.failed_kind = kind
                 raise
-            self.session.failure(graph=self.index, graph_kind=kind, kind=FailureKind.COMPILE,
-                                 stage=self.stage, exc=exc)
+            self.session.failure(
+                graph=self.index,
+                graph_kind=kind,
+                kind=FailureKind.COMPILE,
+                stage=self.stage,
+                exc=exc,
+            )
             return _boxed_eager(keep)
         finally:
             rec.mark(-1, PHASE_IDLE)
-        rec.emit("aot_graph", index=self.index, kind=kind, nodes=nodes, stage=self.stage,
-                 compile_seconds=time.perf_counter() - t0)
+        rec.emit(
+            "aot_graph",
+            index=self.index,
+            kind=kind,
+            nodes=nodes,
+            stage=self.stage,
+            compile_seconds=time.perf_counter() - t0,
+        )
         self.kinds.append(kind)
         if keep is not None:
             return _BackwardRunner(self.session, self.index, self.stage, compiled, keep)
@@ -187,7 +212,9 @@ class _BackwardRunner:
 
     _boxed_call = True
 
-    def __init__(self, session: Session, index: int, stage: str, compiled: Any, eager_gm: Any) -> None:
+    def __init__(
+        self, session: Session, index: int, stage: str, compiled: Any, eager_gm: Any
+    ) -> None:
         self.session, self.index, self.stage = session, index, stage
         self.compiled = compiled
         self.eager = _boxed_eager(eager_gm)
@@ -196,7 +223,9 @@ class _BackwardRunner:
     def __call__(self, *call_args: Any) -> Any:
         # AOTAutograd calls backward compilers' results boxed or not, depending on
         # the path: accept both.
-        args = call_args[0] if len(call_args) == 1 and type(call_args[0]) is list else list(call_args)
+        args = (
+            call_args[0] if len(call_args) == 1 and type(call_args[0]) is list else list(call_args)
+        )
         if self.quarantined:
             return self.eager(args)
         saved = list(args)
@@ -206,8 +235,13 @@ class _BackwardRunner:
             return _call(self.compiled, args)
         except Exception as exc:
             result = self.eager(list(saved))  # eager raising too: not a compiler bug
-            self.session.failure(graph=self.index, graph_kind="backward", kind=FailureKind.RUNTIME,
-                                 stage=self.stage, exc=exc)
+            self.session.failure(
+                graph=self.index,
+                graph_kind="backward",
+                kind=FailureKind.RUNTIME,
+                stage=self.stage,
+                exc=exc,
+            )
             self.quarantined = True
             return result
         finally:
@@ -260,8 +294,13 @@ class GraphRunner:
             rec.mark(-1, PHASE_IDLE)
 
     def _runtime_failure(self, exc: BaseException) -> None:
-        self.session.failure(graph=self.index, graph_kind=self.forward_kind, kind=FailureKind.RUNTIME,
-                             stage=self.stage, exc=exc)
+        self.session.failure(
+            graph=self.index,
+            graph_kind=self.forward_kind,
+            kind=FailureKind.RUNTIME,
+            stage=self.stage,
+            exc=exc,
+        )
         self.quarantined = True
 
     def _compiled_fn(self, *args: Any) -> Any:
@@ -318,9 +357,14 @@ class GraphRunner:
                     message=f"{graph_kind} {mismatch.where.split()[0]} differs from eager",
                     frame="",
                 )
-                self.session.failure(graph=self.index, graph_kind=graph_kind,
-                                     kind=FailureKind.ACCURACY, stage=self.stage,
-                                     signature=sig, message=str(mismatch))
+                self.session.failure(
+                    graph=self.index,
+                    graph_kind=graph_kind,
+                    kind=FailureKind.ACCURACY,
+                    stage=self.stage,
+                    signature=sig,
+                    message=str(mismatch),
+                )
                 self.quarantined = True
         finally:
             rec.mark(-1, PHASE_IDLE)
@@ -373,18 +417,32 @@ class TcompileBackend:
         compiled = None
         try:
             compile_fn = build_stage(
-                stage, hooks, user_backend=user_backend, mode=self.mode,
-                options=options or None, dynamic=self.dynamic,
+                stage,
+                hooks,
+                user_backend=user_backend,
+                mode=self.mode,
+                options=options or None,
+                dynamic=self.dynamic,
             )
             with _fallback_random(checking):
                 compiled = compile_fn(gm, example_inputs)
         except Exception as exc:
-            session.failure(graph=index, graph_kind=hooks.failed_kind or "dynamo",
-                            kind=FailureKind.COMPILE, stage=stage, exc=exc)
+            session.failure(
+                graph=index,
+                graph_kind=hooks.failed_kind or "dynamo",
+                kind=FailureKind.COMPILE,
+                stage=stage,
+                exc=exc,
+            )
         finally:
             rec.mark(-1, PHASE_IDLE)
-        rec.emit("graph", stage=stage, compile_seconds=time.perf_counter() - t0,
-                 failed=compiled is None, **base)
+        rec.emit(
+            "graph",
+            stage=stage,
+            compile_seconds=time.perf_counter() - t0,
+            failed=compiled is None,
+            **base,
+        )
         if compiled is None:
             return reference.forward
         forward_kind = "inference" if "inference" in hooks.kinds else "forward"

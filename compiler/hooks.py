@@ -172,7 +172,9 @@ def _record_uncaught(exc: BaseException) -> None:
                     fs = stack[-1]
                     user_frame = f"{fs.filename}:{fs.lineno} in {fs.name}"
                 break
-    sig = FailureSignature.from_exception("eager" if dynamo else "script", "capture" if dynamo else "exception", exc)
+    sig = FailureSignature.from_exception(
+        "eager" if dynamo else "script", "capture" if dynamo else "exception", exc
+    )
     # the innermost cause: Dynamo wraps the user's own error (a shape mismatch seen
     # while tracing) in TorchRuntimeError; eager raises the bare one
     cause: BaseException = exc

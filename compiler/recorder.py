@@ -46,4 +46,6 @@ class Recorder:
 
     def mark(self, graph: int, phase: int, graph_kind: str = "dynamo") -> None:
         """Cheap (a few hundred ns): called around every compiled-graph call."""
-        struct.pack_into(MARKER_FMT, self._marker, 0, graph, phase, KIND_CODES.get(graph_kind, 0), 0)
+        struct.pack_into(
+            MARKER_FMT, self._marker, 0, graph, phase, KIND_CODES.get(graph_kind, 0), 0
+        )

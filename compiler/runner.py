@@ -250,7 +250,9 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def collect(result: ProcessResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def collect(
+    result: ProcessResult,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Graphs, failures and notes out of a finished process's events and markers.
 
     Failures that tcompile has not itself checked against eager (a capture failure the
@@ -266,8 +268,21 @@ def collect(result: ProcessResult) -> tuple[list[dict[str, Any]], list[dict[str,
         kind = e.get("event")
         pid = e.get("pid")
         if kind == "graph":
-            g = {k: e.get(k) for k in ("index", "frame", "kind", "nodes", "stage", "compile_seconds",
-                                        "file", "line", "compile_id", "break_reason")}
+            g = {
+                k: e.get(k)
+                for k in (
+                    "index",
+                    "frame",
+                    "kind",
+                    "nodes",
+                    "stage",
+                    "compile_seconds",
+                    "file",
+                    "line",
+                    "compile_id",
+                    "break_reason",
+                )
+            }
             g.update(level="dynamo", gated=bool(e.get("gated")), failed=bool(e.get("failed")))
             if multi:
                 g["pid"] = pid
@@ -284,20 +299,24 @@ def collect(result: ProcessResult) -> tuple[list[dict[str, Any]], list[dict[str,
             notes.append({"graph": e.get("graph"), "text": e.get("text")})
         elif kind == "exception" and e.get("dynamo"):
             sig = FailureSignature.from_json(e.get("signature") or {})
-            failures.append({
-                "graph": None,
-                "graph_kind": "dynamo",
-                "kind": FailureKind.CAPTURE.value,
-                "stage": "eager",
-                "signature": str(sig),
-                "signature_fields": sig.to_json(),
-                "message": e.get("message", ""),
-                "frame": e.get("user_frame") or sig.frame,
-                "unconfirmed": True,
-                **({"pid": pid} if multi else {}),
-            })
+            failures.append(
+                {
+                    "graph": None,
+                    "graph_kind": "dynamo",
+                    "kind": FailureKind.CAPTURE.value,
+                    "stage": "eager",
+                    "signature": str(sig),
+                    "signature_fields": sig.to_json(),
+                    "message": e.get("message", ""),
+                    "frame": e.get("user_frame") or sig.frame,
+                    "unconfirmed": True,
+                    **({"pid": pid} if multi else {}),
+                }
+            )
     graphs: list[dict[str, Any]] = []
-    for key in sorted(set(dynamo) | set(children), key=lambda k: (str(k[0]), k[1] if k[1] is not None else -1)):
+    for key in sorted(
+        set(dynamo) | set(children), key=lambda k: (str(k[0]), k[1] if k[1] is not None else -1)
+    ):
         parent = dynamo.get(key)
         if parent is not None:
             graphs.append(parent)
@@ -307,32 +326,42 @@ def collect(result: ProcessResult) -> tuple[list[dict[str, Any]], list[dict[str,
     # A process that died (signal) or was killed (timeout) says nothing more: the
     # markers say which graph it was in.
     if result.timed_out or (result.returncode is not None and result.returncode < 0):
-        busy = {pid: m for pid, m in result.markers.items() if m["graph"] >= 0 and m["phase"] != "idle"}
+        busy = {
+            pid: m for pid, m in result.markers.items() if m["graph"] >= 0 and m["phase"] != "idle"
+        }
         kind = FailureKind.TIMEOUT if result.timed_out else FailureKind.CRASH
         if result.timed_out:
             exc_type, message = "Timeout", "the command ran past --timeout"
         else:
             exc_type = _signal_name(result.returncode or 0)
             message = _crash_message(result.stderr_tail) or f"process killed by {exc_type}"
-        targets = list(busy.items()) or [(None, {"graph": None, "phase": "", "graph_kind": "dynamo"})]
+        targets = list(busy.items()) or [
+            (None, {"graph": None, "phase": "", "graph_kind": "dynamo"})
+        ]
         for pid, m in targets:
             g = dynamo.get((pid, m["graph"])) or next(
-                (d for (p, i), d in dynamo.items() if i == m["graph"]), None)
+                (d for (p, i), d in dynamo.items() if i == m["graph"]), None
+            )
             stage = g["stage"] if g else "unknown"
-            sig = FailureSignature(stage=stage, kind=kind.value, exc_type=exc_type,
-                                   message=normalize_message(message))
-            failures.append({
-                "graph": m["graph"],
-                "graph_kind": m["graph_kind"],
-                "kind": kind.value,
-                "stage": stage,
-                "signature": str(sig),
-                "signature_fields": sig.to_json(),
-                "message": message,
-                "phase": m["phase"],
-                "frame": f"{m['phase']} of graph {m['graph']}" if m["graph"] is not None else "",
-                "unconfirmed": m["graph"] is None,
-            })
+            sig = FailureSignature(
+                stage=stage, kind=kind.value, exc_type=exc_type, message=normalize_message(message)
+            )
+            failures.append(
+                {
+                    "graph": m["graph"],
+                    "graph_kind": m["graph_kind"],
+                    "kind": kind.value,
+                    "stage": stage,
+                    "signature": str(sig),
+                    "signature_fields": sig.to_json(),
+                    "message": message,
+                    "phase": m["phase"],
+                    "frame": f"{m['phase']} of graph {m['graph']}"
+                    if m["graph"] is not None
+                    else "",
+                    "unconfirmed": m["graph"] is None,
+                }
+            )
     return graphs, failures, notes
 
 
@@ -355,7 +384,13 @@ def _failure_from_event(e: dict[str, Any], multi: bool) -> dict[str, Any]:
 
 def _crash_message(tail: list[str]) -> str:
     """The line a dying process printed about why (e.g. ``terminate called ...``)."""
-    keys = ("terminate called", "Segmentation fault", "Aborted", "Fatal Python error", "illegal memory")
+    keys = (
+        "terminate called",
+        "Segmentation fault",
+        "Aborted",
+        "Fatal Python error",
+        "illegal memory",
+    )
     for line in tail:  # the first: later threads only say "terminate called recursively"
         if any(k in line for k in keys):
             return line.strip()
@@ -380,8 +415,11 @@ def _fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
     ours = [FailureSignature.from_json(first["signature"])]
     if first.get("cause_signature"):
         ours.append(FailureSignature.from_json(first["cause_signature"]))
-    if any(o.exc_type.rsplit(".", 1)[-1] == theirs.exc_type.rsplit(".", 1)[-1]
-           and o.message == theirs.message for o in ours):
+    if any(
+        o.exc_type.rsplit(".", 1)[-1] == theirs.exc_type.rsplit(".", 1)[-1]
+        and o.message == theirs.message
+        for o in ours
+    ):
         return True
     # Dynamo hits the program's own error while tracing with fake tensors and words
     # it differently (TorchRuntimeError); the same failing line of code is the tell.
@@ -431,9 +469,13 @@ def run_and_classify(
     """``tcompile run``: the command under the wrapped stack, every graph, every failure."""
     observer = observer or NullObserver()
     run_dir = new_run_dir(out, "run")
-    config = HookConfig(dir=os.path.join(run_dir, "compiled"), stage=stage, accuracy=accuracy, gate=gate)
+    config = HookConfig(
+        dir=os.path.join(run_dir, "compiled"), stage=stage, accuracy=accuracy, gate=gate
+    )
     observer.status("running the command under tcompile")
-    result = run_process(command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
+    result = run_process(
+        command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
+    )
     graphs, failures, notes = collect(result)
     verdict, explanation, exit_code = "clean", "no compiler failure", EXIT_OK
     failed = result.timed_out or result.returncode not in (0, None)
@@ -443,30 +485,49 @@ def run_and_classify(
         # the same way with torch.compile turned off?
         observer.status("the command failed: running it again without torch.compile")
         plain = HookConfig(dir=os.path.join(run_dir, "plain"), disable=True)
-        again = run_process(command, plain, timeout=timeout, observer=NullObserver(),
-                            stdout=stdout, stderr=stderr)
+        again = run_process(
+            command, plain, timeout=timeout, observer=NullObserver(), stdout=stdout, stderr=stderr
+        )
         if _fails_the_same_way(result, again):
             first = _last_exception(result)
-            what = first["signature_text"] if first else (
-                "timeout" if result.timed_out else f"exit status {result.returncode}")
+            what = (
+                first["signature_text"]
+                if first
+                else ("timeout" if result.timed_out else f"exit status {result.returncode}")
+            )
             verdict, exit_code = "not-a-compiler-bug", EXIT_NOT_COMPILER
-            explanation = (f"the command fails the same way without torch.compile ({what}): "
-                           "not a compiler bug")
+            explanation = (
+                f"the command fails the same way without torch.compile ({what}): not a compiler bug"
+            )
             for f in failures:
                 f["not_a_compiler_bug"] = True
             notes.append({"graph": None, "text": explanation})
             failures = []
         elif not failures:
             first = _last_exception(result)
-            sig = FailureSignature.from_json(first["signature"]) if first else FailureSignature(
-                stage="unknown", kind="runtime", exc_type=f"exit status {result.returncode}", message="")
+            sig = (
+                FailureSignature.from_json(first["signature"])
+                if first
+                else FailureSignature(
+                    stage="unknown",
+                    kind="runtime",
+                    exc_type=f"exit status {result.returncode}",
+                    message="",
+                )
+            )
             sig = dataclasses.replace(sig, stage=stage or "unknown", kind=FailureKind.RUNTIME.value)
-            failures.append({
-                "graph": None, "graph_kind": "dynamo", "kind": FailureKind.RUNTIME.value,
-                "stage": sig.stage, "signature": str(sig), "signature_fields": sig.to_json(),
-                "message": first["message"] if first else "\n".join(result.stderr_tail[-5:]),
-                "frame": sig.frame,
-            })
+            failures.append(
+                {
+                    "graph": None,
+                    "graph_kind": "dynamo",
+                    "kind": FailureKind.RUNTIME.value,
+                    "stage": sig.stage,
+                    "signature": str(sig),
+                    "signature_fields": sig.to_json(),
+                    "message": first["message"] if first else "\n".join(result.stderr_tail[-5:]),
+                    "frame": sig.frame,
+                }
+            )
     for f in failures:
         f.pop("unconfirmed", None)
     if failures:
@@ -474,9 +535,18 @@ def run_and_classify(
         kinds = sorted({f["kind"] for f in failures})
         explanation = f"{len(failures)} compiler failure(s): {', '.join(kinds)}"
     report = RunReport(
-        graphs=graphs, failures=failures, notes=notes, exit_code=exit_code, verdict=verdict,
-        explanation=explanation, returncode=result.returncode, seconds=result.seconds,
-        run_dir=run_dir, command=command, stage=stage, accuracy=accuracy,
+        graphs=graphs,
+        failures=failures,
+        notes=notes,
+        exit_code=exit_code,
+        verdict=verdict,
+        explanation=explanation,
+        returncode=result.returncode,
+        seconds=result.seconds,
+        run_dir=run_dir,
+        command=command,
+        stage=stage,
+        accuracy=accuracy,
     )
     _write_json(os.path.join(run_dir, "result.json"), report.to_json())
     return report

@@ -122,7 +122,9 @@ class FailureSignature:
         return cls(**{f.name: data.get(f.name, "") for f in dataclasses.fields(cls)})
 
     @classmethod
-    def from_exception(cls, stage: str, kind: FailureKind | str, exc: BaseException) -> FailureSignature:
+    def from_exception(
+        cls, stage: str, kind: FailureKind | str, exc: BaseException
+    ) -> FailureSignature:
         real = root_cause(exc)
         return cls(
             stage=stage,

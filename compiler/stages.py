@@ -33,7 +33,12 @@ LADDER: tuple[str, ...] = tuple(s.value for s in Stage)
 
 class AotHooks(Protocol):
     def compile(
-        self, kind: str, gm: Any, example_inputs: Any, real_compile: Callable[..., Any], **kwargs: Any
+        self,
+        kind: str,
+        gm: Any,
+        example_inputs: Any,
+        real_compile: Callable[..., Any],
+        **kwargs: Any,
     ) -> Any: ...
 
 
@@ -151,6 +156,8 @@ def backend_name(backend: Any) -> str:
         return Stage.INDUCTOR.value
     if isinstance(backend, str):
         return backend
-    return getattr(backend, "compiler_name", None) or getattr(backend, "__name__", None) or type(
-        backend
-    ).__name__
+    return (
+        getattr(backend, "compiler_name", None)
+        or getattr(backend, "__name__", None)
+        or type(backend).__name__
+    )

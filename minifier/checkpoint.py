@@ -19,8 +19,14 @@ def save(directory: str | os.PathLike[str], case: Case, history: list[Any], call
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / (FILE + ".tmp")
     torch.save(
-        {"version": VERSION, "gm": case.gm, "inputs": list(case.inputs),
-         "history": [vars(h) for h in history], "calls": calls, "code": case.gm.code},
+        {
+            "version": VERSION,
+            "gm": case.gm,
+            "inputs": list(case.inputs),
+            "history": [vars(h) for h in history],
+            "calls": calls,
+            "code": case.gm.code,
+        },
         tmp,
     )
     os.replace(tmp, d / FILE)

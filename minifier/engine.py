@@ -59,7 +59,9 @@ class Stop:
 
     @classmethod
     def after(cls, seconds: float | None = None, calls: int | None = None) -> Stop:
-        return cls(max_calls=calls, deadline=None if seconds is None else time.monotonic() + seconds)
+        return cls(
+            max_calls=calls, deadline=None if seconds is None else time.monotonic() + seconds
+        )
 
 
 @dataclasses.dataclass
@@ -108,6 +110,7 @@ class Problem:
         checkpoint: Callable[[Case, list[Step], int], None] | None = None,
     ) -> None:
         self.best = start
+        self.smallest_seen = start
         self.oracle = oracle
         self.jobs = max(1, int(jobs))
         self.stop = stop
@@ -187,7 +190,7 @@ class Problem:
                     job = _Done(self._call_oracle(c))
                 pending[c.key] = (job, c)
                 self.calls += 1
-            getters.append(self._getter(c.key, pending[c.key][0], sanity))
+            getters.append(self._getter(c.key, pending[c.key][0], sanity, c))
         busy = len(pending) + (1 if sanity is not None else 0)
         if self._pool is not None and pending and busy < self.jobs:
             smallest = min((entry[1] for entry in pending.values()), key=lambda c: c.order_key())
@@ -202,13 +205,15 @@ class Problem:
             self._check_sanity(sanity.result())
         return getters
 
-    def _getter(self, key: str, job: Any, sanity: Any) -> Callable[[], bool]:
+    def _getter(self, key: str, job: Any, sanity: Any, case: Case) -> Callable[[], bool]:
         def get() -> bool:
             if sanity is not None and key not in self._sanity_done:
                 self._sanity_done.add(key)
                 self._check_sanity(sanity.result())
             v = job.result()
             self.cache[key] = v
+            if v is Verdict.SAME_FAILURE and case.order_key() < self.smallest_seen.order_key():
+                self.smallest_seen = case  # survives an interruption mid-pass
             return v is Verdict.SAME_FAILURE
 
         return get
@@ -327,7 +332,9 @@ class Problem:
             m = (lo + hi) // 2
             if m not in pending:
                 pts = [p for p in self._speculative_points(lo, hi) if p not in pending]
-                getters = self.submit([(lambda p=p: get(p)) for p in pts], while_waiting=prebuild(lo, hi))
+                getters = self.submit(
+                    [(lambda p=p: get(p)) for p in pts], while_waiting=prebuild(lo, hi)
+                )
                 pending.update(zip(pts, getters))
             # wait for this decision only: a speculative point on the branch not
             # taken finishes in the background
@@ -407,7 +414,8 @@ class Problem:
             chunks = _split(names, n)
             # subsets first (keep one chunk), then complements (remove one chunk)
             subset_cands = [
-                (lambda ch=ch: without(current, [x for x in names if x not in ch])) for ch in chunks
+                (lambda ch=ch, cur=current, ns=names: without(cur, [x for x in ns if x not in ch]))
+                for ch in chunks
             ]
             found = self.first_failing(subset_cands)
             if found is not None:
@@ -416,7 +424,7 @@ class Problem:
                 n = 2
                 continue
             if n > 2:
-                comp = [(lambda ch=ch: without(current, ch)) for ch in chunks]
+                comp = [(lambda ch=ch, cur=current: without(cur, ch)) for ch in chunks]
                 found = self.first_failing(comp)
                 if found is not None:
                     current = best = found
@@ -536,6 +544,9 @@ def minify(
             problem.finish_sanity()
         except _Stopped:
             stopped = True
+            if problem.smallest_seen.order_key() < problem.best.order_key():
+                problem.pass_name += " (interrupted)"
+                problem.accept(problem.smallest_seen)
         best = problem.best
         final = Verdict.SAME_FAILURE
         if not stopped and best is not start:

@@ -63,7 +63,9 @@ class Case:
         return self.order_key()[0]
 
     def order_key(self) -> tuple[int, int, int, int]:
-        """Smaller is better: compute nodes, then inputs, outputs, attributes."""
+        """Smaller is better: compute nodes, then module attributes (parameters and
+        buffers read by get_attr: a repro is simpler with them as inputs), inputs,
+        outputs."""
         if self._order is None:
             counts = {"placeholder": 0, "get_attr": 0}
             compute = 0
@@ -72,8 +74,12 @@ class Case:
                     compute += 1
                 elif n.op in counts:
                     counts[n.op] += 1
-            self._order = (compute, counts["placeholder"], len(output_values(self.graph)),
-                           counts["get_attr"])
+            self._order = (
+                compute,
+                counts["get_attr"],
+                counts["placeholder"],
+                len(output_values(self.graph)),
+            )
         return self._order
 
     @property
@@ -110,8 +116,10 @@ def output_values(g: fx.Graph | fx.GraphModule) -> list[Any]:
 
 def _meta(value: Any) -> str:
     if isinstance(value, torch.Tensor):
-        return (f"T{tuple(value.shape)}{tuple(value.stride())}{value.dtype}{value.device}"
-                f"{int(value.requires_grad)}")
+        return (
+            f"T{tuple(value.shape)}{tuple(value.stride())}{value.dtype}{value.device}"
+            f"{int(value.requires_grad)}"
+        )
     return f"{type(value).__name__}:{value!r}"[:64]
 
 
@@ -227,9 +235,18 @@ def rebuild(
             outs.append(v)
     g.output(tuple(outs))
     # dead code and unused inputs go before the one GraphModule (one recompile)
-    g.eliminate_dead_code()
+    _dce(g, case.root)
     new_inputs = _prune_placeholders(g, new_inputs)
     return Case(case.root, g, new_inputs)
+
+
+def _dce(g: fx.Graph, root: torch.nn.Module) -> None:
+    """FX's dead-code elimination; it asks the module whether call_module is pure."""
+    g.owning_module = root
+    try:
+        g.eliminate_dead_code()
+    finally:
+        g.owning_module = None
 
 
 def _prune_placeholders(g: fx.Graph, inputs: list[Any]) -> list[Any]:
@@ -246,7 +263,7 @@ def eliminate_dead_code(case: Case) -> Case:
     """Remove nodes whose values are never used (side-effecting nodes stay), then the
     inputs nothing uses any more."""
     g = _copy_graph(case.graph)
-    g.eliminate_dead_code()
+    _dce(g, case.root)
     inputs = _prune_placeholders(g, list(case.inputs))
     return Case(case.root, g, inputs)
 

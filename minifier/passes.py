@@ -91,16 +91,34 @@ def cut_prefix(problem: Problem, case: Case) -> Case | None:
     return candidate(k) if k is not None else None
 
 
+def remove_node_set(case: Case, names: list[str]) -> Case | None:
+    """Remove a set of compute nodes, both ways: a kept node that used a removed one
+    gets its concrete value as an input; a kept node whose value fed a removed one
+    becomes an output (so deleting what follows a culprit does not kill it)."""
+    gone = set(names)
+    nodes = compute_nodes(case.graph)
+    if not gone or len(gone) >= len(nodes):
+        return None  # nothing removed, or nothing left to compile
+    kept = [m for m in nodes if m.name not in gone]
+    lift = sorted({a.name for m in kept for a in m.all_input_nodes if a.name in gone})
+    drop = [m.name for m in nodes if m.name in gone and m.name not in lift]
+    outs = [v for v in output_values(case.graph) if not (isinstance(v, fx.Node) and v.name in gone)]
+    for m in kept:
+        if any(u.op != "output" and u.name in gone for u in m.users) and m not in outs:
+            outs.append(m)
+    if not any(isinstance(v, fx.Node) for v in outs):
+        return None
+    return rebuild(case, lift=lift, drop=drop, outputs=outs)
+
+
 def delete_nodes(problem: Problem, case: Case) -> Case | None:
-    """ddmin over compute nodes: replace sets of nodes by their concrete values."""
+    """ddmin over compute nodes (see :func:`remove_node_set`)."""
 
     def items(c: Case) -> list[str]:
         return [m.name for m in compute_nodes(c.graph)]
 
     def without(c: Case, names: list[str]) -> Case | None:
-        if len(names) >= len(items(c)):
-            return None  # nothing left to compile
-        return rebuild(c, lift=names)
+        return remove_node_set(c, names)
 
     return problem.ddmin(case, items, without, "delete_nodes")
 
@@ -139,8 +157,11 @@ def dead_code(problem: Problem, case: Case) -> Case | None:
 def _same_value(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return (
-            a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
-            and a.stride() == b.stride() and a.requires_grad == b.requires_grad
+            a.shape == b.shape
+            and a.dtype == b.dtype
+            and a.device == b.device
+            and a.stride() == b.stride()
+            and a.requires_grad == b.requires_grad
             and bool(torch.equal(a, b))
         )
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):

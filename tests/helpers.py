@@ -19,8 +19,12 @@ def run_tcompile(*args: str, timeout: float = 600, cwd: str | None = None, env: 
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run(
-        [*tcompile_cmd(), *args], capture_output=True, text=True, timeout=timeout,
-        cwd=cwd, env=full_env,
+        [*tcompile_cmd(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=full_env,
     )
 
 

@@ -34,7 +34,10 @@ def test_tiny_difference_strict_only():
 
 def test_integer_and_nan_handling():
     a = torch.tensor([1, 2, 3])
-    assert compare_tensor(a, torch.tensor([1, 2, 4]), None, strict=False) == "1 of 3 torch.int64 elements differ"
+    assert (
+        compare_tensor(a, torch.tensor([1, 2, 4]), None, strict=False)
+        == "1 of 3 torch.int64 elements differ"
+    )
     f = torch.tensor([1.0, float("nan")])
     assert compare_tensor(f, f.clone(), f.double(), strict=False) is None
     assert compare_tensor(f, torch.tensor([1.0, 2.0]), f.double(), strict=False) is not None

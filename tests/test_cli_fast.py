@@ -78,8 +78,13 @@ def test_unreadable_script(tmp_path):
 
 
 def test_unknown_backend():
-    r = run_tcompile("run", "--backend", "not_a_backend", "fixtures/clean.py",
-                     cwd=os.path.dirname(os.path.dirname(__file__)))
+    r = run_tcompile(
+        "run",
+        "--backend",
+        "not_a_backend",
+        "fixtures/clean.py",
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert r.returncode == 2
     assert "unknown backend 'not_a_backend'" in r.stderr
     assert "inductor" in r.stderr

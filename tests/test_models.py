@@ -4,6 +4,7 @@ for a few steps with dropout on, under --accuracy.  Needs the `models` extra."""
 import json
 
 import pytest
+
 from helpers import FIXTURES, run_tcompile
 
 pytest.importorskip("transformers")
@@ -11,7 +12,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.models]
 
 
 def test_gpt2_training_with_dropout_is_clean(tmp_path):
-    r = run_tcompile("run", "--json", "--accuracy", "--out", str(tmp_path), str(FIXTURES / "gpt2_train.py"))
+    r = run_tcompile(
+        "run", "--json", "--accuracy", "--out", str(tmp_path), str(FIXTURES / "gpt2_train.py")
+    )
     doc = json.loads(r.stdout)
     assert r.returncode == 0, doc["failures"]
     assert doc["failures"] == []

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers import FIXTURES, run_tcompile
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,9 @@ CASES = [
 
 
 def _run(fixture, flags, tmp_path, env=None):
-    r = run_tcompile("run", "--json", "--out", str(tmp_path), *flags, str(FIXTURES / fixture), env=env)
+    r = run_tcompile(
+        "run", "--json", "--out", str(tmp_path), *flags, str(FIXTURES / fixture), env=env
+    )
     assert "Traceback (most recent call last)" not in r.stdout
     doc = json.loads(r.stdout)
     assert doc["exit_code"] == r.returncode
@@ -44,7 +47,9 @@ def _summary(doc):
     return [(f["kind"], f["graph"], f["graph_kind"]) for f in doc["failures"]]
 
 
-@pytest.mark.parametrize("fixture, flags, code, expected", CASES, ids=[f"{c[0]}{''.join(c[1])}" for c in CASES])
+@pytest.mark.parametrize(
+    "fixture, flags, code, expected", CASES, ids=[f"{c[0]}{''.join(c[1])}" for c in CASES]
+)
 def test_run_fixture(fixture, flags, code, expected, tmp_path):
     doc = _run(fixture, flags, tmp_path)
     assert doc["exit_code"] == code, doc
@@ -67,16 +72,24 @@ def test_multi_graph_numbers_every_graph(tmp_path):
     assert doc["exit_code"] == 0  # without --accuracy the wrong numbers go unnoticed
 
 
-@pytest.mark.parametrize("fixture, flags, expected", [
-    ("cpp_relu_accuracy.py", ["--accuracy"], [("accuracy", 0, "inference")]),
-    ("post_grad_pass_bug.py", ["--accuracy"], [("accuracy", 0, "inference")]),
-])
+@pytest.mark.parametrize(
+    "fixture, flags, expected",
+    [
+        ("cpp_relu_accuracy.py", ["--accuracy"], [("accuracy", 0, "inference")]),
+        ("post_grad_pass_bug.py", ["--accuracy"], [("accuracy", 0, "inference")]),
+    ],
+)
 def test_same_result_with_warm_caches(fixture, flags, expected, tmp_path):
     """A plain run first warms inductor's caches (the user's default cache dir)."""
     cache = tmp_path / "inductor-cache"
     env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    subprocess.run([sys.executable, str(FIXTURES / fixture)], env={**os.environ, **env},
-                   capture_output=True, check=True, timeout=600)
+    subprocess.run(
+        [sys.executable, str(FIXTURES / fixture)],
+        env={**os.environ, **env},
+        capture_output=True,
+        check=True,
+        timeout=600,
+    )
     assert any(cache.iterdir())
     doc = _run(fixture, flags, tmp_path / "out", env=env)
     assert _summary(doc) == expected
@@ -91,9 +104,11 @@ def test_backend_override_stage(tmp_path):
 
 def test_timeout_kills_the_group(tmp_path):
     script = tmp_path / "sleepy.py"
-    script.write_text("import subprocess, sys, time\n"
-                      "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-                      "time.sleep(60)\n")
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "time.sleep(60)\n"
+    )
     r = run_tcompile("run", "--json", "--timeout", "2", "--out", str(tmp_path / "o"), str(script))
     doc = json.loads(r.stdout)
     # sleeps without torch.compile too: a timeout that is not a compiler bug

@@ -18,8 +18,12 @@ def test_normalize_keeps_first_line_only():
 
 
 def test_signature_matching_ignores_frame():
-    s1 = FailureSignature("inductor", "compile", "exc.CppCompileError", "C++ compile error", "a.py:1")
-    s2 = FailureSignature("inductor", "compile", "exc.CppCompileError", "C++ compile error", "b.py:9")
+    s1 = FailureSignature(
+        "inductor", "compile", "exc.CppCompileError", "C++ compile error", "a.py:1"
+    )
+    s2 = FailureSignature(
+        "inductor", "compile", "exc.CppCompileError", "C++ compile error", "b.py:9"
+    )
     s3 = FailureSignature("inductor", "runtime", "exc.CppCompileError", "C++ compile error")
     assert s1.matches(s2)
     assert not s1.matches(s3)
@@ -50,4 +54,6 @@ def test_innermost_frame_names_this_file():
         raise RuntimeError("x")
     except RuntimeError as e:
         frame = innermost_frame(e)
-    assert frame.startswith("test_signature.py:") and frame.endswith("test_innermost_frame_names_this_file")
+    assert frame.startswith("test_signature.py:") and frame.endswith(
+        "test_innermost_frame_names_this_file"
+    )
