@@ -145,6 +145,101 @@ def run(
     sys.exit(report.exit_code)
 
 
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True,
+              help="Minify the Dynamo graph (dynamo) or the AOT graph (aot); auto: where the failure shows.")
+@click.option("--accuracy", "accuracy", flag_value="loose", default=None,
+              help="Minify an accuracy failure (compiled vs eager and float64).")
+@click.option("--strict-accuracy", "accuracy", flag_value="strict",
+              help="Minify a strict accuracy failure (compiled vs eager, tight tolerances).")
+@click.option("--backend", default=None, envvar="TCOMPILE_BACKEND",
+              help="Stage or backend to compile with (default: the script's own).")
+@click.option("--graph", "graph", type=click.IntRange(min=0), default=None,
+              help="Which compiled graph to minify (default: the first failing one).")
+@click.option("--match", default=None, help="Only the failure whose signature matches this regex.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Workers judging candidates in parallel (each one a paused copy of the program).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Time limit in seconds for a run of the program.")
+@click.option("--real-inputs", is_flag=True, help="Embed the real input values in repro.py.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Directory for everything tcompile writes (default: a new temporary directory).")
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def minify(after: str, accuracy: str | None, backend: str | None, graph: int | None, match: str | None,
+           jobs: int, timeout: float | None, real_inputs: bool, as_json: bool, out: str | None,
+           argv: tuple[str, ...]) -> None:
+    """Shrink the failing graph of SCRIPT [ARGS] (or -- COMMAND ...) to a verified repro.py.
+
+    Also accepts a minifier_launcher.py written by an earlier run.
+    """
+    from rich.console import Console
+
+    from tcompile.compiler.runner import UsageError, check_backend
+
+    err = Console(stderr=True)
+    observer = _observer(err, quiet=False)
+    try:
+        if argv and argv[0].endswith(".py") and _is_launcher(argv[0]):
+            from tcompile.minify_job import launch
+
+            report = launch(argv[0], list(argv[1:]), jobs=jobs, out=out, real_inputs=real_inputs,
+                            observer=observer)
+        else:
+            command = _command_from_args(argv)
+            check_backend(backend)
+            from tcompile.minify_job import run_minify
+
+            report = run_minify(
+                command, after=after, accuracy=accuracy or "off", backend=backend, graph=graph,
+                match=match, jobs=jobs, timeout=timeout, real_inputs=real_inputs, out=out,
+                observer=observer, stdout=sys.stderr if as_json else sys.stdout, stderr=sys.stderr,
+            )
+    except UsageError as exc:
+        _fail_usage(str(exc))
+        return
+    except KeyboardInterrupt:
+        err.print("tcompile: interrupted")
+        sys.exit(130)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        _render_minify(report, Console())
+    sys.exit(report.exit_code)
+
+
+def _is_launcher(path: str) -> bool:
+    from tcompile.repro.launcher import MARKER
+
+    try:
+        with open(path, errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return MARKER in head or os.path.basename(path) == "minifier_launcher.py"
+
+
+def _render_minify(report: Any, console: Any) -> None:
+    console.print()
+    if report.repro is None:
+        colour = "green" if report.exit_code == 0 else ("yellow" if report.exit_code == 3 else "red")
+        console.print(f"[{colour}]{report.message}[/{colour}]", highlight=False)
+        return
+    ok = "[green]verified[/green]" if report.verified else "[red]NOT verified[/red]"
+    console.print(f"failure:  {report.signature}", highlight=False)
+    console.print(f"graph:    {report.graph} ({report.graph_kind}), stage {report.stage}", highlight=False)
+    console.print(f"nodes:    {report.nodes_before} -> {report.nodes_after}   oracle calls: {report.calls}   "
+                  f"time: {report.seconds:.1f}s", highlight=False)
+    console.print(f"repro:    {report.repro} ({ok}{', real inputs' if report.real_inputs else ''})",
+                  highlight=False)
+    if report.launcher:
+        console.print(f"launcher: {report.launcher}", highlight=False)
+    if report.interrupted:
+        console.print("[yellow]interrupted: this is the smallest graph found so far[/yellow]")
+
+
 def _observer(console: Any, quiet: bool) -> Any:
     from tcompile.cli.render import ConsoleObserver
 

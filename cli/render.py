@@ -42,6 +42,11 @@ class ConsoleObserver:
                 f"({e.get('graph_kind')}): {e.get('signature_text')}[/red]",
                 highlight=False,
             )
+        elif kind == "minify_progress":
+            self.console.print(
+                f"[dim]tcompile: {e.get('nodes')} nodes after {e.get('calls')} calls ({e.get('pass')})[/dim]",
+                highlight=False,
+            )
         elif kind == "note":
             self.console.print(
                 f"[yellow]tcompile: graph {e.get('graph')}: {e.get('text')}[/yellow]"

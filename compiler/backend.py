@@ -259,20 +259,27 @@ class GraphRunner:
         compiled: Any,
         reference: torch.fx.GraphModule,
         forward_kind: str = "forward",
+        backend: Any = None,
     ) -> None:
         self.session, self.index, self.stage = session, index, stage
+        self.backend = backend  # the TcompileBackend (user backend, mode, options)
         self.forward_kind = forward_kind  # "inference" when AOT compiled no backward
         self.compiled = compiled
         self.reference = reference
         cfg = session.config
         self.checks_left = cfg.check_calls if cfg.accuracy != "off" else 0
-        self.quarantined = False
+        self.quarantined = compiled is None  # its compile failed: it runs eagerly
+        self.serve_here = bool(cfg.serve) and cfg.serve.get("graph") == index
         self._fp64: Any = None
 
     def __call__(self, *call_args: Any) -> Any:
         # Dynamo calls a backend's result with positional args, never boxed (and
         # aot_module_simplified's forward carries a misleading `_boxed_call`).
         args = list(call_args)
+        if self.serve_here:  # a minifier worker: stop here and judge candidates
+            from .worker import serve
+
+            serve(self.session, self, args)
         if self.quarantined:
             return self.reference(*args)
         if self.checks_left > 0:
@@ -443,10 +450,16 @@ class TcompileBackend:
             failed=compiled is None,
             **base,
         )
-        if compiled is None:
+        forward_kind = "inference" if "inference" in hooks.kinds or not _wants_grad(example_inputs) else "forward"
+        if compiled is None and not session.config.serve:
             return reference.forward
-        forward_kind = "inference" if "inference" in hooks.kinds else "forward"
-        return GraphRunner(session, index, stage, compiled, reference, forward_kind)
+        return GraphRunner(session, index, stage, compiled, reference, forward_kind, backend=self)
+
+
+def _wants_grad(example_inputs: list[Any]) -> bool:
+    return torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
+    )
 
 
 class _fallback_random:

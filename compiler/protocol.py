@@ -39,6 +39,8 @@ class HookConfig:
     disable: bool = False  # torch.compile becomes a no-op (is it a compiler bug at all?)
     gate: list[int] | None = None  # only these graph indices use the stage; others eager
     check_calls: int = 1  # accuracy-check the first N calls of each graph
+    # be a minifier worker at the first call of graph serve["graph"] (worker.py)
+    serve: dict[str, Any] | None = None
     schema: int = SCHEMA
 
     def to_env(self) -> str:

@@ -1,0 +1,307 @@
+"""Persistent isolated workers for judging candidates (DESIGN.md mechanism 7).
+
+A worker is the user's command run once more under the hooks, told to stop at the
+first call of graph N.  There it saves the graph and its real inputs (the capture),
+then answers requests on two pipes: load a candidate, judge it (judge.py), reply.
+It never continues the user's program.  It imports torch once and keeps every bit of
+the program's state; fork would be cheaper but is unsafe once OpenMP has run (a
+forked child hangs on its first parallel region).
+
+The parent side, :class:`WorkerPool`, keeps up to ``jobs`` workers.  A worker that
+dies (a C++ throw in generated code aborts it), hangs past the timeout, or stops
+answering is killed with its process group and replaced; the candidate's verdict is
+then CRASH or TIMEOUT with a signature made exactly as ``tcompile run`` makes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .protocol import HookConfig
+from .signature import FailureKind, FailureSignature, normalize_message
+
+CAPTURE_GRAPH = "graph.pt"
+CAPTURE_INPUTS = "inputs.pt"
+CAPTURE_META = "capture.json"
+
+
+# ---- child side ------------------------------------------------------------------
+def serve(session: Any, runner: Any, args: list[Any], meta_override: dict[str, Any] | None = None) -> None:
+    """Called by GraphRunner at the first call of the graph being minified (and by a
+    minifier_launcher.py in --serve mode, with the metadata it holds)."""
+    import torch
+
+    from . import judge as judge_mod
+    from .accuracy import clone_input
+    from .configs import config_diffs, source_of
+
+    cfg = session.config
+    spec = cfg.serve or {}
+    cap = Path(spec["capture_dir"])
+    cap.mkdir(parents=True, exist_ok=True)
+    inputs = [clone_input(a) for a in args]
+    if not (cap / CAPTURE_META).exists():
+        torch.save(runner.reference, cap / (CAPTURE_GRAPH + ".tmp"))
+        torch.save(inputs, cap / (CAPTURE_INPUTS + ".tmp"))
+        backend = runner.backend
+        meta = {
+            "graph": runner.index,
+            "stage": runner.stage,
+            "forward_kind": runner.forward_kind,
+            "config": config_diffs(),
+            "user_backend": _describe_backend(backend.user_backend),
+            "backend_source": source_of(backend.user_backend),
+            "mode": backend.mode,
+            "options": {k: v for k, v in (backend.options or {}).items() if _plain(v)},
+            "dynamic": backend.dynamic,
+            "torch": torch.__version__,
+        }
+        meta.update(meta_override or {})
+        (cap / (CAPTURE_META + ".tmp")).write_text(json.dumps(meta, indent=2, default=str))
+        for name in (CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META):
+            os.replace(cap / (name + ".tmp"), cap / name)
+    target = judge_mod.Target(
+        signature=FailureSignature.from_json(spec["signature"]),
+        stage=runner.stage,
+        accuracy=cfg.accuracy,
+        user_backend=runner.backend.user_backend,
+        mode=runner.backend.mode,
+        options=runner.backend.options,
+        dynamic=runner.backend.dynamic,
+    )
+    rfd, wfd = spec["fds"]
+    with os.fdopen(rfd, "r") as requests, os.fdopen(wfd, "w", buffering=1) as replies:
+        replies.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+        for line in requests:
+            req = json.loads(line)
+            if req.get("stop"):
+                break
+            try:
+                gm = torch.load(req["graph"], weights_only=False)  # written by our parent
+                cand_inputs = torch.load(req["inputs"], weights_only=False)
+                verdict, sig = judge_mod.judge(gm, cand_inputs, target)
+            except Exception as exc:  # a broken candidate, not a broken worker
+                verdict, sig = "invalid", {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            replies.write(json.dumps({"id": req["id"], "verdict": verdict, "signature": sig}) + "\n")
+    os._exit(0)
+
+
+def _plain(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool, type(None)))
+
+
+def _describe_backend(b: Any) -> str:
+    if isinstance(b, str):
+        return b
+    return getattr(b, "__name__", None) or type(b).__name__
+
+
+# ---- parent side -----------------------------------------------------------------
+class WorkerDied(Exception):
+    pass
+
+
+class _Worker:
+    def __init__(self, command: list[str], config: HookConfig, log: Path, env: dict[str, str]) -> None:
+        p2c_r, p2c_w = os.pipe()
+        c2p_r, c2p_w = os.pipe()
+        serve = dict(config.serve or {})
+        serve["fds"] = [p2c_r, c2p_w]
+        cfg = HookConfig(**{**config.__dict__, "serve": serve})
+        from .runner import child_env
+
+        full_env = child_env(cfg, env)
+        self.log = log
+        self._logf = open(log, "wb")
+        self.proc = subprocess.Popen(
+            command, env=full_env, stdin=subprocess.DEVNULL, stdout=self._logf, stderr=subprocess.STDOUT,
+            pass_fds=(p2c_r, c2p_w), start_new_session=True,
+        )
+        os.close(p2c_r)
+        os.close(c2p_w)
+        self.to_child = os.fdopen(p2c_w, "w", buffering=1)
+        self.from_child = os.fdopen(c2p_r, "r")
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.started = time.monotonic()
+
+    def _read(self) -> None:
+        try:
+            for line in self.from_child:
+                self._lines.put(line)
+        except (OSError, ValueError):
+            pass
+        self._lines.put(None)
+
+    def wait_line(self, timeout: float) -> dict[str, Any]:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+        if line is None:
+            raise WorkerDied
+        return json.loads(line)
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.to_child, self.from_child, self._logf):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        try:
+            self.to_child.write(json.dumps({"stop": True}) + "\n")
+            self.proc.wait(timeout=10)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+    def tail(self, n: int = 60) -> list[str]:
+        try:
+            return self.log.read_text(errors="replace").splitlines()[-n:]
+        except OSError:
+            return []
+
+
+class WorkerPool:
+    """Up to ``jobs`` paused copies of the user's program, judging candidates."""
+
+    def __init__(
+        self,
+        command: list[str],
+        config: HookConfig,
+        *,
+        jobs: int,
+        work_dir: str,
+        target: FailureSignature,
+        startup_timeout: float = 900.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.command = command
+        self.config = config
+        self.jobs = max(1, jobs)
+        self.dir = Path(work_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.target = target
+        self.startup_timeout = startup_timeout
+        self.env = dict(os.environ if env is None else env)
+        self.timeout = 600.0  # per candidate; calibrated after the first answers
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._spawned = 0
+        self._counter = 0
+        self.restarts = 0
+        self._durations: list[float] = []
+
+    def _spawn(self) -> _Worker:
+        with self._lock:
+            self._spawned += 1
+            n = self._spawned
+        w = _Worker(self.command, self.config, self.dir / f"worker-{n}.log", self.env)
+        with self._lock:
+            self._all.append(w)
+        try:
+            msg = w.wait_line(self.startup_timeout)
+        except (TimeoutError, WorkerDied):
+            tail = "\n".join(w.tail(20))
+            w.kill()
+            raise RuntimeError(
+                "a worker did not reach the failing graph (the program did not get there again)"
+                + (f":\n{tail}" if tail else "")
+            ) from None
+        if not msg.get("ready"):
+            w.kill()
+            raise RuntimeError(f"unexpected message from worker: {msg}")
+        return w
+
+    def start(self) -> None:
+        """Start the first worker (it writes the capture) and wait for it."""
+        self._idle.put(self._spawn())
+
+    def _acquire(self) -> _Worker:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            can_spawn = len([w for w in self._all if w.proc.poll() is None]) < self.jobs
+        if can_spawn:
+            return self._spawn()
+        return self._idle.get()
+
+    def evaluate(self, gm: Any, inputs: list[Any]) -> tuple[str, dict[str, Any] | None]:
+        import torch
+
+        with self._lock:
+            self._counter += 1
+            n = self._counter
+        gpath, ipath = self.dir / f"cand-{n}.graph.pt", self.dir / f"cand-{n}.inputs.pt"
+        torch.save(gm, gpath)
+        torch.save(inputs, ipath)
+        w = self._acquire()
+        t0 = time.monotonic()
+        try:
+            w.to_child.write(json.dumps({"id": n, "graph": str(gpath), "inputs": str(ipath)}) + "\n")
+            reply = w.wait_line(self.timeout)
+        except TimeoutError:
+            w.kill()
+            self.restarts += 1
+            sig = FailureSignature(self.target.stage, FailureKind.TIMEOUT.value, "Timeout",
+                                   "the command ran past --timeout")
+            return _verdict_for(sig, self.target), sig.to_json()
+        except (WorkerDied, OSError, ValueError):
+            w.proc.wait(timeout=30)
+            sig = _crash_signature(self.target.stage, w.proc.returncode, w.tail())
+            w.kill()
+            self.restarts += 1
+            return _verdict_for(sig, self.target), sig.to_json()
+        finally:
+            for p in (gpath, ipath):
+                p.unlink(missing_ok=True)
+        self._durations.append(time.monotonic() - t0)
+        if len(self._durations) == 3:  # calibrate: generous, but a hang must not stall us
+            self.timeout = max(60.0, 10 * max(self._durations))
+        self._idle.put(w)
+        return reply["verdict"], reply.get("signature")
+
+    def close(self) -> None:
+        for w in list(self._all):
+            if w.proc.poll() is None:
+                w.stop()
+            else:
+                w.kill()
+
+
+def _verdict_for(sig: FailureSignature, target: FailureSignature) -> str:
+    return "same_failure" if sig.matches(target) else (
+        "crash" if sig.kind == FailureKind.CRASH.value else
+        "timeout" if sig.kind == FailureKind.TIMEOUT.value else "other_failure")
+
+
+def _crash_signature(stage: str, returncode: int | None, tail: list[str]) -> FailureSignature:
+    from .runner import _crash_message, _signal_name
+
+    if returncode is not None and returncode < 0:
+        exc_type = _signal_name(returncode)
+    else:
+        exc_type = f"exit status {returncode}"
+    message = _crash_message(tail) or f"process killed by {exc_type}"
+    return FailureSignature(stage, FailureKind.CRASH.value, exc_type, normalize_message(message))

@@ -1,0 +1,94 @@
+"""minifier_launcher.py: the full failing graph, its inputs and config, runnable again.
+
+``python minifier_launcher.py`` minifies again; ``python minifier_launcher.py run``
+only checks that the failure reproduces; ``tcompile minify minifier_launcher.py`` is
+the same as the first.  It needs tcompile installed, and says so if it is not.  The
+graph and inputs sit beside it (``*_graph.pt``, ``*_inputs.pt``, written by tcompile).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "tcompile-launcher/1"
+MARKER = "TCOMPILE_LAUNCHER = "
+
+_TEMPLATE = '''\
+#!/usr/bin/env python3
+"""minifier_launcher.py, written by tcompile {tcompile} on {written}.
+
+  failure:  {signature}
+  command:  {command}
+
+  python {name}          minify the failing graph again (needs tcompile installed)
+  python {name} run      only check that the failure reproduces
+The full graph and its inputs are in {name_graph} and {name_inputs} beside this file.
+"""
+import sys
+
+{marker}{meta}
+
+if __name__ == "__main__":
+    try:
+        from tcompile.minify_job import launch_main
+    except ImportError:
+        sys.exit("minifier_launcher.py needs tcompile: pip install tcompile (then run it again)")
+    sys.exit(launch_main(__file__, TCOMPILE_LAUNCHER, sys.argv[1:]))
+'''
+
+
+def write_launcher(
+    path: Path, *, gm: Any, inputs: list[Any], meta: dict[str, Any], signature: Any,
+    accuracy: str, command: list[str],
+) -> Path:
+    from tcompile import __version__
+
+    graph_file = path.with_name(path.stem + "_graph.pt")
+    inputs_file = path.with_name(path.stem + "_inputs.pt")
+    torch.save(gm, graph_file)
+    torch.save(inputs, inputs_file)
+    data = {
+        "format": FORMAT,
+        "signature": signature.to_json(),
+        "accuracy": accuracy,
+        "graph_file": graph_file.name,
+        "inputs_file": inputs_file.name,
+        "command": command,
+        "meta": meta,
+    }
+    text = _TEMPLATE.format(
+        tcompile=__version__,
+        written=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        signature=str(signature), command=" ".join(command), name=path.name,
+        name_graph=graph_file.name, name_inputs=inputs_file.name,
+        marker=MARKER, meta=json.dumps(data, indent=4, default=str),
+    )
+    compile(text, str(path), "exec")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def read_launcher(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The launcher's data, read without running it.  ValueError if it is not one."""
+    text = Path(path).read_text(errors="replace")
+    start = text.find("\n" + MARKER)
+    if start < 0:
+        raise ValueError(f"{path} is not a tcompile minifier_launcher.py "
+                         "(torch's own launchers are run with python)")
+    body = text[start + 1 + len(MARKER):]
+    end = body.find("\n\nif __name__")
+    try:
+        data = json.loads(body[:end] if end >= 0 else body)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: the launcher's data is corrupt ({exc.msg})") from None
+    if data.get("format") != FORMAT:
+        raise ValueError(f"{path}: launcher format {data.get('format')!r}, this tcompile reads {FORMAT!r}")
+    return data
