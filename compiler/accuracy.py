@@ -228,6 +228,25 @@ def outcomes_identical(a: Outcome, b: Outcome) -> bool:
     return True
 
 
+_RANDOM_NAMES = ("dropout", "rand", "bernoulli", "multinomial", "normal", "uniform", "poisson",
+                 "exponential_", "geometric_", "cauchy_", "log_normal_", "rrelu")
+
+
+def has_random_ops(gm: torch.fx.GraphModule) -> bool:
+    """Whether a graph draws random numbers (then compiled code must use eager's RNG
+    path, inductor's ``fallback_random``, for its results to be comparable)."""
+    for n in gm.graph.nodes:
+        if n.op in ("call_function", "call_method"):
+            name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))
+            if any(r in str(name).lower() for r in _RANDOM_NAMES):
+                return True
+        elif n.op == "call_module":
+            mod = gm.get_submodule(n.target)
+            if "dropout" in type(mod).__name__.lower() or "rrelu" in type(mod).__name__.lower():
+                return True
+    return False
+
+
 def to_float64(gm: torch.nn.Module) -> torch.nn.Module:
     import copy
 

@@ -31,6 +31,23 @@ def config_diffs() -> dict[str, Any]:
         elif callable(value):
             src = source_of(value)
             out[key] = {"function": getattr(value, "__name__", "fn"), "source": src}
+    decomps = user_decompositions()
+    if decomps:
+        out["decompositions"] = decomps
+    return out
+
+
+def user_decompositions() -> dict[str, Any]:
+    """Entries of inductor's decomposition table that the program itself put there
+    (functions not defined in torch): op name -> {"function", "source"}."""
+    import torch._inductor.decomposition as inductor_decomp
+
+    out: dict[str, Any] = {}
+    for op, fn in list(inductor_decomp.decompositions.items()):
+        mod = getattr(fn, "__module__", None) or ""
+        if not inspect.isfunction(fn) or not mod or mod.startswith("torch"):
+            continue
+        out[str(op)] = {"function": getattr(fn, "__name__", "fn"), "source": source_of(fn)}
     return out
 
 
@@ -58,6 +75,16 @@ def apply_config(config: dict[str, Any], namespace: dict[str, Any]) -> None:
     import torch._inductor.config as inductor_config
 
     for key, value in config.items():
+        if key == "decompositions":
+            import torch
+            import torch._inductor.decomposition as inductor_decomp
+
+            for op_name, fn in value.items():
+                if fn.get("source"):
+                    exec(compile(fn["source"], f"<decomposition {op_name}>", "exec"), namespace)  # noqa: S102
+                    op = eval("torch.ops." + op_name, {"torch": torch})  # noqa: S307
+                    inductor_decomp.decompositions[op] = namespace[fn["function"]]
+            continue
         if isinstance(value, dict) and "function" in value:
             if not value.get("source"):
                 continue

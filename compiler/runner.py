@@ -391,10 +391,10 @@ def _crash_message(tail: list[str]) -> str:
         "Fatal Python error",
         "illegal memory",
     )
-    for line in tail:  # the first: later threads only say "terminate called recursively"
-        if any(k in line for k in keys):
-            return line.strip()
-    return ""
+    hits = [line.strip() for line in tail if any(k in line for k in keys)]
+    # later threads only say "terminate called recursively"
+    informative = [h for h in hits if "recursively" not in h]
+    return (informative or hits or [""])[0]
 
 
 def _last_exception(result: ProcessResult) -> dict[str, Any] | None:

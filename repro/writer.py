@@ -281,7 +281,7 @@ def write_repro(
     if meta.get("mode") and meta["mode"] != "default":
         compile_kwargs["mode"] = meta["mode"]
     options = dict(meta.get("options") or {})
-    if accuracy != "off" and stage == "inductor":
+    if accuracy != "off" and stage == "inductor" and _acc.has_random_ops(gm):
         options.setdefault("fallback_random", True)
     if options and "mode" not in compile_kwargs:
         compile_kwargs["options"] = options
@@ -319,6 +319,15 @@ def _config_source(config: dict[str, Any]) -> tuple[str, str]:
     lines = ["import torch._inductor.config as inductor_config"] if config else []
     extra: list[str] = []
     for key, value in sorted(config.items()):
+        if key == "decompositions":  # the program's own entries in inductor's table
+            for op_name, fn in sorted(value.items()):
+                if not fn.get("source"):
+                    lines.append(f"# decomposition of {op_name}: <function {fn['function']}> (source not available)")
+                    continue
+                extra.append(fn["source"])
+                lines.append("import torch._inductor.decomposition as inductor_decomp")
+                lines.append(f"inductor_decomp.decompositions[torch.ops.{op_name}] = {fn['function']}")
+            continue
         if isinstance(value, dict) and "function" in value:
             if not value.get("source"):
                 lines.append(f"# {key} = <function {value['function']}> (source not available)")
