@@ -78,19 +78,31 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> tuple[
     if checking and target.stage == "inductor" and accuracy.has_random_ops(gm):
         options.setdefault("fallback_random", True)
     candidate = _fresh_graph(gm)
-    user_backend = target.user_backend
     sig: FailureSignature | None = None
-    try:
-        compile_fn = build_stage(target.stage, _PlainHooks(), user_backend=user_backend,
-                                 mode=target.mode, options=options or None, dynamic=target.dynamic)
-        compiled = compile_fn(candidate, [accuracy.clone_input(x) for x in inputs])
-    except Exception as exc:
-        sig = FailureSignature.from_exception(target.stage, FailureKind.COMPILE, exc)
-        return _verdict(sig, target), sig.to_json()
+    compile_errors: list[BaseException] = []
+    compile_fn = build_stage(target.stage, _PlainHooks(), user_backend=target.user_backend,
+                             mode=target.mode, options=options or None, dynamic=target.dynamic)
+
+    def backend(g: Any, example_inputs: Any) -> Any:
+        try:
+            return compile_fn(g, example_inputs)
+        except Exception as exc:
+            compile_errors.append(exc)
+            raise
+
+    # Through Dynamo, as repro.py does it (symbolic sizes stay symbolic with
+    # dynamic=True).  torch's own entry point: in a worker torch.compile is tcompile's.
+    import torch._dynamo
+
+    # the bound forward, not the module: GraphModule's call wrapper would be traced too
+    compiled = torch._dynamo.optimize(backend, nopython=True, dynamic=target.dynamic)(candidate.forward)
     try:
         res = accuracy.run_with_grads(compiled, inputs)
     except Exception as exc:
-        sig = FailureSignature.from_exception(target.stage, FailureKind.RUNTIME, exc)
+        if compile_errors:
+            sig = FailureSignature.from_exception(target.stage, FailureKind.COMPILE, compile_errors[0])
+        else:
+            sig = FailureSignature.from_exception(target.stage, FailureKind.RUNTIME, exc)
         return _verdict(sig, target), sig.to_json()
     finally:
         rng.restore()

@@ -9,8 +9,10 @@ graph and inputs sit beside it (``*_graph.pt``, ``*_inputs.pt``, written by tcom
 from __future__ import annotations
 
 import datetime
+import ast
 import json
 import os
+import pprint
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,7 @@ def write_launcher(
         written=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         signature=str(signature), command=" ".join(command), name=path.name,
         name_graph=graph_file.name, name_inputs=inputs_file.name,
-        marker=MARKER, meta=json.dumps(data, indent=4, default=str),
+        marker=MARKER, meta=pprint.pformat(json.loads(json.dumps(data, default=str)), indent=1, width=100),
     )
     compile(text, str(path), "exec")
     tmp = path.with_name(path.name + ".tmp")
@@ -85,10 +87,12 @@ def read_launcher(path: str | os.PathLike[str]) -> dict[str, Any]:
                          "(torch's own launchers are run with python)")
     body = text[start + 1 + len(MARKER):]
     end = body.find("\n\nif __name__")
-    try:
-        data = json.loads(body[:end] if end >= 0 else body)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: the launcher's data is corrupt ({exc.msg})") from None
+    try:  # a Python literal: read without executing anything
+        data = ast.literal_eval(body[:end] if end >= 0 else body)
+    except (SyntaxError, ValueError) as exc:
+        raise ValueError(f"{path}: the launcher's data is corrupt ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the launcher's data is corrupt")
     if data.get("format") != FORMAT:
         raise ValueError(f"{path}: launcher format {data.get('format')!r}, this tcompile reads {FORMAT!r}")
     return data

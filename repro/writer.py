@@ -144,6 +144,7 @@ EXPECTED = {expected!r}
 STAGE = {stage!r}
 ACCURACY = {accuracy!r}  # off | loose | strict
 COMPILE_KWARGS = {compile_kwargs}
+DYNAMIC = {dynamic!r}  # the program's torch.compile(dynamic=...)
 
 # inductor configuration that differs from torch's defaults
 {config_lines}
@@ -164,7 +165,7 @@ def check(backend):
     kwargs = dict(COMPILE_KWARGS)
     if backend != STAGE:
         kwargs = {{}}
-    compiled = torch.compile(mod, backend=backend, dynamic=False, **kwargs)
+    compiled = torch.compile(mod, backend=backend, dynamic=DYNAMIC, **kwargs)
     kind = "compile"
     try:
         res = run_with_grads(compiled, inputs)
@@ -298,6 +299,7 @@ def write_repro(
         stage=stage,
         accuracy=accuracy,
         compile_kwargs=repr(compile_kwargs),
+        dynamic=meta.get("dynamic"),
         config_lines=config_lines,
         extra_source=(extra_source + "\n") if extra_source else "",
         module_src=module_src,

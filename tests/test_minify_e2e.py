@@ -1,0 +1,133 @@
+"""End-to-end `tcompile minify` on fixtures: real compiles, real workers, and the
+repro verified by tcompile in a fresh process.  Results come from --json."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import FIXTURES, run_tcompile
+
+pytestmark = pytest.mark.slow
+
+
+def minify(tmp_path, fixture, *flags):
+    r = run_tcompile("minify", "--json", "--out", str(tmp_path), *flags, str(FIXTURES / fixture))
+    assert "Traceback" not in r.stdout, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == r.returncode
+    return doc
+
+
+def repro_module_body(doc):
+    text = open(doc["repro"]).read()
+    start = text.index("class Repro(torch.nn.Module):")
+    body = text[start:].split("\n\n", 1)[0]
+    return [ln.strip() for ln in body.splitlines()[2:] if ln.strip() and not ln.strip().startswith("return")]
+
+
+def run_repro(path, *args, cwd):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600)
+
+
+@pytest.mark.parametrize("fixture, flags, op", [
+    ("cpp_relu_compile_error.py", [], "torch.relu"),
+    ("cpp_relu_runtime_error.py", [], "torch.relu"),
+    ("cpp_relu_accuracy.py", ["--accuracy"], "torch.relu"),
+    ("cpp_throw_crash.py", [], "torch.relu"),  # kills its worker: tcompile carries on
+])
+def test_cpp_relu_bugs_minify_to_the_relu(fixture, flags, op, tmp_path):
+    doc = minify(tmp_path, fixture, *flags)
+    assert doc["exit_code"] == 1 and doc["verified"], doc
+    (line,) = repro_module_body(doc)
+    assert f"= {op}(" in line
+    assert doc["nodes_after"] == 1 and doc["nodes_before"] > 1
+    for key in ("repro", "launcher", "nodes_before", "nodes_after", "calls", "seconds", "signature", "verified"):
+        assert key in doc
+    # everything under --out, nothing in the working directory
+    assert doc["repro"].startswith(str(tmp_path)) and doc["launcher"].startswith(str(tmp_path))
+    # tcompile verified it (fresh process, no tcompile importable); once here too: it
+    # runs from another directory with only torch, and says what it found
+    if fixture == "cpp_relu_compile_error.py":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        proc = run_repro(doc["repro"], cwd=elsewhere)
+        assert proc.returncode == 1
+        assert f"REPRODUCED: {doc['signature']}" in proc.stdout
+        assert run_repro(doc["repro"], "--backend", "eager", cwd=elsewhere).returncode == 0
+    assert doc["eager_passes"] is True
+    if fixture == "cpp_throw_crash.py":
+        assert doc["worker_restarts"] >= 1
+
+
+def test_strict_and_loose_accuracy_pick_different_bugs(tmp_path):
+    loose = minify(tmp_path / "loose", "two_bugs.py", "--accuracy")
+    strict = minify(tmp_path / "strict", "two_bugs.py", "--strict-accuracy")
+    assert loose["verified"] and strict["verified"]
+    (loose_line,) = repro_module_body(loose)
+    (strict_line,) = repro_module_body(strict)
+    assert " + " in loose_line  # the add the pass turned into a sub
+    assert "* 3.0" in strict_line  # the scaling only strict accuracy sees
+    assert "StrictAccuracyError" in strict["signature"] and "StrictAccuracyError" not in loose["signature"]
+
+
+def test_custom_backend_after_dynamo_ends_at_the_rejected_op(tmp_path):
+    doc = minify(tmp_path, "custom_backend.py", "--after", "dynamo")
+    assert doc["verified"], doc
+    (line,) = repro_module_body(doc)
+    assert "torch.relu(" in line
+    assert "def my_compiler" in open(doc["repro"]).read()  # the user's backend travels along
+
+
+def test_decomposition_bug_auto_level(tmp_path):
+    doc = minify(tmp_path, "bad_decomposition.py", "--accuracy")
+    assert doc["verified"], doc
+    (line,) = repro_module_body(doc)
+    assert "silu" in line
+    assert "def bad_silu" in open(doc["repro"]).read()
+
+
+def test_dynamic_shapes_kept(tmp_path):
+    doc = minify(tmp_path, "dynamic_shapes.py", "--accuracy")
+    assert doc["verified"], doc
+    text = open(doc["repro"]).read()
+    assert "DYNAMIC = True" in text
+    (line,) = repro_module_body(doc)
+    assert "torch.relu(" in line
+
+
+def test_launcher_run_and_corrupt_launchers(tmp_path):
+    doc = minify(tmp_path / "m", "cpp_relu_compile_error.py")
+    launcher = doc["launcher"]
+    proc = subprocess.run([sys.executable, launcher, "run"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1 and "REPRODUCED" in proc.stdout
+    foreign = tmp_path / "minifier_launcher.py"
+    foreign.write_text("# torch's own launcher\nimport torch\n")
+    r = run_tcompile("minify", str(foreign))
+    assert r.returncode == 2 and "not a tcompile minifier_launcher.py" in r.stderr
+    corrupt = tmp_path / "corrupt" / "minifier_launcher.py"
+    corrupt.parent.mkdir()
+    corrupt.write_text(open(launcher).read().replace('"format"', '"form'))
+    r = run_tcompile("minify", str(corrupt))
+    assert r.returncode == 2 and "corrupt" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_input(tmp_path):
+    clean = minify(tmp_path / "clean", "clean.py")
+    assert clean["exit_code"] == 0 and "nothing to minify" in clean["message"]
+    assert not any((tmp_path / "clean").rglob("*.py"))  # no files for no failure
+    r = run_tcompile("minify", "--graph", "7", "--out", str(tmp_path / "g"), str(FIXTURES / "cpp_relu_compile_error.py"))
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("tcompile: error:")]
+    assert r.returncode == 2 and len(errors) == 1 and "--graph 7" in errors[0]
+    assert "Traceback" not in r.stderr
+    r = run_tcompile("minify", "--match", "nothing-like-this", "--out", str(tmp_path / "m"),
+                     str(FIXTURES / "cpp_relu_compile_error.py"))
+    assert r.returncode == 2 and "no failure" in r.stderr
+    ro = tmp_path / "readonly"
+    ro.mkdir()
+    (ro / "file").write_text("x")
+    r = run_tcompile("minify", "--out", str(ro / "file" / "sub"), str(FIXTURES / "cpp_relu_compile_error.py"))
+    assert r.returncode == 2 and "--out" in r.stderr
