@@ -62,6 +62,7 @@ def serve(session: Any, runner: Any, args: list[Any], meta_override: dict[str, A
             "mode": backend.mode,
             "options": {k: v for k, v in (backend.options or {}).items() if _plain(v)},
             "dynamic": backend.dynamic,
+            "grad_enabled": torch.is_grad_enabled(),  # the program's grad mode at the call
             "torch": torch.__version__,
         }
         meta.update(meta_override or {})

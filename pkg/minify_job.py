@@ -196,8 +196,10 @@ def _minify_captured(
                             "pass": p.pass_name})
 
         try:
-            result = minify(gm, inputs, oracle, jobs=jobs, stop=interrupted.is_set,
-                            checkpoint=run_dir / "checkpoint", on_progress=progress)
+            # intermediate values lifted to inputs are computed in the program's grad mode
+            with torch.set_grad_enabled(meta.get("grad_enabled", True)):
+                result = minify(gm, inputs, oracle, jobs=jobs, stop=interrupted.is_set,
+                                checkpoint=run_dir / "checkpoint", on_progress=progress)
         except MinifyError as exc:
             return MinifyReport(EXIT_COMPILER_FAILURE, f"could not minify: {exc}", signature=str(sig),
                                 run_dir=str(run_dir), graph=index, stage=stage,

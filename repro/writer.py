@@ -145,6 +145,7 @@ STAGE = {stage!r}
 ACCURACY = {accuracy!r}  # off | loose | strict
 COMPILE_KWARGS = {compile_kwargs}
 DYNAMIC = {dynamic!r}  # the program's torch.compile(dynamic=...)
+GRAD_ENABLED = {grad_enabled!r}  # the program's grad mode when the graph ran
 
 # inductor configuration that differs from torch's defaults
 {config_lines}
@@ -198,7 +199,8 @@ def main():
     if "--backend" in sys.argv:
         backend = sys.argv[sys.argv.index("--backend") + 1]
     if "--child" in sys.argv:  # runs the check; may die with the bug (a C++ throw aborts)
-        sig = check(BACKEND_FUNCTIONS.get(backend, backend))
+        with torch.set_grad_enabled(GRAD_ENABLED):
+            sig = check(BACKEND_FUNCTIONS.get(backend, backend))
         print("@@" + ("REPRODUCED: " + sig if sig else "NOT REPRODUCED"), flush=True)
         return 0
     args = [sys.executable, os.path.abspath(__file__), "--child", "--backend", backend]
@@ -300,6 +302,7 @@ def write_repro(
         accuracy=accuracy,
         compile_kwargs=repr(compile_kwargs),
         dynamic=meta.get("dynamic"),
+        grad_enabled=meta.get("grad_enabled", True),
         config_lines=config_lines,
         extra_source=(extra_source + "\n") if extra_source else "",
         module_src=module_src,
