@@ -210,6 +210,98 @@ def minify(after: str, accuracy: str | None, backend: str | None, graph: int | N
     sys.exit(report.exit_code)
 
 
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--accuracy", "accuracy", flag_value="loose", default=None,
+              help="Bisect an accuracy failure (compiled vs eager and float64).")
+@click.option("--strict-accuracy", "accuracy", flag_value="strict",
+              help="Bisect a strict accuracy failure.")
+@click.option("--match", default=None, help="Only the failure whose signature matches this regex.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Time limit in seconds for each run of the program.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs of the program in parallel.")
+@click.option("--minify", "then_minify", is_flag=True, help="Go on to minify the culprit graph.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Directory for everything tcompile writes (default: a new temporary directory).")
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def bisect(accuracy: str | None, match: str | None, timeout: float | None, jobs: int, then_minify: bool,
+           as_json: bool, out: str | None, argv: tuple[str, ...]) -> None:
+    """Find the stage, graph, inductor pass or lowering that breaks SCRIPT [ARGS] (or -- COMMAND ...)."""
+    from rich.console import Console
+
+    from tcompile.compiler.bisect import run_bisect
+    from tcompile.compiler.runner import UsageError
+
+    err = Console(stderr=True)
+    observer = _observer(err, quiet=False)
+    try:
+        command = _command_from_args(argv)
+        report = run_bisect(command, accuracy=accuracy or "off", match=match, timeout=timeout, jobs=jobs,
+                            out=out, observer=observer, stdout=sys.stderr if as_json else sys.stdout,
+                            stderr=sys.stderr)
+        if then_minify and report.exit_code == 1 and report.graph is not None:
+            from tcompile.minify_job import run_minify
+
+            stage = report.stage if report.stage != "inductor" else None
+            m = run_minify(command, accuracy=accuracy or "off", backend=stage, graph=report.graph,
+                           match=None, jobs=jobs, timeout=timeout, out=report.run_dir, observer=observer,
+                           stdout=sys.stderr if as_json else sys.stdout, stderr=sys.stderr)
+            report.minify = m.to_json()
+    except UsageError as exc:
+        _fail_usage(str(exc))
+        return
+    except KeyboardInterrupt:
+        err.print("tcompile: interrupted")
+        sys.exit(130)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        _render_bisect(report, Console())
+    sys.exit(report.exit_code)
+
+
+def _render_bisect(report: Any, console: Any) -> None:
+    from rich.table import Table
+
+    console.print()
+    if report.steps:
+        table = Table(title="Runs", title_justify="left")
+        for col in ("run", "configuration", "failure shows", "seconds"):
+            table.add_column(col)
+        for s in report.steps:
+            table.add_row(str(s["run"]), s["what"], "[red]yes[/red]" if s["failed"] else "[green]no[/green]",
+                          f"{s['seconds']:.1f}")
+        console.print(table)
+    if report.exit_code != 1 or report.stage is None:
+        console.print(report.message, highlight=False)
+        return
+    res = Table(title="Result", title_justify="left", show_header=False)
+    res.add_column("what")
+    res.add_column("answer")
+    for label, value in (("failure", report.signature), ("stage", report.stage),
+                         ("graph", None if report.graph is None else f"{report.graph} ({report.graph_kind})"),
+                         ("subsystem", report.subsystem), ("application", report.application),
+                         ("detail", report.detail), ("runs", f"{report.runs} in {report.seconds:.1f}s"),
+                         ("flaky", "YES: results flipped on re-run" if report.flaky else "no")):
+        if value is not None:
+            res.add_row(label, str(value))
+    console.print(res)
+    if report.bad:
+        bad = " ".join(f"{k}={v}" for k, v in report.bad.items())
+        good = " ".join(f"{k}={v}" for k, v in report.good.items())
+        console.print(f"by hand (torch's own bisection hooks):\n  fails:  {bad} <command>\n"
+                      f"  passes: {good} <command>",
+                      highlight=False)
+    if report.minify:
+        console.print(f"repro: {report.minify.get('repro')} ({'verified' if report.minify.get('verified') else 'NOT verified'})",
+                      highlight=False)
+    elif report.next_command:
+        console.print(f"next: {report.next_command}", highlight=False)
+
+
 def _is_launcher(path: str) -> bool:
     from tcompile.repro.launcher import MARKER
 

@@ -42,6 +42,10 @@ class ConsoleObserver:
                 f"({e.get('graph_kind')}): {e.get('signature_text')}[/red]",
                 highlight=False,
             )
+        elif kind == "bisect_step":
+            verdict = "[red]fails[/red]" if e.get("failed") else "[green]passes[/green]"
+            self.console.print(f"tcompile: run {e.get('run')}: {e.get('what')} -> {verdict} ({e.get('seconds')}s)",
+                               highlight=False)
         elif kind == "minify_progress":
             self.console.print(
                 f"[dim]tcompile: {e.get('nodes')} nodes after {e.get('calls')} calls ({e.get('pass')})[/dim]",

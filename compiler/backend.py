@@ -19,6 +19,7 @@ neither repeats in every step nor corrupts the numbers later graphs are checked 
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -122,6 +123,28 @@ class Session:
             signature_text=str(signature),
             message=first_lines(message, 12, 400),
         )
+        stop = self.config.stop_on
+        if stop and all(stop.get(k) == getattr(signature, k) for k in ("kind", "exc_type")) and (
+            signature.kind in ("crash", "timeout") or stop.get("message") == signature.message
+        ):
+            self.emit_counts()
+            import os
+
+            from .protocol import STOP_EXIT
+
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(STOP_EXIT)  # the failure showed: the rest of the program is not needed
+
+    def emit_counts(self) -> None:
+        """Applications of inductor's subsystems so far (bisection runs only)."""
+        if self.config.bisect is None:
+            return
+        from .subsystems import counter
+
+        c = counter()
+        if c is not None:
+            self.recorder.emit("bisect_counts", counts=c.snapshot())
 
     def note(self, graph: int | None, text: str) -> None:
         key = ("note", graph, text)
@@ -452,6 +475,7 @@ class TcompileBackend:
             failed=compiled is None,
             **base,
         )
+        session.emit_counts()
         forward_kind = "inference" if "inference" in hooks.kinds or not _wants_grad(example_inputs) else "forward"
         if compiled is None and not session.config.serve:
             return reference.forward

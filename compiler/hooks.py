@@ -125,10 +125,30 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
             dynamic=kwargs.get("dynamic"),
             fullgraph=bool(kwargs.get("fullgraph", False)),
         )
-        return original(model, backend=backend, options=passthrough or None, **kwargs)
+        return _without_bisect_override(original, model, backend, passthrough, kwargs)
 
     compile._tcompile_patched = True  # type: ignore[attr-defined]
     torch.compile = compile
+    if config.bisect is not None:
+        from .subsystems import install
+
+        install(config.bisect)
+
+
+def _without_bisect_override(original: Any, model: Any, backend: Any, passthrough: dict[str, Any],
+                             kwargs: dict[str, Any]) -> Any:
+    """torch.compile swaps the backend for $TORCH_BISECT_BACKEND when that is set;
+    under tcompile every graph must still go through tcompile's backend."""
+    if not os.environ.get("TORCH_BISECT_BACKEND"):
+        return original(model, backend=backend, options=passthrough or None, **kwargs)
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    saved = CompilerBisector.__dict__["get_backend"]
+    CompilerBisector.get_backend = classmethod(lambda cls: None)  # type: ignore[method-assign]
+    try:
+        return original(model, backend=backend, options=passthrough or None, **kwargs)
+    finally:
+        CompilerBisector.get_backend = saved  # type: ignore[method-assign]
 
 
 def _chain_excepthook(config: HookConfig) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 SCHEMA = 1
 CONFIG_ENV = "TCOMPILE_CONFIG"
+STOP_EXIT = 86  # a child that stopped early because the failure it looked for showed
 
 # marker layout: graph index (int32), phase (int32), graph kind (int32), spare
 MARKER_FMT = "<iiii"
@@ -41,6 +42,10 @@ class HookConfig:
     check_calls: int = 1  # accuracy-check the first N calls of each graph
     # be a minifier worker at the first call of graph serve["graph"] (worker.py)
     serve: dict[str, Any] | None = None
+    # bisection: {"limits": {subsystem: n enabled applications}, "toggles": {config: value}}
+    bisect: dict[str, Any] | None = None
+    # exit as soon as a failure like this one ({"kind", "exc_type", "message"}) shows
+    stop_on: dict[str, Any] | None = None
     schema: int = SCHEMA
 
     def to_env(self) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .observer import NullObserver, Observer
-from .protocol import CONFIG_ENV, HookConfig, read_events, read_markers
+from .protocol import CONFIG_ENV, STOP_EXIT, HookConfig, read_events, read_markers
 from .signature import FailureKind, FailureSignature, normalize_message
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
@@ -465,12 +465,13 @@ def run_and_classify(
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
     gate: list[int] | None = None,
+    bisect: dict[str, Any] | None = None,
 ) -> RunReport:
     """``tcompile run``: the command under the wrapped stack, every graph, every failure."""
     observer = observer or NullObserver()
     run_dir = new_run_dir(out, "run")
     config = HookConfig(
-        dir=os.path.join(run_dir, "compiled"), stage=stage, accuracy=accuracy, gate=gate
+        dir=os.path.join(run_dir, "compiled"), stage=stage, accuracy=accuracy, gate=gate, bisect=bisect
     )
     observer.status("running the command under tcompile")
     result = run_process(
@@ -478,7 +479,7 @@ def run_and_classify(
     )
     graphs, failures, notes = collect(result)
     verdict, explanation, exit_code = "clean", "no compiler failure", EXIT_OK
-    failed = result.timed_out or result.returncode not in (0, None)
+    failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)
     confirmed = [f for f in failures if not f.get("unconfirmed")]
     if failed and not confirmed:
         # The command failed and nothing tcompile checked explains it.  Does it fail
