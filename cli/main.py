@@ -99,6 +99,19 @@ def main() -> None:
     default=None,
     help="Directory for tcompile's files (default: a new temporary directory).",
 )
+@click.option(
+    "--debug-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Keep inductor's debug artifacts (output_code.py, IR, FX graphs) per graph here.",
+)
+@click.option(
+    "--only",
+    "only",
+    default=None,
+    metavar="FUNCTION",
+    help="Compile only frames of this function name (like TORCHDYNAMO_DEBUG_FUNCTION).",
+)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def run(
     backend: str | None,
@@ -106,6 +119,8 @@ def run(
     timeout: float | None,
     as_json: bool,
     out: str | None,
+    debug_dir: str | None,
+    only: str | None,
     argv: tuple[str, ...],
 ) -> None:
     """Run SCRIPT [ARGS] (or -- COMMAND ...) under the wrapped torch.compile stack.
@@ -131,6 +146,8 @@ def run(
             observer=observer,
             stdout=sys.stderr if as_json else sys.stdout,
             stderr=sys.stderr,
+            debug_dir=_abs_dir(debug_dir),
+            only=only,
         )
     except UsageError as exc:
         _fail_usage(str(exc))
@@ -142,35 +159,205 @@ def run(
         click.echo(json.dumps(report.to_json(), indent=2, default=str))
     else:
         _render_run(report, Console())
+        if report.debug_index is not None:
+            _render_debug_index(report.debug_index, Console())
     sys.exit(report.exit_code)
 
 
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+def _abs_dir(path: str | None) -> str | None:
+    from tcompile.compiler.runner import UsageError
+
+    if path is None:
+        return None
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
+    return os.path.abspath(path)
+
+
+def _render_debug_index(index: list[dict[str, Any]], console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title="inductor debug artifacts", title_justify="left")
+    for col in ("graph", "kind", "output_code.py", "other files"):
+        table.add_column(col)
+    for row in index:
+        files = row["files"]
+        table.add_row(
+            str(row["graph"]),
+            row["kind"],
+            files.get("output_code.py", "-"),
+            ", ".join(sorted(k for k in files if k != "output_code.py")),
+        )
+    console.print(table)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option(
+    "--code",
+    "code_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also keep inductor's generated code and IR per graph in this directory.",
 )
-@click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True,
-              help="Minify the Dynamo graph (dynamo) or the AOT graph (aot); auto: where the failure shows.")
-@click.option("--accuracy", "accuracy", flag_value="loose", default=None,
-              help="Minify an accuracy failure (compiled vs eager and float64).")
-@click.option("--strict-accuracy", "accuracy", flag_value="strict",
-              help="Minify a strict accuracy failure (compiled vs eager, tight tolerances).")
-@click.option("--backend", default=None, envvar="TCOMPILE_BACKEND",
-              help="Stage or backend to compile with (default: the script's own).")
-@click.option("--graph", "graph", type=click.IntRange(min=0), default=None,
-              help="Which compiled graph to minify (default: the first failing one).")
+@click.option(
+    "--only",
+    "only",
+    default=None,
+    metavar="FUNCTION",
+    help="Compile only frames of this function name (like TORCHDYNAMO_DEBUG_FUNCTION).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Kill the command after this many seconds.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory for tcompile's files (default: a new temporary directory).",
+)
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def explain(
+    as_json: bool,
+    code_dir: str | None,
+    only: str | None,
+    timeout: float | None,
+    out: str | None,
+    argv: tuple[str, ...],
+) -> None:
+    """Graph breaks, recompilations and compile time of SCRIPT [ARGS] (or -- COMMAND ...)."""
+    from rich.console import Console
+
+    from tcompile.compiler.explain import explain as run_explain
+    from tcompile.compiler.runner import UsageError
+
+    err = Console(stderr=True)
+    try:
+        command = _command_from_args(argv)
+        report = run_explain(
+            command,
+            out=out,
+            timeout=timeout,
+            observer=_observer(err, quiet=True),
+            stdout=sys.stderr if as_json else sys.stdout,
+            stderr=sys.stderr,
+            debug_dir=_abs_dir(code_dir),
+            only=only,
+        )
+    except UsageError as exc:
+        _fail_usage(str(exc))
+        return
+    except KeyboardInterrupt:
+        err.print("tcompile: interrupted")
+        sys.exit(130)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        from tcompile.cli.render import explain_tables
+
+        console = Console()
+        for table in explain_tables(report):
+            console.print(table)
+        if report.debug_index is not None:
+            _render_debug_index(report.debug_index, console)
+    sys.exit(report.exit_code)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def env(as_json: bool) -> None:
+    """The environment, for a bug report."""
+    from tcompile.repro.environment import full_environment
+
+    info = full_environment()
+    if as_json:
+        click.echo(json.dumps(info, indent=2, default=str))
+        return
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        if isinstance(value, dict):
+            click.echo(f"{key}:")
+            for k, v in value.items():
+                click.echo(f"  {k}={v}")
+        else:
+            click.echo(f"{key.ljust(width)}  {value}")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option(
+    "--after",
+    type=click.Choice(["auto", "dynamo", "aot"]),
+    default="auto",
+    show_default=True,
+    help="Minify the Dynamo graph (dynamo) or the AOT graph (aot); auto: where the failure shows.",
+)
+@click.option(
+    "--accuracy",
+    "accuracy",
+    flag_value="loose",
+    default=None,
+    help="Minify an accuracy failure (compiled vs eager and float64).",
+)
+@click.option(
+    "--strict-accuracy",
+    "accuracy",
+    flag_value="strict",
+    help="Minify a strict accuracy failure (compiled vs eager, tight tolerances).",
+)
+@click.option(
+    "--backend",
+    default=None,
+    envvar="TCOMPILE_BACKEND",
+    help="Stage or backend to compile with (default: the script's own).",
+)
+@click.option(
+    "--graph",
+    "graph",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Which compiled graph to minify (default: the first failing one).",
+)
 @click.option("--match", default=None, help="Only the failure whose signature matches this regex.")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Workers judging candidates in parallel (each one a paused copy of the program).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Time limit in seconds for a run of the program.")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Workers judging candidates in parallel (each one a paused copy of the program).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Time limit in seconds for a run of the program.",
+)
 @click.option("--real-inputs", is_flag=True, help="Embed the real input values in repro.py.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Directory for everything tcompile writes (default: a new temporary directory).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory for everything tcompile writes (default: a new temporary directory).",
+)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def minify(after: str, accuracy: str | None, backend: str | None, graph: int | None, match: str | None,
-           jobs: int, timeout: float | None, real_inputs: bool, as_json: bool, out: str | None,
-           argv: tuple[str, ...]) -> None:
+def minify(
+    after: str,
+    accuracy: str | None,
+    backend: str | None,
+    graph: int | None,
+    match: str | None,
+    jobs: int,
+    timeout: float | None,
+    real_inputs: bool,
+    as_json: bool,
+    out: str | None,
+    argv: tuple[str, ...],
+) -> None:
     """Shrink the failing graph of SCRIPT [ARGS] (or -- COMMAND ...) to a verified repro.py.
 
     Also accepts a minifier_launcher.py written by an earlier run.
@@ -185,17 +372,33 @@ def minify(after: str, accuracy: str | None, backend: str | None, graph: int | N
         if argv and argv[0].endswith(".py") and _is_launcher(argv[0]):
             from tcompile.minify_job import launch
 
-            report = launch(argv[0], list(argv[1:]), jobs=jobs, out=out, real_inputs=real_inputs,
-                            observer=observer)
+            report = launch(
+                argv[0],
+                list(argv[1:]),
+                jobs=jobs,
+                out=out,
+                real_inputs=real_inputs,
+                observer=observer,
+            )
         else:
             command = _command_from_args(argv)
             check_backend(backend)
             from tcompile.minify_job import run_minify
 
             report = run_minify(
-                command, after=after, accuracy=accuracy or "off", backend=backend, graph=graph,
-                match=match, jobs=jobs, timeout=timeout, real_inputs=real_inputs, out=out,
-                observer=observer, stdout=sys.stderr if as_json else sys.stdout, stderr=sys.stderr,
+                command,
+                after=after,
+                accuracy=accuracy or "off",
+                backend=backend,
+                graph=graph,
+                match=match,
+                jobs=jobs,
+                timeout=timeout,
+                real_inputs=real_inputs,
+                out=out,
+                observer=observer,
+                stdout=sys.stderr if as_json else sys.stdout,
+                stderr=sys.stderr,
             )
     except UsageError as exc:
         _fail_usage(str(exc))
@@ -210,25 +413,50 @@ def minify(after: str, accuracy: str | None, backend: str | None, graph: int | N
     sys.exit(report.exit_code)
 
 
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option(
+    "--accuracy",
+    "accuracy",
+    flag_value="loose",
+    default=None,
+    help="Bisect an accuracy failure (compiled vs eager and float64).",
 )
-@click.option("--accuracy", "accuracy", flag_value="loose", default=None,
-              help="Bisect an accuracy failure (compiled vs eager and float64).")
-@click.option("--strict-accuracy", "accuracy", flag_value="strict",
-              help="Bisect a strict accuracy failure.")
+@click.option(
+    "--strict-accuracy", "accuracy", flag_value="strict", help="Bisect a strict accuracy failure."
+)
 @click.option("--match", default=None, help="Only the failure whose signature matches this regex.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Time limit in seconds for each run of the program.")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Runs of the program in parallel.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Time limit in seconds for each run of the program.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs of the program in parallel.",
+)
 @click.option("--minify", "then_minify", is_flag=True, help="Go on to minify the culprit graph.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Directory for everything tcompile writes (default: a new temporary directory).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory for everything tcompile writes (default: a new temporary directory).",
+)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def bisect(accuracy: str | None, match: str | None, timeout: float | None, jobs: int, then_minify: bool,
-           as_json: bool, out: str | None, argv: tuple[str, ...]) -> None:
+def bisect(
+    accuracy: str | None,
+    match: str | None,
+    timeout: float | None,
+    jobs: int,
+    then_minify: bool,
+    as_json: bool,
+    out: str | None,
+    argv: tuple[str, ...],
+) -> None:
     """Find the stage, graph, inductor pass or lowering that breaks SCRIPT [ARGS] (or -- COMMAND ...)."""
     from rich.console import Console
 
@@ -239,16 +467,34 @@ def bisect(accuracy: str | None, match: str | None, timeout: float | None, jobs:
     observer = _observer(err, quiet=False)
     try:
         command = _command_from_args(argv)
-        report = run_bisect(command, accuracy=accuracy or "off", match=match, timeout=timeout, jobs=jobs,
-                            out=out, observer=observer, stdout=sys.stderr if as_json else sys.stdout,
-                            stderr=sys.stderr)
+        report = run_bisect(
+            command,
+            accuracy=accuracy or "off",
+            match=match,
+            timeout=timeout,
+            jobs=jobs,
+            out=out,
+            observer=observer,
+            stdout=sys.stderr if as_json else sys.stdout,
+            stderr=sys.stderr,
+        )
         if then_minify and report.exit_code == 1 and report.graph is not None:
             from tcompile.minify_job import run_minify
 
             stage = report.stage if report.stage != "inductor" else None
-            m = run_minify(command, accuracy=accuracy or "off", backend=stage, graph=report.graph,
-                           match=None, jobs=jobs, timeout=timeout, out=report.run_dir, observer=observer,
-                           stdout=sys.stderr if as_json else sys.stdout, stderr=sys.stderr)
+            m = run_minify(
+                command,
+                accuracy=accuracy or "off",
+                backend=stage,
+                graph=report.graph,
+                match=None,
+                jobs=jobs,
+                timeout=timeout,
+                out=report.run_dir,
+                observer=observer,
+                stdout=sys.stderr if as_json else sys.stdout,
+                stderr=sys.stderr,
+            )
             report.minify = m.to_json()
     except UsageError as exc:
         _fail_usage(str(exc))
@@ -272,8 +518,12 @@ def _render_bisect(report: Any, console: Any) -> None:
         for col in ("run", "configuration", "failure shows", "seconds"):
             table.add_column(col)
         for s in report.steps:
-            table.add_row(str(s["run"]), s["what"], "[red]yes[/red]" if s["failed"] else "[green]no[/green]",
-                          f"{s['seconds']:.1f}")
+            table.add_row(
+                str(s["run"]),
+                s["what"],
+                "[red]yes[/red]" if s["failed"] else "[green]no[/green]",
+                f"{s['seconds']:.1f}",
+            )
         console.print(table)
     if report.exit_code != 1 or report.stage is None:
         console.print(report.message, highlight=False)
@@ -281,23 +531,32 @@ def _render_bisect(report: Any, console: Any) -> None:
     res = Table(title="Result", title_justify="left", show_header=False)
     res.add_column("what")
     res.add_column("answer")
-    for label, value in (("failure", report.signature), ("stage", report.stage),
-                         ("graph", None if report.graph is None else f"{report.graph} ({report.graph_kind})"),
-                         ("subsystem", report.subsystem), ("application", report.application),
-                         ("detail", report.detail), ("runs", f"{report.runs} in {report.seconds:.1f}s"),
-                         ("flaky", "YES: results flipped on re-run" if report.flaky else "no")):
+    for label, value in (
+        ("failure", report.signature),
+        ("stage", report.stage),
+        ("graph", None if report.graph is None else f"{report.graph} ({report.graph_kind})"),
+        ("subsystem", report.subsystem),
+        ("application", report.application),
+        ("detail", report.detail),
+        ("runs", f"{report.runs} in {report.seconds:.1f}s"),
+        ("flaky", "YES: results flipped on re-run" if report.flaky else "no"),
+    ):
         if value is not None:
             res.add_row(label, str(value))
     console.print(res)
     if report.bad:
         bad = " ".join(f"{k}={v}" for k, v in report.bad.items())
         good = " ".join(f"{k}={v}" for k, v in report.good.items())
-        console.print(f"by hand (torch's own bisection hooks):\n  fails:  {bad} <command>\n"
-                      f"  passes: {good} <command>",
-                      highlight=False)
+        console.print(
+            f"by hand (torch's own bisection hooks):\n  fails:  {bad} <command>\n"
+            f"  passes: {good} <command>",
+            highlight=False,
+        )
     if report.minify:
-        console.print(f"repro: {report.minify.get('repro')} ({'verified' if report.minify.get('verified') else 'NOT verified'})",
-                      highlight=False)
+        console.print(
+            f"repro: {report.minify.get('repro')} ({'verified' if report.minify.get('verified') else 'NOT verified'})",
+            highlight=False,
+        )
     elif report.next_command:
         console.print(f"next: {report.next_command}", highlight=False)
 
@@ -316,16 +575,25 @@ def _is_launcher(path: str) -> bool:
 def _render_minify(report: Any, console: Any) -> None:
     console.print()
     if report.repro is None:
-        colour = "green" if report.exit_code == 0 else ("yellow" if report.exit_code == 3 else "red")
+        colour = (
+            "green" if report.exit_code == 0 else ("yellow" if report.exit_code == 3 else "red")
+        )
         console.print(f"[{colour}]{report.message}[/{colour}]", highlight=False)
         return
     ok = "[green]verified[/green]" if report.verified else "[red]NOT verified[/red]"
     console.print(f"failure:  {report.signature}", highlight=False)
-    console.print(f"graph:    {report.graph} ({report.graph_kind}), stage {report.stage}", highlight=False)
-    console.print(f"nodes:    {report.nodes_before} -> {report.nodes_after}   oracle calls: {report.calls}   "
-                  f"time: {report.seconds:.1f}s", highlight=False)
-    console.print(f"repro:    {report.repro} ({ok}{', real inputs' if report.real_inputs else ''})",
-                  highlight=False)
+    console.print(
+        f"graph:    {report.graph} ({report.graph_kind}), stage {report.stage}", highlight=False
+    )
+    console.print(
+        f"nodes:    {report.nodes_before} -> {report.nodes_after}   oracle calls: {report.calls}   "
+        f"time: {report.seconds:.1f}s",
+        highlight=False,
+    )
+    console.print(
+        f"repro:    {report.repro} ({ok}{', real inputs' if report.real_inputs else ''})",
+        highlight=False,
+    )
     if report.launcher:
         console.print(f"launcher: {report.launcher}", highlight=False)
     if report.interrupted:

@@ -44,8 +44,10 @@ class ConsoleObserver:
             )
         elif kind == "bisect_step":
             verdict = "[red]fails[/red]" if e.get("failed") else "[green]passes[/green]"
-            self.console.print(f"tcompile: run {e.get('run')}: {e.get('what')} -> {verdict} ({e.get('seconds')}s)",
-                               highlight=False)
+            self.console.print(
+                f"tcompile: run {e.get('run')}: {e.get('what')} -> {verdict} ({e.get('seconds')}s)",
+                highlight=False,
+            )
         elif kind == "minify_progress":
             self.console.print(
                 f"[dim]tcompile: {e.get('nodes')} nodes after {e.get('calls')} calls ({e.get('pass')})[/dim]",
@@ -97,3 +99,55 @@ def failures_table(failures: list[dict[str, Any]]) -> Table:
 
 def _short(path: str) -> str:
     return path.rsplit("/", 1)[-1]
+
+
+def explain_tables(report: Any) -> list[Any]:
+    out = []
+    summary = Table(title="Summary", title_justify="left", show_header=False)
+    summary.add_column("what")
+    summary.add_column("value", justify="right")
+    summary.add_row("graphs", str(report.graph_count))
+    summary.add_row("graph breaks", str(report.graph_break_count))
+    summary.add_row("ops", str(report.op_count))
+    summary.add_row("recompilations", str(len(report.recompilations)))
+    summary.add_row("compile seconds", f"{report.compile_seconds.get('total', 0):.2f}")
+    out.append(summary)
+    if report.graph_breaks:
+        t = Table(title="Graph breaks (most frequent first)", title_justify="left", show_lines=True)
+        for col in ("count", "where", "reason"):
+            t.add_column(col)
+        for b in report.graph_breaks:
+            t.add_row(str(b["count"]), f"{_short(b['file'])}:{b['line']}", Text(b["reason"][:300]))
+        out.append(t)
+    if report.recompilations:
+        t = Table(title="Recompilations", title_justify="left", show_lines=True)
+        for col in ("frame", "where", "guard that failed"):
+            t.add_column(col)
+        for r in report.recompilations:
+            t.add_row(r["frame"], f"{_short(r['file'])}:{r['line']}", Text(r["reason"][:300]))
+        out.append(t)
+    for lim in report.recompile_limit:
+        t = Table(title="Recompile limit hit", title_justify="left")
+        t.add_column("function")
+        t.add_column("message")
+        t.add_row(lim.get("function") or "", lim.get("message") or "")
+        out.append(t)
+    t = Table(title="Graphs: ops and compile seconds by phase", title_justify="left")
+    numeric = ("graph", "nodes", "capture", "aot", "inductor", "codegen")
+    for col in ("graph", "frame", "nodes", "capture", "aot", "inductor", "codegen", "top ops"):
+        t.add_column(col, justify="right" if col in numeric else "left")
+    for g in report.graphs:
+        p = g.get("phases") or {}
+        ops = ", ".join(f"{k.rsplit('.', 1)[-1]}x{v}" for k, v in list(g["ops"].items())[:4])
+        t.add_row(
+            str(g["index"]),
+            f"{g.get('frame')} ({_short(g.get('file') or '')}:{g.get('line')})",
+            str(g.get("nodes")),
+            f"{p.get('dynamo_capture', 0):.2f}",
+            f"{p.get('aot_autograd', 0):.2f}",
+            f"{p.get('inductor', 0):.2f}",
+            f"{p.get('codegen', 0):.2f}",
+            ops,
+        )
+    out.append(t)
+    return out

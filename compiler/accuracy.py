@@ -228,8 +228,20 @@ def outcomes_identical(a: Outcome, b: Outcome) -> bool:
     return True
 
 
-_RANDOM_NAMES = ("dropout", "rand", "bernoulli", "multinomial", "normal", "uniform", "poisson",
-                 "exponential_", "geometric_", "cauchy_", "log_normal_", "rrelu")
+_RANDOM_NAMES = (
+    "dropout",
+    "rand",
+    "bernoulli",
+    "multinomial",
+    "normal",
+    "uniform",
+    "poisson",
+    "exponential_",
+    "geometric_",
+    "cauchy_",
+    "log_normal_",
+    "rrelu",
+)
 
 
 def has_random_ops(gm: torch.fx.GraphModule) -> bool:
@@ -237,7 +249,11 @@ def has_random_ops(gm: torch.fx.GraphModule) -> bool:
     path, inductor's ``fallback_random``, for its results to be comparable)."""
     for n in gm.graph.nodes:
         if n.op in ("call_function", "call_method"):
-            name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))
+            name = (
+                n.target
+                if isinstance(n.target, str)
+                else getattr(n.target, "__name__", str(n.target))
+            )
             if any(r in str(name).lower() for r in _RANDOM_NAMES):
                 return True
         elif n.op == "call_module":

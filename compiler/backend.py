@@ -71,7 +71,9 @@ def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
                 break
     info["compile_id"] = str(gm.meta.get("dynamo_compile_id", "")) if hasattr(gm, "meta") else ""
     if reason is not None and getattr(reason, "graph_break", False):
-        info["break_reason"] = str(getattr(reason, "reason", ""))[:200]
+        info["break_reason"] = str(getattr(reason, "reason", ""))[:300]
+        if stack:
+            info["break_file"], info["break_line"] = stack[-1].filename, stack[-1].lineno
     return info
 
 
@@ -124,8 +126,10 @@ class Session:
             message=first_lines(message, 12, 400),
         )
         stop = self.config.stop_on
-        if stop and all(stop.get(k) == getattr(signature, k) for k in ("kind", "exc_type")) and (
-            signature.kind in ("crash", "timeout") or stop.get("message") == signature.message
+        if (
+            stop
+            and all(stop.get(k) == getattr(signature, k) for k in ("kind", "exc_type"))
+            and (signature.kind in ("crash", "timeout") or stop.get("message") == signature.message)
         ):
             self.emit_counts()
             import os
@@ -146,6 +150,25 @@ class Session:
         if c is not None:
             self.recorder.emit("bisect_counts", counts=c.snapshot())
 
+    _tracing_seen = 0.0
+
+    def phases(
+        self, before: dict[str, float], after: dict[str, float], total: float, inner: float
+    ) -> dict[str, float]:
+        """Compile seconds of one graph by phase (from torch's compile-time metrics)."""
+        tracing = before.get("bytecode_tracing", 0.0)
+        capture = max(0.0, tracing - self._tracing_seen)
+        self._tracing_seen = after.get("bytecode_tracing", tracing)
+        codegen = after.get("GraphLowering.compile_to_module", 0.0) - before.get(
+            "GraphLowering.compile_to_module", 0.0
+        )
+        return {
+            "dynamo_capture": round(capture, 4),
+            "aot_autograd": round(max(0.0, total - inner), 4),
+            "inductor": round(max(0.0, inner - codegen), 4),
+            "codegen": round(max(0.0, codegen), 4),
+        }
+
     def note(self, graph: int | None, text: str) -> None:
         key = ("note", graph, text)
         if key not in self._said:
@@ -162,6 +185,7 @@ class _AotHooks:
         self.stage = stage
         self.failed_kind: str | None = None
         self.kinds: list[str] = []
+        self.inner_seconds = 0.0  # AOT-level compiles (inductor's compile_fx_inner) so far
 
     def compile(
         self,
@@ -179,7 +203,8 @@ class _AotHooks:
         rec.mark(self.index, PHASE_COMPILE, kind)
         t0 = time.perf_counter()
         try:
-            compiled = real_compile(gm, example_inputs, **kwargs)
+            with _debug_artifacts(self.session.config.debug_dir, self.index, kind):
+                compiled = real_compile(gm, example_inputs, **kwargs)
         except Exception as exc:
             seconds = time.perf_counter() - t0
             rec.emit(
@@ -204,6 +229,7 @@ class _AotHooks:
             return _boxed_eager(keep)
         finally:
             rec.mark(-1, PHASE_IDLE)
+        self.inner_seconds += time.perf_counter() - t0
         rec.emit(
             "aot_graph",
             index=self.index,
@@ -216,6 +242,24 @@ class _AotHooks:
         if keep is not None:
             return _BackwardRunner(self.session, self.index, self.stage, compiled, keep)
         return compiled
+
+
+def _debug_artifacts(debug_dir: str | None, index: int, kind: str) -> Any:
+    """inductor's debug trace for this AOT graph, in DIR/graph-NNN-kind/."""
+    import contextlib
+
+    if not debug_dir:
+        return contextlib.nullcontext()
+    import os
+
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(
+        {
+            "trace.enabled": True,
+            "trace.debug_dir": os.path.join(debug_dir, f"graph-{index:03d}-{kind}"),
+        }
+    )
 
 
 def _boxed_eager(gm: Any) -> Any:
@@ -444,6 +488,12 @@ class TcompileBackend:
         options = dict(self.options or {})
         if checking and stage == Stage.INDUCTOR:
             options.setdefault("fallback_random", True)
+        explain = session.config.explain
+        if explain:
+            from .diagnostics import compile_metrics, ops_of
+
+            before = compile_metrics()
+            base["ops"] = ops_of(gm)
         t0 = time.perf_counter()
         rec.mark(index, PHASE_COMPILE, "dynamo")
         compiled = None
@@ -468,15 +518,22 @@ class TcompileBackend:
             )
         finally:
             rec.mark(-1, PHASE_IDLE)
+        seconds = time.perf_counter() - t0
+        if explain:
+            base["phases"] = session.phases(before, compile_metrics(), seconds, hooks.inner_seconds)
         rec.emit(
             "graph",
             stage=stage,
-            compile_seconds=time.perf_counter() - t0,
+            compile_seconds=seconds,
             failed=compiled is None,
             **base,
         )
         session.emit_counts()
-        forward_kind = "inference" if "inference" in hooks.kinds or not _wants_grad(example_inputs) else "forward"
+        forward_kind = (
+            "inference"
+            if "inference" in hooks.kinds or not _wants_grad(example_inputs)
+            else "forward"
+        )
         if compiled is None and not session.config.serve:
             return reference.forward
         return GraphRunner(session, index, stage, compiled, reference, forward_kind, backend=self)

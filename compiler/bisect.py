@@ -80,8 +80,18 @@ class Item:
 
 
 class Bisector:
-    def __init__(self, command: list[str], *, accuracy: str, timeout: float | None, jobs: int,
-                 run_dir: Path, observer: Observer, stdout: Any, stderr: Any) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        *,
+        accuracy: str,
+        timeout: float | None,
+        jobs: int,
+        run_dir: Path,
+        observer: Observer,
+        stdout: Any,
+        stderr: Any,
+    ) -> None:
         self.command = command
         self.accuracy = accuracy
         self.timeout = timeout
@@ -102,9 +112,16 @@ class Bisector:
             return False
         return t.kind in ("crash", "timeout") or s.message == t.message
 
-    def probe(self, label: str, *, stage: str | None = None, gate: list[int] | None = None,
-              bisect: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-              reuse: bool = True) -> tuple[bool, dict[str, Any]]:
+    def probe(
+        self,
+        label: str,
+        *,
+        stage: str | None = None,
+        gate: list[int] | None = None,
+        bisect: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+        reuse: bool = True,
+    ) -> tuple[bool, dict[str, Any]]:
         """Run the program once under a configuration: does the target failure show?"""
         key = repr((stage, gate, bisect, env))
         if reuse and key in self._known:
@@ -113,14 +130,23 @@ class Bisector:
         n = self.runs
         t = self.target
         config = HookConfig(
-            dir=str(self.run_dir / f"probe-{n:03d}"), stage=stage, accuracy=self.accuracy, gate=gate,
+            dir=str(self.run_dir / f"probe-{n:03d}"),
+            stage=stage,
+            accuracy=self.accuracy,
+            gate=gate,
             bisect=bisect if bisect is not None else {"limits": {}, "toggles": {}},
             stop_on={"kind": t.kind, "exc_type": t.exc_type, "message": t.message} if t else None,
         )
         t0 = time.monotonic()
         saved = {k: os.environ.get(k) for k in (env or {})}
-        result = run_process(self.command, config, timeout=self.timeout, observer=NullObserver(),
-                             stdout=_Sink(), stderr=_Sink())
+        result = run_process(
+            self.command,
+            config,
+            timeout=self.timeout,
+            observer=NullObserver(),
+            stdout=_Sink(),
+            stderr=_Sink(),
+        )
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -130,8 +156,13 @@ class Bisector:
         hit = [f for f in failures if self._matches(f["signature_fields"])]
         verdict = bool(hit)
         seconds = time.monotonic() - t0
-        step = {"run": n, "what": label, "failed": verdict, "seconds": round(seconds, 2),
-                "graph": hit[0]["graph"] if hit else None}
+        step = {
+            "run": n,
+            "what": label,
+            "failed": verdict,
+            "seconds": round(seconds, 2),
+            "graph": hit[0]["graph"] if hit else None,
+        }
         self.steps.append(step)
         self.observer.event({"event": "bisect_step", **step})
         self._known[key] = verdict
@@ -214,37 +245,76 @@ def run_bisect(
     observer = observer or NullObserver()
     t0 = time.monotonic()
     run_dir = Path(new_run_dir(out, "bisect"))
-    b = Bisector(command, accuracy=accuracy, timeout=timeout, jobs=jobs, run_dir=run_dir,
-                 observer=observer, stdout=stdout, stderr=stderr)
+    b = Bisector(
+        command,
+        accuracy=accuracy,
+        timeout=timeout,
+        jobs=jobs,
+        run_dir=run_dir,
+        observer=observer,
+        stdout=stdout,
+        stderr=stderr,
+    )
 
     def done(code: int, message: str, **kw: Any) -> BisectReport:
-        return BisectReport(code, message, runs=b.runs, seconds=time.monotonic() - t0, steps=b.steps,
-                            run_dir=str(run_dir), **kw)
+        return BisectReport(
+            code,
+            message,
+            runs=b.runs,
+            seconds=time.monotonic() - t0,
+            steps=b.steps,
+            run_dir=str(run_dir),
+            **kw,
+        )
 
     # 1. baseline
     observer.status("baseline: the program as it is")
-    base = run_and_classify(command, out=str(run_dir), accuracy=accuracy, timeout=timeout,
-                            observer=NullObserver(), stdout=stdout, stderr=stderr,
-                            bisect={"limits": {}, "toggles": {}})
-    b.runs += 2 if os.path.isdir(os.path.join(base.run_dir, "plain")) else 1  # + the run without compile
-    b.steps.append({"run": 1, "what": "baseline (the program's own backend)", "failed": bool(base.failures),
-                    "seconds": round(base.seconds, 2)})
+    base = run_and_classify(
+        command,
+        out=str(run_dir),
+        accuracy=accuracy,
+        timeout=timeout,
+        observer=NullObserver(),
+        stdout=stdout,
+        stderr=stderr,
+        bisect={"limits": {}, "toggles": {}},
+    )
+    b.runs += (
+        2 if os.path.isdir(os.path.join(base.run_dir, "plain")) else 1
+    )  # + the run without compile
+    b.steps.append(
+        {
+            "run": 1,
+            "what": "baseline (the program's own backend)",
+            "failed": bool(base.failures),
+            "seconds": round(base.seconds, 2),
+        }
+    )
     if base.exit_code == EXIT_NOT_COMPILER:
         return done(EXIT_NOT_COMPILER, base.explanation)
     failures = [f for f in base.failures if match is None or re.search(match, f["signature"])]
     if not base.failures:
         return done(EXIT_OK, "the program never fails under torch.compile: nothing to bisect")
     if not failures:
-        return done(EXIT_OK, f"no failure matches {match!r} (found: "
-                    + "; ".join(f["signature"] for f in base.failures) + ")")
+        return done(
+            EXIT_OK,
+            f"no failure matches {match!r} (found: "
+            + "; ".join(f["signature"] for f in base.failures)
+            + ")",
+        )
     target = failures[0]
     b.target = FailureSignature.from_json(target["signature_fields"])
     sig_text = target["signature"]
     counts = base_counts(base)
     if target["kind"] == "capture":
-        return done(EXIT_COMPILER_FAILURE, "TorchDynamo fails to capture the frame (stage eager); "
-                    "try `tcompile run` for the user stack", stage="eager", signature=sig_text,
-                    detail=target.get("frame"))
+        return done(
+            EXIT_COMPILER_FAILURE,
+            "TorchDynamo fails to capture the frame (stage eager); "
+            "try `tcompile run` for the user stack",
+            stage="eager",
+            signature=sig_text,
+            detail=target.get("frame"),
+        )
     top = target["stage"]
     # 2. stage: the ladder below the failing stage, walked down from the top
     ladder = [s for s in LADDER if s != top]
@@ -267,10 +337,15 @@ def run_bisect(
     gate: list[int] | None = None
     if graph is not None and len(dynamo_graphs) > 1:
         observer.status(f"graph: does compiling only graph {graph} reproduce it?")
-        failed, _ = b.probe(f"only graph {graph} compiled with {culprit_stage}", stage=stage_arg, gate=[graph])
+        failed, info = b.probe(
+            f"only graph {graph} compiled with {culprit_stage}", stage=stage_arg, gate=[graph]
+        )
         if failed:
             gate = [graph]
-    report_kw: dict[str, Any] = dict(stage=culprit_stage, graph=graph, graph_kind=graph_kind, signature=sig_text)
+            counts = info["counts"]  # applications are numbered in the gated runs' order
+    report_kw: dict[str, Any] = dict(
+        stage=culprit_stage, graph=graph, graph_kind=graph_kind, signature=sig_text
+    )
     # 4. inside the stage
     items = _items(culprit_stage, counts)
     subsystem = application = detail = None
@@ -280,9 +355,17 @@ def run_bisect(
         observer.status(f"inside {culprit_stage}: {len(items)} toggles and applications to search")
 
         def fails(pts: list[int]) -> list[bool]:
-            specs = [(f"enable {p} of {len(items)} ({_describe(items[p - 1]) if p else 'none'})",
-                      {"stage": stage_arg, "gate": gate, "bisect": _prefix_config(culprit_stage, items, p)})
-                     for p in pts]
+            specs = [
+                (
+                    f"enable {p} of {len(items)} ({_describe(items[p - 1]) if p else 'none'})",
+                    {
+                        "stage": stage_arg,
+                        "gate": gate,
+                        "bisect": _prefix_config(culprit_stage, items, p),
+                    },
+                )
+                for p in pts
+            ]
             return b.probe_many(specs)
 
         k = _bisect_first(-1, len(items), fails, b.jobs)
@@ -292,21 +375,35 @@ def run_bisect(
             item = items[k - 1]
             # 5. confirm: the culprit configuration fails, the one below passes, again
             observer.status("confirming: running the culprit configuration and the one below again")
-            again_bad = b.probe("confirm: culprit enabled", stage=stage_arg, gate=gate,
-                                bisect=_prefix_config(culprit_stage, items, k), reuse=False)[0]
-            again_good = b.probe("confirm: culprit disabled", stage=stage_arg, gate=gate,
-                                 bisect=_prefix_config(culprit_stage, items, k - 1), reuse=False)[0]
+            again_bad = b.probe(
+                "confirm: culprit enabled",
+                stage=stage_arg,
+                gate=gate,
+                bisect=_prefix_config(culprit_stage, items, k),
+                reuse=False,
+            )[0]
+            again_good = b.probe(
+                "confirm: culprit disabled",
+                stage=stage_arg,
+                gate=gate,
+                bisect=_prefix_config(culprit_stage, items, k - 1),
+                reuse=False,
+            )[0]
             flaky = not again_bad or again_good
             if item.kind == "toggle":
                 subsystem, detail = "config", f"{item.name}={item.value!r} makes it pass"
             else:
                 subsystem, application, detail = item.name, item.index, item.detail
                 env_stage = "inductor" if culprit_stage == "inductor" else culprit_stage
-                bad = {"TORCH_BISECT_BACKEND": env_stage, "TORCH_BISECT_SUBSYSTEM": item.name,
-                       "TORCH_BISECT_MAX": str(item.index)}
+                bad = {
+                    "TORCH_BISECT_BACKEND": env_stage,
+                    "TORCH_BISECT_SUBSYSTEM": item.name,
+                    "TORCH_BISECT_MAX": str(item.index),
+                }
                 good = {**bad, "TORCH_BISECT_MAX": str(item.index - 1)}
-    report_kw.update(subsystem=subsystem, application=application, detail=detail, flaky=flaky,
-                     good=good, bad=bad)
+    report_kw.update(
+        subsystem=subsystem, application=application, detail=detail, flaky=flaky, good=good, bad=bad
+    )
     nxt = f"tcompile minify{' --accuracy' if accuracy == 'loose' else ' --strict-accuracy' if accuracy == 'strict' else ''}"
     if graph is not None:
         nxt += f" --graph {graph}"
@@ -318,10 +415,15 @@ def run_bisect(
         nxt += " " + " ".join(_shell(c) for c in command[1:])
     else:
         nxt += " -- " + " ".join(_shell(c) for c in command)
-    where = f"stage {culprit_stage}" + (f", graph {graph} ({graph_kind})" if graph is not None else "")
+    where = f"stage {culprit_stage}" + (
+        f", graph {graph} ({graph_kind})" if graph is not None else ""
+    )
     if subsystem:
-        where += f", {subsystem}" + (f" #{application}" if application is not None else "") + (
-            f": {detail}" if detail else "")
+        where += (
+            f", {subsystem}"
+            + (f" #{application}" if application is not None else "")
+            + (f": {detail}" if detail else "")
+        )
     msg = ("FLAKY: " if flaky else "") + where
     return done(EXIT_COMPILER_FAILURE, msg, next_command=nxt.strip(), **report_kw)
 

@@ -55,7 +55,10 @@ def _plain_container(v: Any) -> bool:
     if isinstance(v, (list, tuple)):
         return all(isinstance(x, (str, int, float, bool, type(None))) for x in v)
     if isinstance(v, dict):
-        return all(isinstance(k, str) and isinstance(x, (str, int, float, bool, type(None))) for k, x in v.items())
+        return all(
+            isinstance(k, str) and isinstance(x, (str, int, float, bool, type(None)))
+            for k, x in v.items()
+        )
     return False
 
 

@@ -133,10 +133,15 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
         from .subsystems import install
 
         install(config.bisect)
+    if config.explain:
+        from .diagnostics import install as install_diagnostics
+
+        install_diagnostics(session().recorder)
 
 
-def _without_bisect_override(original: Any, model: Any, backend: Any, passthrough: dict[str, Any],
-                             kwargs: dict[str, Any]) -> Any:
+def _without_bisect_override(
+    original: Any, model: Any, backend: Any, passthrough: dict[str, Any], kwargs: dict[str, Any]
+) -> Any:
     """torch.compile swaps the backend for $TORCH_BISECT_BACKEND when that is set;
     under tcompile every graph must still go through tcompile's backend."""
     if not os.environ.get("TORCH_BISECT_BACKEND"):

@@ -32,7 +32,9 @@ class Target:
 
 
 class _PlainHooks:
-    def compile(self, kind: str, gm: Any, example_inputs: Any, real_compile: Any, **kwargs: Any) -> Any:
+    def compile(
+        self, kind: str, gm: Any, example_inputs: Any, real_compile: Any, **kwargs: Any
+    ) -> Any:
         return real_compile(gm, example_inputs, **kwargs)
 
 
@@ -47,7 +49,9 @@ def _fresh_graph(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return g
 
 
-def accuracy_signature(stage: str, strict: bool, mismatch: accuracy.Mismatch, forward_kind: str) -> FailureSignature:
+def accuracy_signature(
+    stage: str, strict: bool, mismatch: accuracy.Mismatch, forward_kind: str
+) -> FailureSignature:
     graph_kind = "backward" if mismatch.where.startswith("grad") else forward_kind
     return FailureSignature(
         stage=stage,
@@ -58,7 +62,9 @@ def accuracy_signature(stage: str, strict: bool, mismatch: accuracy.Mismatch, fo
     )
 
 
-def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> tuple[str, dict[str, Any] | None]:
+def judge(
+    gm: torch.fx.GraphModule, inputs: list[Any], target: Target
+) -> tuple[str, dict[str, Any] | None]:
     """("same_failure" | "other_failure" | "pass" | "invalid", signature or None)."""
     from .stages import build_stage
 
@@ -80,8 +86,14 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> tuple[
     candidate = _fresh_graph(gm)
     sig: FailureSignature | None = None
     compile_errors: list[BaseException] = []
-    compile_fn = build_stage(target.stage, _PlainHooks(), user_backend=target.user_backend,
-                             mode=target.mode, options=options or None, dynamic=target.dynamic)
+    compile_fn = build_stage(
+        target.stage,
+        _PlainHooks(),
+        user_backend=target.user_backend,
+        mode=target.mode,
+        options=options or None,
+        dynamic=target.dynamic,
+    )
 
     def backend(g: Any, example_inputs: Any) -> Any:
         try:
@@ -95,12 +107,16 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> tuple[
     import torch._dynamo
 
     # the bound forward, not the module: GraphModule's call wrapper would be traced too
-    compiled = torch._dynamo.optimize(backend, nopython=True, dynamic=target.dynamic)(candidate.forward)
+    compiled = torch._dynamo.optimize(backend, nopython=True, dynamic=target.dynamic)(
+        candidate.forward
+    )
     try:
         res = accuracy.run_with_grads(compiled, inputs)
     except Exception as exc:
         if compile_errors:
-            sig = FailureSignature.from_exception(target.stage, FailureKind.COMPILE, compile_errors[0])
+            sig = FailureSignature.from_exception(
+                target.stage, FailureKind.COMPILE, compile_errors[0]
+            )
         else:
             sig = FailureSignature.from_exception(target.stage, FailureKind.RUNTIME, exc)
         return _verdict(sig, target), sig.to_json()

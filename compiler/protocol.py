@@ -46,6 +46,11 @@ class HookConfig:
     bisect: dict[str, Any] | None = None
     # exit as soon as a failure like this one ({"kind", "exc_type", "message"}) shows
     stop_on: dict[str, Any] | None = None
+    # diagnostics (tcompile explain): ops per graph, compile phases, recompilations
+    explain: bool = False
+    # keep inductor's debug artifacts per graph under this directory
+    debug_dir: str | None = None
+    only: str | None = None  # compile only frames of this function name
     schema: int = SCHEMA
 
     def to_env(self) -> str:

@@ -73,6 +73,7 @@ class RunReport:
     command: list[str]
     stage: str | None
     accuracy: str
+    debug_index: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -114,6 +115,8 @@ def check_backend(name: str | None) -> None:
 
 def child_env(config: HookConfig, base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
+    if config.only:
+        env["TORCHDYNAMO_DEBUG_FUNCTION"] = config.only  # Dynamo compiles only frames of that name
     env[CONFIG_ENV] = config.to_env()
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = BOOTSTRAP_DIR + (os.pathsep + path if path else "")
@@ -466,12 +469,20 @@ def run_and_classify(
     stderr: IO[str] | None = None,
     gate: list[int] | None = None,
     bisect: dict[str, Any] | None = None,
+    debug_dir: str | None = None,
+    only: str | None = None,
 ) -> RunReport:
     """``tcompile run``: the command under the wrapped stack, every graph, every failure."""
     observer = observer or NullObserver()
     run_dir = new_run_dir(out, "run")
     config = HookConfig(
-        dir=os.path.join(run_dir, "compiled"), stage=stage, accuracy=accuracy, gate=gate, bisect=bisect
+        dir=os.path.join(run_dir, "compiled"),
+        stage=stage,
+        accuracy=accuracy,
+        gate=gate,
+        bisect=bisect,
+        debug_dir=debug_dir,
+        only=only,
     )
     observer.status("running the command under tcompile")
     result = run_process(
@@ -535,6 +546,11 @@ def run_and_classify(
         verdict, exit_code = "compiler-failure", EXIT_COMPILER_FAILURE
         kinds = sorted({f["kind"] for f in failures})
         explanation = f"{len(failures)} compiler failure(s): {', '.join(kinds)}"
+    debug_index = None
+    if debug_dir:
+        from .explain import index_debug_dir
+
+        debug_index = index_debug_dir(debug_dir)
     report = RunReport(
         graphs=graphs,
         failures=failures,
@@ -548,6 +564,7 @@ def run_and_classify(
         command=command,
         stage=stage,
         accuracy=accuracy,
+        debug_index=debug_index,
     )
     _write_json(os.path.join(run_dir, "result.json"), report.to_json())
     return report

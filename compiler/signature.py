@@ -101,7 +101,11 @@ class FailureSignature:
     def matches(self, other: FailureSignature | None) -> bool:
         if other is None:
             return False
-        same = self.stage == other.stage and self.kind == other.kind and self.exc_type == other.exc_type
+        same = (
+            self.stage == other.stage
+            and self.kind == other.kind
+            and self.exc_type == other.exc_type
+        )
         if self.kind in (FailureKind.CRASH.value, FailureKind.TIMEOUT.value):
             # what a dying process manages to print is not reliable (threads race to
             # say "terminate called ..."): the signal is the identity

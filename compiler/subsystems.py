@@ -21,7 +21,13 @@ from typing import Any
 # the order things happen in, per stage; toggles first (see bisect.py)
 SUBSYSTEMS: dict[str, list[str]] = {
     "aot_eager_decomp_partition": ["decomposition"],
-    "inductor": ["pre_grad_passes", "joint_graph_passes", "post_grad_passes", "cudagraphs", "lowerings"],
+    "inductor": [
+        "pre_grad_passes",
+        "joint_graph_passes",
+        "post_grad_passes",
+        "cudagraphs",
+        "lowerings",
+    ],
 }
 TOGGLES: dict[str, dict[str, Any]] = {
     "aot_eager_decomp_partition": {"functorch.cse": False},

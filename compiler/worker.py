@@ -34,7 +34,9 @@ CAPTURE_META = "capture.json"
 
 
 # ---- child side ------------------------------------------------------------------
-def serve(session: Any, runner: Any, args: list[Any], meta_override: dict[str, Any] | None = None) -> None:
+def serve(
+    session: Any, runner: Any, args: list[Any], meta_override: dict[str, Any] | None = None
+) -> None:
     """Called by GraphRunner at the first call of the graph being minified (and by a
     minifier_launcher.py in --serve mode, with the metadata it holds)."""
     import torch
@@ -91,7 +93,9 @@ def serve(session: Any, runner: Any, args: list[Any], meta_override: dict[str, A
                 verdict, sig = judge_mod.judge(gm, cand_inputs, target)
             except Exception as exc:  # a broken candidate, not a broken worker
                 verdict, sig = "invalid", {"error": f"{type(exc).__name__}: {exc}"[:300]}
-            replies.write(json.dumps({"id": req["id"], "verdict": verdict, "signature": sig}) + "\n")
+            replies.write(
+                json.dumps({"id": req["id"], "verdict": verdict, "signature": sig}) + "\n"
+            )
     os._exit(0)
 
 
@@ -111,7 +115,9 @@ class WorkerDied(Exception):
 
 
 class _Worker:
-    def __init__(self, command: list[str], config: HookConfig, log: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, command: list[str], config: HookConfig, log: Path, env: dict[str, str]
+    ) -> None:
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
         serve = dict(config.serve or {})
@@ -123,8 +129,13 @@ class _Worker:
         self.log = log
         self._logf = open(log, "wb")
         self.proc = subprocess.Popen(
-            command, env=full_env, stdin=subprocess.DEVNULL, stdout=self._logf, stderr=subprocess.STDOUT,
-            pass_fds=(p2c_r, c2p_w), start_new_session=True,
+            command,
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._logf,
+            stderr=subprocess.STDOUT,
+            pass_fds=(p2c_r, c2p_w),
+            start_new_session=True,
         )
         os.close(p2c_r)
         os.close(c2p_w)
@@ -260,13 +271,19 @@ class WorkerPool:
         w = self._acquire()
         t0 = time.monotonic()
         try:
-            w.to_child.write(json.dumps({"id": n, "graph": str(gpath), "inputs": str(ipath)}) + "\n")
+            w.to_child.write(
+                json.dumps({"id": n, "graph": str(gpath), "inputs": str(ipath)}) + "\n"
+            )
             reply = w.wait_line(self.timeout)
         except TimeoutError:
             w.kill()
             self.restarts += 1
-            sig = FailureSignature(self.target.stage, FailureKind.TIMEOUT.value, "Timeout",
-                                   "the command ran past --timeout")
+            sig = FailureSignature(
+                self.target.stage,
+                FailureKind.TIMEOUT.value,
+                "Timeout",
+                "the command ran past --timeout",
+            )
             return _verdict_for(sig, self.target), sig.to_json()
         except (WorkerDied, OSError, ValueError):
             w.proc.wait(timeout=30)
@@ -292,9 +309,17 @@ class WorkerPool:
 
 
 def _verdict_for(sig: FailureSignature, target: FailureSignature) -> str:
-    return "same_failure" if sig.matches(target) else (
-        "crash" if sig.kind == FailureKind.CRASH.value else
-        "timeout" if sig.kind == FailureKind.TIMEOUT.value else "other_failure")
+    return (
+        "same_failure"
+        if sig.matches(target)
+        else (
+            "crash"
+            if sig.kind == FailureKind.CRASH.value
+            else "timeout"
+            if sig.kind == FailureKind.TIMEOUT.value
+            else "other_failure"
+        )
+    )
 
 
 def _crash_signature(stage: str, returncode: int | None, tail: list[str]) -> FailureSignature:

@@ -66,7 +66,9 @@ class MinifyReport:
         return dataclasses.asdict(self)
 
 
-def _pick_failure(failures: list[dict[str, Any]], graph: int | None, match: str | None) -> dict[str, Any] | None:
+def _pick_failure(
+    failures: list[dict[str, Any]], graph: int | None, match: str | None
+) -> dict[str, Any] | None:
     for f in failures:
         if graph is not None and f.get("graph") != graph:
             continue
@@ -111,8 +113,14 @@ def run_minify(
 
     observer.status(f"running the program once to find the failing graph ({run_dir})")
     report = run_and_classify(
-        command, out=str(run_dir), stage=backend, accuracy=accuracy, timeout=timeout,
-        observer=observer, stdout=stdout, stderr=stderr,
+        command,
+        out=str(run_dir),
+        stage=backend,
+        accuracy=accuracy,
+        timeout=timeout,
+        observer=observer,
+        stdout=stdout,
+        stderr=stderr,
     )
     if report.exit_code == EXIT_NOT_COMPILER:
         discard()
@@ -120,11 +128,15 @@ def run_minify(
     dynamo_graphs = [g for g in report.graphs if g.get("level") == "dynamo"]
     if graph is not None and graph >= len(dynamo_graphs):
         discard()
-        raise UsageError(f"--graph {graph}: the program compiled {len(dynamo_graphs)} graph(s) "
-                         f"(0..{len(dynamo_graphs) - 1})")
+        raise UsageError(
+            f"--graph {graph}: the program compiled {len(dynamo_graphs)} graph(s) "
+            f"(0..{len(dynamo_graphs) - 1})"
+        )
     if not report.failures:
         discard()
-        return MinifyReport(EXIT_OK, "no compiler failure: nothing to minify", seconds=time.monotonic() - t0)
+        return MinifyReport(
+            EXIT_OK, "no compiler failure: nothing to minify", seconds=time.monotonic() - t0
+        )
     target = _pick_failure(report.failures, graph, match)
     if target is None:
         discard()
@@ -139,7 +151,9 @@ def run_minify(
         return MinifyReport(
             EXIT_COMPILER_FAILURE,
             "the failure is in TorchDynamo's capture, before any graph exists: nothing to minify "
-            f"({target['signature']})", signature=target["signature"], run_dir=str(run_dir),
+            f"({target['signature']})",
+            signature=target["signature"],
+            run_dir=str(run_dir),
             seconds=time.monotonic() - t0,
         )
     sig = FailureSignature.from_json(target["signature_fields"])
@@ -147,19 +161,42 @@ def run_minify(
     observer.status(f"minifying graph {index} ({target.get('graph_kind')}): {sig}")
     capture_dir = run_dir / "capture"
     config = HookConfig(
-        dir=str(run_dir / "workers" / "events"), stage=backend, accuracy=accuracy,
+        dir=str(run_dir / "workers" / "events"),
+        stage=backend,
+        accuracy=accuracy,
         serve={"graph": index, "capture_dir": str(capture_dir), "signature": sig.to_json()},
     )
     return _minify_captured(
-        command, config, sig, target, index, run_dir, jobs=jobs, timeout=timeout,
-        real_inputs=real_inputs, accuracy=accuracy, observer=observer, t0=t0,
+        command,
+        config,
+        sig,
+        target,
+        index,
+        run_dir,
+        jobs=jobs,
+        timeout=timeout,
+        real_inputs=real_inputs,
+        accuracy=accuracy,
+        observer=observer,
+        t0=t0,
     )
 
 
 def _minify_captured(
-    command: list[str], config: HookConfig, sig: FailureSignature, target: dict[str, Any],
-    index: int, run_dir: Path, *, jobs: int, timeout: float | None, real_inputs: bool,
-    accuracy: str, observer: Observer, t0: float, launcher_cmd: list[str] | None = None,
+    command: list[str],
+    config: HookConfig,
+    sig: FailureSignature,
+    target: dict[str, Any],
+    index: int,
+    run_dir: Path,
+    *,
+    jobs: int,
+    timeout: float | None,
+    real_inputs: bool,
+    accuracy: str,
+    observer: Observer,
+    t0: float,
+    launcher_cmd: list[str] | None = None,
     command_for_repro: list[str] | None = None,
 ) -> MinifyReport:
     import torch
@@ -170,8 +207,14 @@ def _minify_captured(
     from tcompile.repro.writer import write_json
 
     capture_dir = Path(config.serve["capture_dir"])  # type: ignore[index]
-    pool = WorkerPool(command, config, jobs=jobs, work_dir=str(run_dir / "workers"), target=sig,
-                      startup_timeout=timeout or 900.0)
+    pool = WorkerPool(
+        command,
+        config,
+        jobs=jobs,
+        work_dir=str(run_dir / "workers"),
+        target=sig,
+        startup_timeout=timeout or 900.0,
+    )
     interrupted = threading.Event()
     previous = None
     if threading.current_thread() is threading.main_thread():
@@ -184,39 +227,68 @@ def _minify_captured(
         meta = __import__("json").loads((capture_dir / CAPTURE_META).read_text())
         stage = meta["stage"]
         launcher = launcher_cmd is None and write_launcher(
-            run_dir / "minifier_launcher.py", gm=gm, inputs=inputs, meta=meta, signature=sig,
-            accuracy=accuracy, command=command)
+            run_dir / "minifier_launcher.py",
+            gm=gm,
+            inputs=inputs,
+            meta=meta,
+            signature=sig,
+            accuracy=accuracy,
+            command=command,
+        )
 
         def oracle(g: Any, i: list[Any]) -> Verdict:
             verdict, _ = pool.evaluate(g, i)
             return Verdict(verdict)
 
         def progress(p: Any) -> None:
-            observer.event({"event": "minify_progress", "nodes": p.nodes, "calls": p.calls,
-                            "pass": p.pass_name})
+            observer.event(
+                {
+                    "event": "minify_progress",
+                    "nodes": p.nodes,
+                    "calls": p.calls,
+                    "pass": p.pass_name,
+                }
+            )
 
         try:
             # intermediate values lifted to inputs are computed in the program's grad mode
             with torch.set_grad_enabled(meta.get("grad_enabled", True)):
-                result = minify(gm, inputs, oracle, jobs=jobs, stop=interrupted.is_set,
-                                checkpoint=run_dir / "checkpoint", on_progress=progress)
+                result = minify(
+                    gm,
+                    inputs,
+                    oracle,
+                    jobs=jobs,
+                    stop=interrupted.is_set,
+                    checkpoint=run_dir / "checkpoint",
+                    on_progress=progress,
+                )
         except MinifyError as exc:
-            return MinifyReport(EXIT_COMPILER_FAILURE, f"could not minify: {exc}", signature=str(sig),
-                                run_dir=str(run_dir), graph=index, stage=stage,
-                                launcher=str(launcher) if launcher else None,
-                                seconds=time.monotonic() - t0)
+            return MinifyReport(
+                EXIT_COMPILER_FAILURE,
+                f"could not minify: {exc}",
+                signature=str(sig),
+                run_dir=str(run_dir),
+                graph=index,
+                stage=stage,
+                launcher=str(launcher) if launcher else None,
+                seconds=time.monotonic() - t0,
+            )
     finally:
         pool.close()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-    observer.status(f"minified {result.nodes_before} -> {result.nodes_after} nodes in {result.calls} "
-                    "calls; writing and verifying repro.py")
+    observer.status(
+        f"minified {result.nodes_before} -> {result.nodes_after} nodes in {result.calls} "
+        "calls; writing and verifying repro.py"
+    )
     repro = run_dir / "repro.py"
     use_real = real_inputs
     verified = False
-    for attempt in ((False, True) if not real_inputs else (True,)):
+    for attempt in (False, True) if not real_inputs else (True,):
         use_real = attempt
-        write_repro_for(repro, result, str(sig), stage, accuracy, meta, command_for_repro or command, use_real)
+        write_repro_for(
+            repro, result, str(sig), stage, accuracy, meta, command_for_repro or command, use_real
+        )
         verified = verify_repro(repro, str(sig))
         if verified:
             break
@@ -224,27 +296,67 @@ def _minify_captured(
     if verified:
         eager_ok = not repro_reproduces(repro, backend="eager")
         verified = bool(eager_ok)
-    write_json(run_dir / "minify.json", {
-        "signature": str(sig), "nodes_before": result.nodes_before, "nodes_after": result.nodes_after,
-        "calls": result.calls, "verified": verified})
-    msg = "verified" if verified else "NOT verified: the repro did not reproduce the failure in a fresh process"
+    write_json(
+        run_dir / "minify.json",
+        {
+            "signature": str(sig),
+            "nodes_before": result.nodes_before,
+            "nodes_after": result.nodes_after,
+            "calls": result.calls,
+            "verified": verified,
+        },
+    )
+    msg = (
+        "verified"
+        if verified
+        else "NOT verified: the repro did not reproduce the failure in a fresh process"
+    )
     return MinifyReport(
-        EXIT_COMPILER_FAILURE, msg, repro=str(repro),
-        launcher=str(launcher) if launcher else None, nodes_before=result.nodes_before,
-        nodes_after=result.nodes_after, calls=result.calls, seconds=time.monotonic() - t0,
-        signature=str(sig), verified=verified, eager_passes=eager_ok, real_inputs=use_real,
-        graph=index, graph_kind=target.get("graph_kind"), stage=stage, run_dir=str(run_dir),
-        interrupted=result.stopped, worker_restarts=pool.restarts,
+        EXIT_COMPILER_FAILURE,
+        msg,
+        repro=str(repro),
+        launcher=str(launcher) if launcher else None,
+        nodes_before=result.nodes_before,
+        nodes_after=result.nodes_after,
+        calls=result.calls,
+        seconds=time.monotonic() - t0,
+        signature=str(sig),
+        verified=verified,
+        eager_passes=eager_ok,
+        real_inputs=use_real,
+        graph=index,
+        graph_kind=target.get("graph_kind"),
+        stage=stage,
+        run_dir=str(run_dir),
+        interrupted=result.stopped,
+        worker_restarts=pool.restarts,
         history=[dataclasses.asdict(h) for h in result.history],
     )
 
 
-def write_repro_for(repro: Path, result: Any, sig: str, stage: str, accuracy: str,
-                    meta: dict[str, Any], command: list[str], real: bool) -> None:
+def write_repro_for(
+    repro: Path,
+    result: Any,
+    sig: str,
+    stage: str,
+    accuracy: str,
+    meta: dict[str, Any],
+    command: list[str],
+    real: bool,
+) -> None:
     from tcompile.repro.writer import write_repro
 
-    write_repro(repro, gm=result.gm, inputs=result.inputs, signature=sig, stage=stage,
-                accuracy=accuracy, meta=meta, command=command, real_inputs=real)
+    write_repro(
+        repro,
+        gm=result.gm,
+        inputs=result.inputs,
+        signature=sig,
+        stage=stage,
+        accuracy=accuracy,
+        meta=meta,
+        command=command,
+        real_inputs=real,
+    )
 
 
 # A fresh interpreter that cannot import tcompile runs the repro (DESIGN.md mechanism 9).
@@ -260,13 +372,22 @@ _NO_TCOMPILE = (
 )
 
 
-def repro_output(repro: Path, backend: str | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TCOMPILE", "TORCHINDUCTOR_", "TORCH_COMPILE"))}
+def repro_output(
+    repro: Path, backend: str | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TCOMPILE", "TORCHINDUCTOR_", "TORCH_COMPILE"))
+    }
     env.pop("PYTHONPATH", None)
-    args = [sys.executable, "-c", _NO_TCOMPILE, str(repro)] + (["--backend", backend] if backend else [])
+    args = [sys.executable, "-c", _NO_TCOMPILE, str(repro)] + (
+        ["--backend", backend] if backend else []
+    )
     with_tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd=str(with_tmp))
+    return subprocess.run(
+        args, capture_output=True, text=True, env=env, timeout=timeout, cwd=str(with_tmp)
+    )
 
 
 def verify_repro(repro: Path, signature: str) -> bool:
@@ -293,13 +414,22 @@ def launch_main(path: str, data: dict[str, Any], argv: list[str]) -> int:
         return 2
     print(report.message)
     if report.repro:
-        print(f"nodes {report.nodes_before} -> {report.nodes_after}, {report.calls} calls, "
-              f"{report.seconds:.1f}s; repro: {report.repro} ({'verified' if report.verified else 'NOT verified'})")
+        print(
+            f"nodes {report.nodes_before} -> {report.nodes_after}, {report.calls} calls, "
+            f"{report.seconds:.1f}s; repro: {report.repro} ({'verified' if report.verified else 'NOT verified'})"
+        )
     return report.exit_code
 
 
-def launch(path: str, argv: list[str] | None = None, *, jobs: int = 1, out: str | None = None,
-           real_inputs: bool = False, observer: Observer | None = None) -> MinifyReport:
+def launch(
+    path: str,
+    argv: list[str] | None = None,
+    *,
+    jobs: int = 1,
+    out: str | None = None,
+    real_inputs: bool = False,
+    observer: Observer | None = None,
+) -> MinifyReport:
     """Minify again from a launcher (``run``: only check that the failure reproduces)."""
     from tcompile.repro.launcher import read_launcher
 
@@ -317,13 +447,15 @@ def launch(path: str, argv: list[str] | None = None, *, jobs: int = 1, out: str 
     sig = FailureSignature.from_json(data["signature"])
     run_dir = Path(new_run_dir(out or str(here), "launcher"))
     command = [sys.executable, str(Path(path).resolve()), "--serve"]
-    config = HookConfig(dir=str(run_dir / "events"), accuracy=data["accuracy"],
-                        serve={"graph": 0, "capture_dir": str(run_dir / "capture"),
-                               "signature": sig.to_json()})
+    config = HookConfig(
+        dir=str(run_dir / "events"),
+        accuracy=data["accuracy"],
+        serve={"graph": 0, "capture_dir": str(run_dir / "capture"), "signature": sig.to_json()},
+    )
     if argv and argv[0] == "run":
-        from tcompile.compiler.worker import WorkerPool
-
         import torch
+
+        from tcompile.compiler.worker import WorkerPool
 
         pool = WorkerPool(command, config, jobs=1, work_dir=str(run_dir / "workers"), target=sig)
         try:
@@ -338,11 +470,28 @@ def launch(path: str, argv: list[str] | None = None, *, jobs: int = 1, out: str 
         return MinifyReport(
             EXIT_COMPILER_FAILURE if same else EXIT_OK,
             f"REPRODUCED: {sig}" if same else f"NOT REPRODUCED (got: {got_text})",
-            signature=str(sig), verified=same, run_dir=str(run_dir), seconds=time.monotonic() - t0)
+            signature=str(sig),
+            verified=same,
+            run_dir=str(run_dir),
+            seconds=time.monotonic() - t0,
+        )
     target = {"graph": 0, "graph_kind": data["meta"].get("forward_kind")}
-    return _minify_captured(command, config, sig, target, 0, run_dir, jobs=jobs, timeout=None,
-                            real_inputs=real_inputs, accuracy=data["accuracy"], observer=observer,
-                            t0=t0, launcher_cmd=command, command_for_repro=data.get("command"))
+    return _minify_captured(
+        command,
+        config,
+        sig,
+        target,
+        0,
+        run_dir,
+        jobs=jobs,
+        timeout=None,
+        real_inputs=real_inputs,
+        accuracy=data["accuracy"],
+        observer=observer,
+        t0=t0,
+        launcher_cmd=command,
+        command_for_repro=data.get("command"),
+    )
 
 
 def _serve_launcher(path: str, data: dict[str, Any]) -> None:
@@ -369,10 +518,24 @@ def _serve_launcher(path: str, data: dict[str, Any]) -> None:
     gm = torch.load(here / data["graph_file"], weights_only=False)  # written by tcompile
     inputs = torch.load(here / data["inputs_file"], weights_only=False)
     config = HookConfig.from_env(os.environ[CONFIG_ENV])
-    backend = types.SimpleNamespace(user_backend=user_backend, mode=meta.get("mode"),
-                                    options=meta.get("options"), dynamic=meta.get("dynamic"))
-    runner = types.SimpleNamespace(reference=gm, index=0, stage=meta["stage"],
-                                   forward_kind=meta.get("forward_kind", "forward"), backend=backend)
+    backend = types.SimpleNamespace(
+        user_backend=user_backend,
+        mode=meta.get("mode"),
+        options=meta.get("options"),
+        dynamic=meta.get("dynamic"),
+    )
+    runner = types.SimpleNamespace(
+        reference=gm,
+        index=0,
+        stage=meta["stage"],
+        forward_kind=meta.get("forward_kind", "forward"),
+        backend=backend,
+    )
     session = types.SimpleNamespace(config=config)
-    serve(session, runner, inputs, meta_override={k: meta[k] for k in ("backend_source", "user_backend") if k in meta})
+    serve(
+        session,
+        runner,
+        inputs,
+        meta_override={k: meta[k] for k in ("backend_source", "user_backend") if k in meta},
+    )
     del json

@@ -24,3 +24,38 @@ def environment() -> dict[str, Any]:
         "tcompile": __version__,
         "executable": sys.executable,
     }
+
+
+def full_environment() -> dict[str, Any]:
+    """Everything a bug report needs: versions, devices, the C++ compiler, TORCH* vars."""
+    import os
+    import shutil
+    import subprocess
+
+    import torch
+
+    info = environment()
+    info["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except Exception:
+        info["triton"] = None
+    cxx = (
+        os.environ.get("CXX")
+        or shutil.which("g++")
+        or shutil.which("c++")
+        or shutil.which("clang++")
+    )
+    version = None
+    if cxx:
+        try:
+            proc = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=10)
+            version = proc.stdout.splitlines()[0]
+        except Exception:
+            version = None
+    info["cxx"] = f"{cxx} ({version})" if cxx else None
+    prefixes = ("TORCH", "PYTORCH", "CUDA_VISIBLE", "OMP_NUM_THREADS", "TCOMPILE")
+    info["env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith(prefixes)}
+    return info

@@ -8,8 +8,8 @@ graph and inputs sit beside it (``*_graph.pt``, ``*_inputs.pt``, written by tcom
 
 from __future__ import annotations
 
-import datetime
 import ast
+import datetime
 import json
 import os
 import pprint
@@ -46,8 +46,14 @@ if __name__ == "__main__":
 
 
 def write_launcher(
-    path: Path, *, gm: Any, inputs: list[Any], meta: dict[str, Any], signature: Any,
-    accuracy: str, command: list[str],
+    path: Path,
+    *,
+    gm: Any,
+    inputs: list[Any],
+    meta: dict[str, Any],
+    signature: Any,
+    accuracy: str,
+    command: list[str],
 ) -> Path:
     from tcompile import __version__
 
@@ -67,9 +73,13 @@ def write_launcher(
     text = _TEMPLATE.format(
         tcompile=__version__,
         written=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        signature=str(signature), command=" ".join(command), name=path.name,
-        name_graph=graph_file.name, name_inputs=inputs_file.name,
-        marker=MARKER, meta=pprint.pformat(json.loads(json.dumps(data, default=str)), indent=1, width=100),
+        signature=str(signature),
+        command=" ".join(command),
+        name=path.name,
+        name_graph=graph_file.name,
+        name_inputs=inputs_file.name,
+        marker=MARKER,
+        meta=pprint.pformat(json.loads(json.dumps(data, default=str)), indent=1, width=100),
     )
     compile(text, str(path), "exec")
     tmp = path.with_name(path.name + ".tmp")
@@ -83,9 +93,11 @@ def read_launcher(path: str | os.PathLike[str]) -> dict[str, Any]:
     text = Path(path).read_text(errors="replace")
     start = text.find("\n" + MARKER)
     if start < 0:
-        raise ValueError(f"{path} is not a tcompile minifier_launcher.py "
-                         "(torch's own launchers are run with python)")
-    body = text[start + 1 + len(MARKER):]
+        raise ValueError(
+            f"{path} is not a tcompile minifier_launcher.py "
+            "(torch's own launchers are run with python)"
+        )
+    body = text[start + 1 + len(MARKER) :]
     end = body.find("\n\nif __name__")
     try:  # a Python literal: read without executing anything
         data = ast.literal_eval(body[:end] if end >= 0 else body)
@@ -94,5 +106,7 @@ def read_launcher(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: the launcher's data is corrupt")
     if data.get("format") != FORMAT:
-        raise ValueError(f"{path}: launcher format {data.get('format')!r}, this tcompile reads {FORMAT!r}")
+        raise ValueError(
+            f"{path}: launcher format {data.get('format')!r}, this tcompile reads {FORMAT!r}"
+        )
     return data

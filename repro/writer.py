@@ -53,14 +53,18 @@ def _tensor_literal(t: torch.Tensor) -> str:
     return f"torch.tensor({t.detach().cpu().tolist()!r}, dtype={t.dtype})"
 
 
-def inputs_source(inputs: list[Any], real: bool, sidecar: Path | None) -> tuple[str, list[Any] | None]:
+def inputs_source(
+    inputs: list[Any], real: bool, sidecar: Path | None
+) -> tuple[str, list[Any] | None]:
     """make_inputs(): seeded random inputs with the exact metadata, or real values."""
     lines = ["def make_inputs():", "    g = torch.Generator().manual_seed(0)", "    return ["]
     to_save: list[Any] = []
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
-            meta = (f"{tuple(x.shape)!r}, {tuple(x.stride())!r}, {x.dtype}, {str(x.device)!r}, "
-                    f"{bool(x.requires_grad)}")
+            meta = (
+                f"{tuple(x.shape)!r}, {tuple(x.stride())!r}, {x.dtype}, {str(x.device)!r}, "
+                f"{bool(x.requires_grad)}"
+            )
             if real and x.numel() <= INLINE_LIMIT:
                 lines.append(f"        _place({_tensor_literal(x)}, {meta}),")
             elif real:
@@ -75,8 +79,10 @@ def inputs_source(inputs: list[Any], real: bool, sidecar: Path | None) -> tuple[
     src = "\n".join(lines) + "\n"
     if to_save:
         assert sidecar is not None
-        src = (f"_SIDECAR = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "
-               f"{sidecar.name!r}), weights_only=True)\n\n\n") + src
+        src = (
+            f"_SIDECAR = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "
+            f"{sidecar.name!r}), weights_only=True)\n\n\n"
+        ) + src
     return src, (to_save or None)
 
 
@@ -90,7 +96,9 @@ def _helpers() -> str:
         "_STRICT_TOL = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), "
         "torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}",
         f"MULTIPLIER = {_acc.MULTIPLIER!r}",
-        inspect.getsource(_acc.Outcome).replace("@dataclasses.dataclass\n", "@dataclasses.dataclass\n"),
+        inspect.getsource(_acc.Outcome).replace(
+            "@dataclasses.dataclass\n", "@dataclasses.dataclass\n"
+        ),
         inspect.getsource(_acc.Mismatch),
         inspect.getsource(_acc.RngState),
         inspect.getsource(_acc.clone_input),
@@ -294,8 +302,12 @@ def write_repro(
         signature=signature,
         command=" ".join(command),
         written=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        torch=env["torch"], torch_git=env["torch_git"], cuda=env["cuda"] or "none",
-        gpu=env["gpu"] or "none", python=env["python"], os=env["os"],
+        torch=env["torch"],
+        torch_git=env["torch_git"],
+        cuda=env["cuda"] or "none",
+        gpu=env["gpu"] or "none",
+        python=env["python"],
+        os=env["os"],
         imports="\n".join(imports),
         expected=signature,
         stage=stage,
@@ -309,7 +321,9 @@ def write_repro(
         inputs_src=inputs_src + "\n" + _place_helpers(),
         helpers=_helpers(),
     )
-    text = text.replace("BACKEND_FUNCTIONS.get(backend, backend)", f"{functions}.get(backend, backend)")
+    text = text.replace(
+        "BACKEND_FUNCTIONS.get(backend, backend)", f"{functions}.get(backend, backend)"
+    )
     compile(text, str(path), "exec")  # never write a script that does not parse
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -327,11 +341,15 @@ def _config_source(config: dict[str, Any]) -> tuple[str, str]:
         if key == "decompositions":  # the program's own entries in inductor's table
             for op_name, fn in sorted(value.items()):
                 if not fn.get("source"):
-                    lines.append(f"# decomposition of {op_name}: <function {fn['function']}> (source not available)")
+                    lines.append(
+                        f"# decomposition of {op_name}: <function {fn['function']}> (source not available)"
+                    )
                     continue
                 extra.append(fn["source"])
                 lines.append("import torch._inductor.decomposition as inductor_decomp")
-                lines.append(f"inductor_decomp.decompositions[torch.ops.{op_name}] = {fn['function']}")
+                lines.append(
+                    f"inductor_decomp.decompositions[torch.ops.{op_name}] = {fn['function']}"
+                )
             continue
         if isinstance(value, dict) and "function" in value:
             if not value.get("source"):

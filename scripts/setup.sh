@@ -31,6 +31,6 @@ if ! "$PY" -c "import tcompile.cli.main, click, rich" >/dev/null 2>&1 \
   "$PY" -m pip install --quiet -e ".[${extras}]"
 else
   # extras may be missing even when tcompile is installed
-  case ",$extras," in *,test,*) "$PY" -c "import pytest, hypothesis" 2>/dev/null || "$PY" -m pip install --quiet -e ".[${extras}]";; esac
+  case ",$extras," in *,test,*) "$PY" -c "import pytest, hypothesis, xdist" 2>/dev/null || "$PY" -m pip install --quiet -e ".[${extras}]";; esac
   case ",$extras," in *,models,*) "$PY" -c "import transformers" 2>/dev/null || "$PY" -m pip install --quiet -e ".[${extras}]";; esac
 fi

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers import FIXTURES, run_tcompile
 
 pytestmark = pytest.mark.slow
@@ -24,28 +25,59 @@ def repro_module_body(doc):
     text = open(doc["repro"]).read()
     start = text.index("class Repro(torch.nn.Module):")
     body = text[start:].split("\n\n", 1)[0]
-    return [ln.strip() for ln in body.splitlines()[2:] if ln.strip() and not ln.strip().startswith("return")]
+    return [
+        ln.strip()
+        for ln in body.splitlines()[2:]
+        if ln.strip() and not ln.strip().startswith("return")
+    ]
 
 
 def run_repro(path, *args, cwd):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(path), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
 
 
-@pytest.mark.parametrize("fixture, flags, op", [
-    ("cpp_relu_compile_error.py", [], "torch.relu"),
-    ("cpp_relu_runtime_error.py", [], "torch.relu"),
-    ("cpp_relu_accuracy.py", ["--accuracy"], "torch.relu"),
-    ("cpp_throw_crash.py", [], "torch.relu"),  # kills its worker: tcompile carries on
-])
-def test_cpp_relu_bugs_minify_to_the_relu(fixture, flags, op, tmp_path):
-    doc = minify(tmp_path, fixture, *flags)
+@pytest.fixture(scope="module")
+def compile_error_minified(tmp_path_factory):
+    return minify(tmp_path_factory.mktemp("compile_error"), "cpp_relu_compile_error.py")
+
+
+# the accuracy variant is minified by tests/test_bisect_e2e.py (bisect --minify)
+@pytest.mark.parametrize(
+    "fixture, flags, op",
+    [
+        ("cpp_relu_compile_error.py", [], "torch.relu"),
+        ("cpp_relu_runtime_error.py", [], "torch.relu"),
+        ("cpp_throw_crash.py", [], "torch.relu"),  # kills its worker: tcompile carries on
+    ],
+)
+def test_cpp_relu_bugs_minify_to_the_relu(fixture, flags, op, tmp_path, request):
+    if fixture == "cpp_relu_compile_error.py":
+        doc = request.getfixturevalue("compile_error_minified")
+        tmp_path = __import__("pathlib").Path(doc["run_dir"]).parent
+    else:
+        doc = minify(tmp_path, fixture, *flags)
     assert doc["exit_code"] == 1 and doc["verified"], doc
     (line,) = repro_module_body(doc)
     assert f"= {op}(" in line
     assert doc["nodes_after"] == 1 and doc["nodes_before"] > 1
-    for key in ("repro", "launcher", "nodes_before", "nodes_after", "calls", "seconds", "signature", "verified"):
+    for key in (
+        "repro",
+        "launcher",
+        "nodes_before",
+        "nodes_after",
+        "calls",
+        "seconds",
+        "signature",
+        "verified",
+    ):
         assert key in doc
     # everything under --out, nothing in the working directory
     assert doc["repro"].startswith(str(tmp_path)) and doc["launcher"].startswith(str(tmp_path))
@@ -71,7 +103,10 @@ def test_strict_and_loose_accuracy_pick_different_bugs(tmp_path):
     (strict_line,) = repro_module_body(strict)
     assert " + " in loose_line  # the add the pass turned into a sub
     assert "* 3.0" in strict_line  # the scaling only strict accuracy sees
-    assert "StrictAccuracyError" in strict["signature"] and "StrictAccuracyError" not in loose["signature"]
+    assert (
+        "StrictAccuracyError" in strict["signature"]
+        and "StrictAccuracyError" not in loose["signature"]
+    )
 
 
 def test_custom_backend_after_dynamo_ends_at_the_rejected_op(tmp_path):
@@ -99,10 +134,11 @@ def test_dynamic_shapes_kept(tmp_path):
     assert "torch.relu(" in line
 
 
-def test_launcher_run_and_corrupt_launchers(tmp_path):
-    doc = minify(tmp_path / "m", "cpp_relu_compile_error.py")
-    launcher = doc["launcher"]
-    proc = subprocess.run([sys.executable, launcher, "run"], capture_output=True, text=True, timeout=600)
+def test_launcher_run_and_corrupt_launchers(tmp_path, compile_error_minified):
+    launcher = compile_error_minified["launcher"]
+    proc = subprocess.run(
+        [sys.executable, launcher, "run"], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 1 and "REPRODUCED" in proc.stdout
     foreign = tmp_path / "minifier_launcher.py"
     foreign.write_text("# torch's own launcher\nimport torch\n")
@@ -119,15 +155,30 @@ def test_bad_input(tmp_path):
     clean = minify(tmp_path / "clean", "clean.py")
     assert clean["exit_code"] == 0 and "nothing to minify" in clean["message"]
     assert not any((tmp_path / "clean").rglob("*.py"))  # no files for no failure
-    r = run_tcompile("minify", "--graph", "7", "--out", str(tmp_path / "g"), str(FIXTURES / "cpp_relu_compile_error.py"))
+    r = run_tcompile(
+        "minify",
+        "--graph",
+        "7",
+        "--out",
+        str(tmp_path / "g"),
+        str(FIXTURES / "cpp_relu_compile_error.py"),
+    )
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("tcompile: error:")]
     assert r.returncode == 2 and len(errors) == 1 and "--graph 7" in errors[0]
     assert "Traceback" not in r.stderr
-    r = run_tcompile("minify", "--match", "nothing-like-this", "--out", str(tmp_path / "m"),
-                     str(FIXTURES / "cpp_relu_compile_error.py"))
+    r = run_tcompile(
+        "minify",
+        "--match",
+        "nothing-like-this",
+        "--out",
+        str(tmp_path / "m"),
+        str(FIXTURES / "cpp_relu_compile_error.py"),
+    )
     assert r.returncode == 2 and "no failure" in r.stderr
     ro = tmp_path / "readonly"
     ro.mkdir()
     (ro / "file").write_text("x")
-    r = run_tcompile("minify", "--out", str(ro / "file" / "sub"), str(FIXTURES / "cpp_relu_compile_error.py"))
+    r = run_tcompile(
+        "minify", "--out", str(ro / "file" / "sub"), str(FIXTURES / "cpp_relu_compile_error.py")
+    )
     assert r.returncode == 2 and "--out" in r.stderr

@@ -1,0 +1,159 @@
+"""``tcompile explain``: why no speed-up, why recompiles, where compile time goes.
+
+The program runs once under the hooks with diagnostics on (diagnostics.py); this
+module turns the events into the report: graphs and ops, graph breaks grouped by
+reason and place (most frequent first), recompilations with the guard that failed,
+frames that hit the recompile limit, compile seconds per phase per graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import Counter
+from typing import Any
+
+from .observer import Observer
+from .protocol import HookConfig, read_events
+from .runner import new_run_dir, run_process
+
+
+@dataclasses.dataclass
+class ExplainReport:
+    graphs: list[dict[str, Any]]
+    graph_count: int
+    graph_break_count: int
+    op_count: int
+    graph_breaks: list[dict[str, Any]]
+    recompilations: list[dict[str, Any]]
+    recompile_limit: list[dict[str, Any]]
+    compile_seconds: dict[str, float]
+    exit_code: int
+    returncode: int | None
+    run_dir: str
+    debug_index: list[dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def explain(
+    command: list[str],
+    *,
+    out: str | None = None,
+    timeout: float | None = None,
+    observer: Observer | None = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    debug_dir: str | None = None,
+    only: str | None = None,
+) -> ExplainReport:
+    run_dir = new_run_dir(out, "explain")
+    # the program's own backend: compile time per phase is the point
+    config = HookConfig(
+        dir=os.path.join(run_dir, "compiled"), explain=True, debug_dir=debug_dir, only=only
+    )
+    result = run_process(
+        command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
+    )
+    report = build_report(read_events(config.dir), result.returncode, run_dir)
+    if debug_dir:
+        report.debug_index = index_debug_dir(debug_dir)
+    return report
+
+
+ARTIFACTS = (
+    "fx_graph_readable.py",
+    "fx_graph_transformed.py",
+    "ir_pre_fusion.txt",
+    "ir_post_fusion.txt",
+    "output_code.py",
+    "fx_graph_runnable.py",
+)
+
+
+def index_debug_dir(debug_dir: str) -> list[dict[str, Any]]:
+    """Flatten inductor's trace folders into DIR/graph-NNN-kind/<artifact> and list them."""
+    import shutil
+    from pathlib import Path
+
+    out = []
+    for gdir in sorted(Path(debug_dir).glob("graph-*")):
+        nested = sorted(gdir.glob("torchinductor/*/"))
+        for sub in nested[-1:]:  # the last compile of this graph
+            for f in sub.iterdir():
+                if f.is_file():
+                    shutil.move(str(f), gdir / f.name)
+        if nested:
+            shutil.rmtree(gdir / "torchinductor", ignore_errors=True)
+        _, index, kind = gdir.name.split("-", 2)
+        files = {a: str(gdir / a) for a in ARTIFACTS if (gdir / a).exists()}
+        out.append({"graph": int(index), "kind": kind, "dir": str(gdir), "files": files})
+    return out
+
+
+def build_report(
+    events: list[dict[str, Any]], returncode: int | None, run_dir: str
+) -> ExplainReport:
+    graphs = [e for e in events if e.get("event") == "graph"]
+    breaks: Counter[tuple[str, str, int | None]] = Counter()
+    for g in graphs:
+        if g.get("break_reason"):
+            breaks[(g["break_reason"], g.get("break_file") or "", g.get("break_line"))] += 1
+    graph_breaks = [
+        {"reason": r, "file": f, "line": ln, "count": c}
+        for (r, f, ln), c in sorted(
+            breaks.items(), key=lambda kv: (-kv[1], kv[0][1], kv[0][2] or 0)
+        )
+    ]
+    recompilations = [
+        {
+            "frame": e["frame"],
+            "file": e["file"],
+            "line": e["line"],
+            "reason": (e.get("reasons") or ["unknown"])[0],
+            "reasons": e.get("reasons") or [],
+        }
+        for e in events
+        if e.get("event") == "recompile"
+    ]
+    limits = [
+        {"function": e.get("function"), "message": e.get("message")}
+        for e in events
+        if e.get("event") == "recompile_limit"
+    ]
+    totals: Counter[str] = Counter()
+    rows = []
+    for g in graphs:
+        phases = g.get("phases") or {}
+        totals.update(phases)
+        rows.append(
+            {
+                "index": g["index"],
+                "frame": g.get("frame"),
+                "file": g.get("file"),
+                "line": g.get("line"),
+                "nodes": g.get("nodes"),
+                "ops": g.get("ops") or {},
+                "phases": phases,
+                "compile_seconds": g.get("compile_seconds"),
+                "compile_id": g.get("compile_id"),
+            }
+        )
+    compile_seconds = {k: round(v, 3) for k, v in totals.items()}
+    compile_seconds["total"] = round(
+        sum(g.get("compile_seconds") or 0 for g in graphs) + totals.get("dynamo_capture", 0), 3
+    )
+    return ExplainReport(
+        graphs=rows,
+        graph_count=len(graphs),
+        graph_break_count=sum(b["count"] for b in graph_breaks),
+        op_count=sum(g.get("nodes") or 0 for g in graphs),
+        graph_breaks=graph_breaks,
+        recompilations=recompilations,
+        recompile_limit=limits,
+        compile_seconds=compile_seconds,
+        exit_code=0,
+        returncode=returncode,
+        run_dir=run_dir,
+    )

@@ -1,0 +1,77 @@
+"""End-to-end `tcompile bisect` on fixtures (real runs of the program).  --jobs 2:
+the CI machine has two cores."""
+
+import json
+
+import pytest
+
+from helpers import FIXTURES, run_tcompile
+
+pytestmark = pytest.mark.slow
+
+
+def bisect(tmp_path, fixture, *flags):
+    r = run_tcompile(
+        "bisect", "--json", "--jobs", "2", "--out", str(tmp_path), *flags, str(FIXTURES / fixture)
+    )
+    assert "Traceback" not in r.stdout, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == r.returncode
+    for key in (
+        "stage",
+        "graph",
+        "graph_kind",
+        "subsystem",
+        "application",
+        "detail",
+        "runs",
+        "seconds",
+        "flaky",
+    ):
+        assert key in doc
+    return doc
+
+
+def test_lowering_bug_then_minify(tmp_path):
+    doc = bisect(tmp_path, "cpp_relu_accuracy.py", "--accuracy", "--minify")
+    assert (doc["stage"], doc["subsystem"], doc["detail"]) == ("inductor", "lowerings", "relu")
+    assert doc["graph"] == 0 and not doc["flaky"]
+    assert doc["bad"]["TORCH_BISECT_SUBSYSTEM"] == "lowerings"
+    m = doc["minify"]
+    assert m["verified"] and m["nodes_after"] == 1
+    assert "torch.relu(" in open(m["repro"]).read()
+
+
+def test_decomposition_bug(tmp_path):
+    doc = bisect(tmp_path, "bad_decomposition.py", "--accuracy")
+    assert (doc["stage"], doc["subsystem"]) == ("aot_eager_decomp_partition", "decomposition")
+    assert "aten.silu" in doc["detail"]
+
+
+def test_custom_post_grad_pass_bug(tmp_path):
+    doc = bisect(tmp_path, "post_grad_pass_bug.py", "--accuracy")
+    assert (doc["stage"], doc["subsystem"]) == ("inductor", "post_grad_passes")
+    assert doc["detail"] == "post_grad_custom_post_pass"
+
+
+def test_backward_only_bug(tmp_path):
+    doc = bisect(tmp_path, "backward_only.py", "--accuracy")
+    assert doc["stage"] == "inductor" and doc["graph_kind"] == "backward"
+    assert doc["subsystem"] == "post_grad_passes"
+
+
+def test_multi_graph_names_the_graph(tmp_path):
+    doc = bisect(tmp_path, "multi_graph.py", "--accuracy")
+    assert doc["graph"] == 1
+    assert (doc["subsystem"], doc["detail"]) == ("lowerings", "relu")
+
+
+def test_custom_backend_and_capture_and_clean(tmp_path):
+    doc = bisect(tmp_path / "a", "custom_backend.py")
+    assert doc["stage"] == "my_compiler" and doc["exit_code"] == 1
+    doc = bisect(tmp_path / "b", "capture_fullgraph.py")
+    assert doc["stage"] == "eager" and doc["exit_code"] == 1
+    doc = bisect(tmp_path / "c", "clean.py")
+    assert doc["exit_code"] == 0 and "never fails" in doc["message"]
+    doc = bisect(tmp_path / "d", "fails_without_compile.py")
+    assert doc["exit_code"] == 3
