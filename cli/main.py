@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 from typing import Any
 
@@ -43,12 +44,46 @@ def _command_from_args(argv: tuple[str, ...]) -> list[str]:
     return list(argv)
 
 
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _fail_usage(message: str) -> None:
     click.echo(f"tcompile: error: {message}", err=True)
     sys.exit(2)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """Turns an unexpected error of tcompile itself into one line and exit 4, with the
+    traceback kept in a file (a bug report for tcompile, not a crash in the user's face)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (
+            click.exceptions.Exit,
+            click.ClickException,
+            click.Abort,
+            SystemExit,
+            KeyboardInterrupt,
+        ):
+            raise
+        except Exception as exc:
+            import tempfile
+            import traceback
+
+            fd, path = tempfile.mkstemp(prefix="tcompile-internal-error-", suffix=".txt")
+            with os.fdopen(fd, "w") as f:
+                f.write(f"tcompile {__version__}\nargv: {sys.argv}\n\n")
+                traceback.print_exc(file=f)
+            click.echo(
+                f"tcompile: internal error: {type(exc).__name__}: {exc} (traceback in {path})",
+                err=True,
+            )
+            sys.exit(EXIT_INTERNAL)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tcompile")
 def main() -> None:
     """Find, classify and shrink bugs in PyTorch's torch.compile stack.
@@ -57,6 +92,9 @@ def main() -> None:
     3 the program fails the same way without torch.compile (not a compiler bug),
     4 tcompile itself failed.
     """
+    # SIGTERM (a CI timeout, `kill`) ends tcompile like Ctrl-C: the programs it runs,
+    # each in its own process group, are killed on the way out.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
