@@ -68,6 +68,8 @@ class _Group(click.Group):
             KeyboardInterrupt,
         ):
             raise
+        except BrokenPipeError:  # `tcompile ... | head`: the reader went away
+            sys.exit(0)
         except Exception as exc:
             import tempfile
             import traceback
