@@ -179,10 +179,11 @@ class Session:
 class _AotHooks:
     """Wraps each AOT-level compile of one Dynamo graph (see stages.AotHooks)."""
 
-    def __init__(self, session: Session, index: int, stage: str) -> None:
+    def __init__(self, session: Session, index: int, stage: str, backend: Any = None) -> None:
         self.session = session
         self.index = index
         self.stage = stage
+        self.backend = backend
         self.failed_kind: str | None = None
         self.kinds: list[str] = []
         self.inner_seconds = 0.0  # AOT-level compiles (inductor's compile_fx_inner) so far
@@ -197,6 +198,13 @@ class _AotHooks:
     ) -> Any:
         rec = self.session.recorder
         nodes = compute_nodes(gm)
+        serve = self.session.config.serve
+        if serve and serve.get("level") == "aot" and serve.get("graph") == self.index and (
+            serve.get("graph_kind") in (None, kind)
+        ):
+            # a minifier worker at the AOT level: no compile; stop at the first call of
+            # this graph and judge candidates there, with its real inputs
+            return _AotServer(self.session, self, copy.deepcopy(gm), kind)
         # Backward graphs are compiled lazily, during loss.backward(): keep an eager
         # copy to fall back on, taken before the compiler's passes edit the graph.
         keep = copy.deepcopy(gm) if kind == "backward" else None
@@ -242,6 +250,27 @@ class _AotHooks:
         if keep is not None:
             return _BackwardRunner(self.session, self.index, self.stage, compiled, keep)
         return compiled
+
+
+class _AotServer:
+    """Stands in for the AOT graph being minified: serves at its first call."""
+
+    _boxed_call = True
+
+    def __init__(self, session: Session, hooks: _AotHooks, gm: Any, kind: str) -> None:
+        self.session = session
+        self.reference = gm
+        self.index = hooks.index
+        self.stage = hooks.stage
+        self.forward_kind = kind
+        self.backend = hooks.backend
+
+    def __call__(self, *call_args: Any) -> Any:
+        from .worker import serve
+
+        args = call_args[0] if len(call_args) == 1 and type(call_args[0]) is list else list(call_args)
+        serve(self.session, self, [a.detach() if isinstance(a, torch.Tensor) else a for a in args],
+              meta_override={"level": "aot"})
 
 
 def _debug_artifacts(debug_dir: str | None, index: int, kind: str) -> Any:
@@ -336,7 +365,9 @@ class GraphRunner:
         cfg = session.config
         self.checks_left = cfg.check_calls if cfg.accuracy != "off" else 0
         self.quarantined = compiled is None  # its compile failed: it runs eagerly
-        self.serve_here = bool(cfg.serve) and cfg.serve.get("graph") == index
+        self.serve_here = (
+            bool(cfg.serve) and cfg.serve.get("graph") == index and cfg.serve.get("level", "dynamo") == "dynamo"
+        )
         self._fp64: Any = None
 
     def __call__(self, *call_args: Any) -> Any:
@@ -480,7 +511,7 @@ class TcompileBackend:
             rec.emit("graph", stage=Stage.EAGER.value, gated=True, compile_seconds=0.0, **base)
             return gm.forward
         reference = copy.deepcopy(gm)
-        hooks = _AotHooks(session, index, stage)
+        hooks = _AotHooks(session, index, stage, backend=self)
         user_backend = None if stage != backend_name(self.user_backend) else self.user_backend
         # random ops must draw eager's numbers while accuracy is judged; only then
         # (fallback_random also changes which decompositions inductor uses)

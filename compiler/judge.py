@@ -29,6 +29,8 @@ class Target:
     mode: str | None = None
     options: dict[str, Any] | None = None
     dynamic: bool | None = None
+    level: str = "dynamo"  # or "aot": candidates are AOT graphs, compiled by compile_fx_inner
+    graph_kind: str = "forward"
 
 
 class _PlainHooks:
@@ -62,10 +64,53 @@ def accuracy_signature(
     )
 
 
+def judge_aot(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> tuple[str, dict[str, Any] | None]:
+    """An AOT-level candidate: ATen ops, compiled by inductor's compile_fx_inner (as
+    inductor compiles the forward/backward/inference graphs it is handed)."""
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    strict = target.accuracy == "strict"
+
+    def clones(dtype: Any = None) -> list[Any]:
+        return [accuracy.clone_input(x, dtype) for x in inputs]
+
+    with torch.no_grad():
+        try:
+            ref = accuracy.Outcome(accuracy.flatten(gm(*clones())), [])
+        except Exception:
+            return "invalid", None
+        try:
+            compiled = compile_fx_inner(_fresh_graph(gm), clones())
+        except Exception as exc:
+            sig = FailureSignature.from_exception(target.stage, FailureKind.COMPILE, exc)
+            return _verdict(sig, target), sig.to_json()
+        try:
+            res = accuracy.Outcome(accuracy.flatten(compiled(clones())), [])
+        except Exception as exc:
+            sig = FailureSignature.from_exception(target.stage, FailureKind.RUNTIME, exc)
+            return _verdict(sig, target), sig.to_json()
+        if target.accuracy != "off" or target.signature.kind == FailureKind.ACCURACY.value:
+            fp64 = None
+            if not strict:
+                try:
+                    fp64 = accuracy.Outcome(accuracy.flatten(accuracy.to_float64(gm)(*clones(torch.float64))), [])
+                except Exception:
+                    fp64 = None
+            mismatch = accuracy.compare(ref, res, fp64, strict=strict)
+            if mismatch is not None:
+                if target.graph_kind == "backward":  # a backward graph's outputs are gradients
+                    mismatch = accuracy.Mismatch("grad " + mismatch.where.split()[-1], mismatch.detail)
+                sig = accuracy_signature(target.stage, strict, mismatch, target.graph_kind)
+                return _verdict(sig, target), sig.to_json()
+    return "pass", None
+
+
 def judge(
     gm: torch.fx.GraphModule, inputs: list[Any], target: Target
 ) -> tuple[str, dict[str, Any] | None]:
     """("same_failure" | "other_failure" | "pass" | "invalid", signature or None)."""
+    if target.level == "aot":
+        return judge_aot(gm, inputs, target)
     from .stages import build_stage
 
     strict = target.accuracy == "strict"

@@ -65,6 +65,7 @@ def serve(
             "options": {k: v for k, v in (backend.options or {}).items() if _plain(v)},
             "dynamic": backend.dynamic,
             "grad_enabled": torch.is_grad_enabled(),  # the program's grad mode at the call
+            "level": "dynamo",
             "torch": torch.__version__,
         }
         meta.update(meta_override or {})
@@ -79,6 +80,8 @@ def serve(
         mode=runner.backend.mode,
         options=runner.backend.options,
         dynamic=runner.backend.dynamic,
+        level=(meta_override or {}).get("level", "dynamo"),
+        graph_kind=runner.forward_kind,
     )
     rfd, wfd = spec["fds"]
     with os.fdopen(rfd, "r") as requests, os.fdopen(wfd, "w", buffering=1) as replies:

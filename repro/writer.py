@@ -154,6 +154,7 @@ ACCURACY = {accuracy!r}  # off | loose | strict
 COMPILE_KWARGS = {compile_kwargs}
 DYNAMIC = {dynamic!r}  # the program's torch.compile(dynamic=...)
 GRAD_ENABLED = {grad_enabled!r}  # the program's grad mode when the graph ran
+FORWARD_KIND = {forward_kind!r}  # set for an AOT-level graph: which one it was
 
 # inductor configuration that differs from torch's defaults
 {config_lines}
@@ -170,7 +171,7 @@ def check(backend):
     rng = RngState()
     ref = run_with_grads(mod, inputs)
     rng.restore()
-    forward_kind = "forward" if ref.grads else "inference"
+    forward_kind = FORWARD_KIND or ("forward" if ref.grads else "inference")
     kwargs = dict(COMPILE_KWARGS)
     if backend != STAGE:
         kwargs = {{}}
@@ -198,6 +199,8 @@ def check(backend):
             graph_kind = "backward" if mismatch.where.startswith("grad") else forward_kind
             exc_type = "StrictAccuracyError" if strict else "AccuracyError"
             where = mismatch.where.split()[0]
+            if FORWARD_KIND == "backward":  # an AOT backward graph: its outputs are gradients
+                graph_kind, where = "backward", "grad"
             return f"{{STAGE}}/accuracy: {{exc_type}}: {{graph_kind}} {{where}} differs from eager"
     return None
 
@@ -315,6 +318,7 @@ def write_repro(
         compile_kwargs=repr(compile_kwargs),
         dynamic=meta.get("dynamic"),
         grad_enabled=meta.get("grad_enabled", True),
+        forward_kind=meta.get("forward_kind") if meta.get("level") == "aot" else None,
         config_lines=config_lines,
         extra_source=(extra_source + "\n") if extra_source else "",
         module_src=module_src,

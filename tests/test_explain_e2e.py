@@ -36,14 +36,14 @@ def test_explain_matches_torch(tmp_path):
     # the program calls f twice (the second call recompiles every frame)
     assert doc["graph_count"] == 2 * ref["graphs"] == 8
     lines = sorted({b["line"] for b in doc["graph_breaks"]})
-    assert lines == sorted(ln for ln, _ in ref["where"]) == [14, 16, 21]
+    assert lines == sorted(ln for ln, _ in ref["where"]) == [15, 17, 22]
     for b in doc["graph_breaks"]:
         assert b["file"].endswith("graph_breaks.py") and b["count"] == 2
         assert any(
             b["reason"].splitlines()[0] == reason for ln, reason in ref["where"] if ln == b["line"]
         )
     rec = doc["recompilations"]
-    assert rec and rec[0]["frame"] == "f" and rec[0]["line"] == 12
+    assert rec and rec[0]["frame"] == "f" and rec[0]["line"] == 13
     assert "size mismatch at index 0. expected 8, actual 12" in rec[0]["reason"]
     assert {"dynamo_capture", "aot_autograd", "inductor", "codegen"} <= set(doc["compile_seconds"])
     assert all(g["phases"] for g in doc["graphs"])
