@@ -199,12 +199,15 @@ class _AotHooks:
         rec = self.session.recorder
         nodes = compute_nodes(gm)
         serve = self.session.config.serve
-        if serve and serve.get("level") == "aot" and serve.get("graph") == self.index and (
-            serve.get("graph_kind") in (None, kind)
+        if (
+            serve
+            and serve.get("level") == "aot"
+            and serve.get("graph") == self.index
+            and (serve.get("graph_kind") in (None, kind))
         ):
             # a minifier worker at the AOT level: no compile; stop at the first call of
             # this graph and judge candidates there, with its real inputs
-            return _AotServer(self.session, self, copy.deepcopy(gm), kind)
+            return _AotServer(self.session, self, _plain_graph_module(gm), kind)
         # Backward graphs are compiled lazily, during loss.backward(): keep an eager
         # copy to fall back on, taken before the compiler's passes edit the graph.
         keep = copy.deepcopy(gm) if kind == "backward" else None
@@ -252,6 +255,14 @@ class _AotHooks:
         return compiled
 
 
+def _plain_graph_module(gm: Any) -> Any:
+    """A copy that pickles as a plain GraphModule (an AOT graph remembers make_fx's
+    tracer, and unpickling it would need torch internals the reader may not have)."""
+    g = torch.fx.Graph()
+    g.output(g.graph_copy(gm.graph, {}))
+    return torch.fx.GraphModule(gm, g)
+
+
 class _AotServer:
     """Stands in for the AOT graph being minified: serves at its first call."""
 
@@ -268,9 +279,15 @@ class _AotServer:
     def __call__(self, *call_args: Any) -> Any:
         from .worker import serve
 
-        args = call_args[0] if len(call_args) == 1 and type(call_args[0]) is list else list(call_args)
-        serve(self.session, self, [a.detach() if isinstance(a, torch.Tensor) else a for a in args],
-              meta_override={"level": "aot"})
+        args = (
+            call_args[0] if len(call_args) == 1 and type(call_args[0]) is list else list(call_args)
+        )
+        serve(
+            self.session,
+            self,
+            [a.detach() if isinstance(a, torch.Tensor) else a for a in args],
+            meta_override={"level": "aot"},
+        )
 
 
 def _debug_artifacts(debug_dir: str | None, index: int, kind: str) -> Any:
@@ -366,7 +383,9 @@ class GraphRunner:
         self.checks_left = cfg.check_calls if cfg.accuracy != "off" else 0
         self.quarantined = compiled is None  # its compile failed: it runs eagerly
         self.serve_here = (
-            bool(cfg.serve) and cfg.serve.get("graph") == index and cfg.serve.get("level", "dynamo") == "dynamo"
+            bool(cfg.serve)
+            and cfg.serve.get("graph") == index
+            and cfg.serve.get("level", "dynamo") == "dynamo"
         )
         self._fp64: Any = None
 

@@ -98,3 +98,42 @@ def apply_config(config: dict[str, Any], namespace: dict[str, Any]) -> None:
         for part in parts[:-1]:
             obj = getattr(obj, part)
         setattr(obj, parts[-1], value)
+
+
+# how a repro.py compiles an AOT-level graph: as inductor compiles the graphs AOTAutograd
+# hands it (torch's own after-aot repros do the same)
+AOT_COMPILE_SOURCE = "from torch._inductor.compile_fx import compile_fx_inner"
+
+
+def config_source(config: dict[str, Any]) -> tuple[str, str]:
+    """Python lines restating :func:`config_diffs` output in a repro (and the source of
+    the functions they need, to be placed before them)."""
+    lines = ["import torch._inductor.config as inductor_config"] if config else []
+    extra: list[str] = []
+    for key, value in sorted(config.items()):
+        if key == "decompositions":  # the program's own entries in inductor's table
+            for op_name, fn in sorted(value.items()):
+                if not fn.get("source"):
+                    lines.append(
+                        f"# decomposition of {op_name}: <function {fn['function']}> (source not available)"
+                    )
+                    continue
+                extra.append(fn["source"])
+                lines.append("import torch._inductor.decomposition as inductor_decomp")
+                lines.append(
+                    f"inductor_decomp.decompositions[torch.ops.{op_name}] = {fn['function']}"
+                )
+            continue
+        if isinstance(value, dict) and "function" in value:
+            if not value.get("source"):
+                lines.append(f"# {key} = <function {value['function']}> (source not available)")
+                continue
+            extra.append(value["source"])
+            lines.append(f"inductor_config.{key} = {value['function']}")
+        else:
+            lines.append(f"inductor_config.{key} = {value!r}")
+    if extra:
+        # functions are defined after the module-level names they commonly use
+        pre = "aten = torch.ops.aten\n\n"
+        return "\n".join(lines[:1]), pre + "\n\n".join(extra) + "\n\n" + "\n".join(lines[1:])
+    return "\n".join(lines) + ("\n" if lines else ""), ""

@@ -64,7 +64,9 @@ def accuracy_signature(
     )
 
 
-def judge_aot(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> tuple[str, dict[str, Any] | None]:
+def judge_aot(
+    gm: torch.fx.GraphModule, inputs: list[Any], target: Target
+) -> tuple[str, dict[str, Any] | None]:
     """An AOT-level candidate: ATen ops, compiled by inductor's compile_fx_inner (as
     inductor compiles the forward/backward/inference graphs it is handed)."""
     from torch._inductor.compile_fx import compile_fx_inner
@@ -93,13 +95,17 @@ def judge_aot(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> tu
             fp64 = None
             if not strict:
                 try:
-                    fp64 = accuracy.Outcome(accuracy.flatten(accuracy.to_float64(gm)(*clones(torch.float64))), [])
+                    fp64 = accuracy.Outcome(
+                        accuracy.flatten(accuracy.to_float64(gm)(*clones(torch.float64))), []
+                    )
                 except Exception:
                     fp64 = None
             mismatch = accuracy.compare(ref, res, fp64, strict=strict)
             if mismatch is not None:
                 if target.graph_kind == "backward":  # a backward graph's outputs are gradients
-                    mismatch = accuracy.Mismatch("grad " + mismatch.where.split()[-1], mismatch.detail)
+                    mismatch = accuracy.Mismatch(
+                        "grad " + mismatch.where.split()[-1], mismatch.detail
+                    )
                 sig = accuracy_signature(target.stage, strict, mismatch, target.graph_kind)
                 return _verdict(sig, target), sig.to_json()
     return "pass", None

@@ -159,20 +159,29 @@ def run_minify(
     # auto: the Dynamo graph, where every failure shows (a decomposition bug is
     # already inside the AOT graph, DESIGN.md mechanism 5)
     level = "aot" if after == "aot" else "dynamo"
-    if level == "aot" and (target.get("stage") != "inductor" or target.get("graph_kind") not in
-                           ("forward", "backward", "inference")):
+    if level == "aot" and (
+        target.get("stage") != "inductor"
+        or target.get("graph_kind") not in ("forward", "backward", "inference")
+    ):
         discard()
-        raise UsageError(f"--after aot needs a failure in an AOT graph compiled by inductor; this one is "
-                         f"in the {target.get('graph_kind')} graph of stage {target.get('stage')} "
-                         "(use --after dynamo)")
+        raise UsageError(
+            f"--after aot needs a failure in an AOT graph compiled by inductor; this one is "
+            f"in the {target.get('graph_kind')} graph of stage {target.get('stage')} "
+            "(use --after dynamo)"
+        )
     observer.status(f"minifying graph {index} ({target.get('graph_kind')}): {sig}")
     capture_dir = run_dir / "capture"
     config = HookConfig(
         dir=str(run_dir / "workers" / "events"),
         stage=backend,
         accuracy=accuracy,
-        serve={"graph": index, "capture_dir": str(capture_dir), "signature": sig.to_json(),
-               "level": level, "graph_kind": target.get("graph_kind")},
+        serve={
+            "graph": index,
+            "capture_dir": str(capture_dir),
+            "signature": sig.to_json(),
+            "level": level,
+            "graph_kind": target.get("graph_kind"),
+        },
     )
     return _minify_captured(
         command,

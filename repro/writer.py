@@ -26,6 +26,7 @@ import torch.fx as fx
 
 from tcompile.compiler import accuracy as _acc
 from tcompile.compiler import signature as _sig
+from tcompile.compiler.configs import AOT_COMPILE_SOURCE, config_source
 
 from .environment import environment
 
@@ -155,6 +156,8 @@ COMPILE_KWARGS = {compile_kwargs}
 DYNAMIC = {dynamic!r}  # the program's torch.compile(dynamic=...)
 GRAD_ENABLED = {grad_enabled!r}  # the program's grad mode when the graph ran
 FORWARD_KIND = {forward_kind!r}  # set for an AOT-level graph: which one it was
+LEVEL = {level!r}  # dynamo: a Dynamo graph, compiled by torch.compile; aot: an AOT graph
+{aot_import}
 
 # inductor configuration that differs from torch's defaults
 {config_lines}
@@ -175,10 +178,24 @@ def check(backend):
     kwargs = dict(COMPILE_KWARGS)
     if backend != STAGE:
         kwargs = {{}}
-    compiled = torch.compile(mod, backend=backend, dynamic=DYNAMIC, **kwargs)
     kind = "compile"
+    if LEVEL == "aot" and backend == STAGE:
+        # an AOT graph: compiled the way inductor compiles the graphs it is handed
+        gm = torch.fx.symbolic_trace(mod)
+        with torch.no_grad():
+            ref = Outcome(flatten(mod(*[clone_input(x) for x in inputs])), [])
+            try:
+                compiled = compile_fx_inner(gm, [clone_input(x) for x in inputs])
+                kind = "runtime"
+                res = Outcome(flatten(compiled([clone_input(x) for x in inputs])), [])
+            except Exception as exc:
+                real = root_cause(exc)
+                return f"{{STAGE}}/{{kind}}: {{_qualified_type(real)}}: {{normalize_message(str(real))}}"
+    else:
+        compiled = torch.compile(mod, backend=backend, dynamic=DYNAMIC, **kwargs)
     try:
-        res = run_with_grads(compiled, inputs)
+        if not (LEVEL == "aot" and backend == STAGE):
+            res = run_with_grads(compiled, inputs)
     except Exception as exc:  # compile errors surface at the first call
         real = root_cause(exc)
         if type(exc).__name__ != "BackendCompilerFailed" and real is exc:
@@ -285,7 +302,7 @@ def write_repro(
     module_src, imports = module_source(gm)
     sidecar = path.with_name(path.stem + "_inputs.pt")
     inputs_src, to_save = inputs_source(inputs, real_inputs, sidecar)
-    config_lines, extra = _config_source(meta.get("config") or {})
+    config_lines, extra = config_source(meta.get("config") or {})
     backend_fn = ""
     functions = "{}"
     if meta.get("backend_source") and stage == meta.get("user_backend"):
@@ -319,6 +336,8 @@ def write_repro(
         dynamic=meta.get("dynamic"),
         grad_enabled=meta.get("grad_enabled", True),
         forward_kind=meta.get("forward_kind") if meta.get("level") == "aot" else None,
+        level=meta.get("level", "dynamo"),
+        aot_import=AOT_COMPILE_SOURCE if meta.get("level") == "aot" else "",
         config_lines=config_lines,
         extra_source=(extra_source + "\n") if extra_source else "",
         module_src=module_src,
@@ -336,38 +355,6 @@ def write_repro(
     os.replace(tmp, path)
     os.chmod(path, 0o755)
     return path
-
-
-def _config_source(config: dict[str, Any]) -> tuple[str, str]:
-    lines = ["import torch._inductor.config as inductor_config"] if config else []
-    extra: list[str] = []
-    for key, value in sorted(config.items()):
-        if key == "decompositions":  # the program's own entries in inductor's table
-            for op_name, fn in sorted(value.items()):
-                if not fn.get("source"):
-                    lines.append(
-                        f"# decomposition of {op_name}: <function {fn['function']}> (source not available)"
-                    )
-                    continue
-                extra.append(fn["source"])
-                lines.append("import torch._inductor.decomposition as inductor_decomp")
-                lines.append(
-                    f"inductor_decomp.decompositions[torch.ops.{op_name}] = {fn['function']}"
-                )
-            continue
-        if isinstance(value, dict) and "function" in value:
-            if not value.get("source"):
-                lines.append(f"# {key} = <function {value['function']}> (source not available)")
-                continue
-            extra.append(value["source"])
-            lines.append(f"inductor_config.{key} = {value['function']}")
-        else:
-            lines.append(f"inductor_config.{key} = {value!r}")
-    if extra:
-        # functions are defined after the module-level names they commonly use
-        pre = "aten = torch.ops.aten\n\n"
-        return "\n".join(lines[:1]), pre + "\n\n".join(extra) + "\n\n" + "\n".join(lines[1:])
-    return "\n".join(lines) + ("\n" if lines else ""), ""
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -182,3 +182,14 @@ def test_bad_input(tmp_path):
         "minify", "--out", str(ro / "file" / "sub"), str(FIXTURES / "cpp_relu_compile_error.py")
     )
     assert r.returncode == 2 and "--out" in r.stderr
+
+
+def test_after_aot_backward_graph(tmp_path):
+    """--after aot: the backward graph inductor was handed, compiled as inductor
+    compiles it (the planted pass only touches graphs with tangents)."""
+    doc = minify(tmp_path, "backward_only.py", "--after", "aot", "--accuracy")
+    assert doc["verified"], doc
+    assert doc["signature"].endswith("backward grad differs from eager")
+    (line,) = repro_module_body(doc)
+    assert "torch.ops.aten.mul.Tensor(tangents_1" in line
+    assert "LEVEL = 'aot'" in open(doc["repro"]).read()
