@@ -579,7 +579,7 @@ def _render_bisect(report: Any, console: Any) -> None:
         ("application", report.application),
         ("detail", report.detail),
         ("runs", f"{report.runs} in {report.seconds:.1f}s"),
-        ("flaky", "YES: results flipped on re-run" if report.flaky else "no"),
+        ("flaky", f"YES: {report.flaky_detail}" if report.flaky else "no"),
     ):
         if value is not None:
             res.add_row(label, str(value))

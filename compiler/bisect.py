@@ -58,6 +58,7 @@ class BisectReport:
     runs: int = 0
     seconds: float = 0.0
     flaky: bool = False
+    flaky_detail: str | None = None  # how often the failure showed when results flipped
     signature: str | None = None
     good: dict[str, Any] | None = None
     bad: dict[str, Any] | None = None
@@ -350,6 +351,8 @@ def run_bisect(
     items = _items(culprit_stage, counts)
     subsystem = application = detail = None
     flaky = False
+    detail_flaky: str | None = None
+    detail_flaky = None
     good = bad = None
     if items:
         observer.status(f"inside {culprit_stage}: {len(items)} toggles and applications to search")
@@ -390,6 +393,12 @@ def run_bisect(
                 reuse=False,
             )[0]
             flaky = not again_bad or again_good
+            if flaky:
+                shown = 1 + int(again_bad)  # the search saw it fail once at the culprit config
+                detail_flaky = (
+                    f"the culprit configuration failed {shown} of 2 runs; the one below "
+                    f"failed {int(again_good)} of 2"
+                )
             if item.kind == "toggle":
                 subsystem, detail = "config", f"{item.name}={item.value!r} makes it pass"
             else:
@@ -402,7 +411,13 @@ def run_bisect(
                 }
                 good = {**bad, "TORCH_BISECT_MAX": str(item.index - 1)}
     report_kw.update(
-        subsystem=subsystem, application=application, detail=detail, flaky=flaky, good=good, bad=bad
+        subsystem=subsystem,
+        application=application,
+        detail=detail,
+        flaky=flaky,
+        flaky_detail=detail_flaky,
+        good=good,
+        bad=bad,
     )
     nxt = f"tcompile minify{' --accuracy' if accuracy == 'loose' else ' --strict-accuracy' if accuracy == 'strict' else ''}"
     if graph is not None:

@@ -124,7 +124,8 @@ def _meta(value: Any) -> str:
 
 
 def canonical_key(g: fx.Graph | fx.GraphModule, inputs: Sequence[Any]) -> str:
-    """Same structure, same targets, same input metadata => same key."""
+    """Same nodes (of the original graph), same structure and targets, same input
+    metadata => same key."""
     index: dict[fx.Node, int] = {}
     parts: list[str] = []
 
@@ -143,7 +144,9 @@ def canonical_key(g: fx.Graph | fx.GraphModule, inputs: Sequence[Any]) -> str:
         if n.op == "placeholder":
             parts.append(f"P {n.name} {_meta(next(inputs_iter, None))}")
         else:
-            parts.append(f"{n.op} {_target_name(n.target)} {arg(n.args)} {arg(n.kwargs)}")
+            # the name says which node of the original graph this is: two candidates made
+            # of different original nodes are different candidates, however alike
+            parts.append(f"{n.op} {n.name} {_target_name(n.target)} {arg(n.args)} {arg(n.kwargs)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
