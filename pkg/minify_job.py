@@ -419,25 +419,6 @@ def repro_reproduces(repro: Path, backend: str | None = None) -> bool:
 
 
 # ---- minifier_launcher.py --------------------------------------------------------
-def launch_main(path: str, data: dict[str, Any], argv: list[str]) -> int:
-    """Entry point of a generated minifier_launcher.py (prints: it is a script)."""
-    if "--serve" in argv:
-        _serve_launcher(path, data)
-        return 0
-    try:
-        report = launch(path, argv)
-    except UsageError as exc:
-        print(f"tcompile: error: {exc}", file=sys.stderr)
-        return 2
-    print(report.message)
-    if report.repro:
-        print(
-            f"nodes {report.nodes_before} -> {report.nodes_after}, {report.calls} calls, "
-            f"{report.seconds:.1f}s; repro: {report.repro} ({'verified' if report.verified else 'NOT verified'})"
-        )
-    return report.exit_code
-
-
 def launch(
     path: str,
     argv: list[str] | None = None,
@@ -511,13 +492,12 @@ def launch(
     )
 
 
-def _serve_launcher(path: str, data: dict[str, Any]) -> None:
+def serve_launcher(path: str, data: dict[str, Any]) -> None:
     """A worker for a launcher: restore the config, load the graph, serve."""
     import json
     import types
 
     import torch
-    import torch._inductor.config as inductor_config  # noqa: F401  (restoring its values)
 
     from tcompile.compiler.protocol import CONFIG_ENV
     from tcompile.compiler.worker import serve

@@ -38,7 +38,7 @@ import sys
 
 if __name__ == "__main__":
     try:
-        from tcompile.minify_job import launch_main
+        from tcompile.cli.launch import launch_main
     except ImportError:
         sys.exit("minifier_launcher.py needs tcompile: pip install tcompile (then run it again)")
     sys.exit(launch_main(__file__, TCOMPILE_LAUNCHER, sys.argv[1:]))

@@ -107,7 +107,9 @@ def test_env_and_bad_input(tmp_path):
 
 
 def test_recompile_limit_reported(tmp_path):
-    r = run_tcompile("explain", "--json", "--out", str(tmp_path), str(FIXTURES / "recompile_limit.py"))
+    r = run_tcompile(
+        "explain", "--json", "--out", str(tmp_path), str(FIXTURES / "recompile_limit.py")
+    )
     doc = json.loads(r.stdout)
     assert doc["recompile_limit"] and "step" in doc["recompile_limit"][0]["function"]
     assert all(rec["frame"] == "step" for rec in doc["recompilations"])
