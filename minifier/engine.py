@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .graph import Case, make_case
+from .graph import Case, make_case, own_copy
 
 
 class Verdict(str, enum.Enum):
@@ -140,7 +140,7 @@ class Problem:
         return bool(s())
 
     def _call_oracle(self, case: Case) -> Verdict:
-        inputs = [_fresh(x) for x in case.inputs]
+        inputs = [own_copy(x) for x in case.inputs]  # oracles may mutate their inputs
         try:
             return as_verdict(self.oracle(case.gm, inputs))
         except TypeError:
@@ -477,18 +477,6 @@ def _split(items: list[str], n: int) -> list[list[str]]:
             out.append(items[start:end])
         start = end
     return out
-
-
-def _fresh(x: Any) -> Any:
-    """A private copy of an input for one oracle call (oracles may mutate inputs)."""
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        y = x.detach().clone(memory_format=torch.preserve_format)
-        if x.requires_grad and y.is_floating_point():
-            y.requires_grad_(True)
-        return y
-    return x
 
 
 def minify(

@@ -169,7 +169,8 @@ class _Recorder(fx.Interpreter):
         return result
 
 
-def _own(value: Any) -> Any:
+def own_copy(value: Any) -> Any:
+    """A private copy of a value (a tensor keeps its layout and requires_grad)."""
     if isinstance(value, torch.Tensor):
         v = value.detach().clone(memory_format=torch.preserve_format)
         if value.requires_grad and v.is_floating_point():
@@ -182,8 +183,8 @@ def node_values(case: Case) -> dict[str, Any]:
     """The value of every node in one eager run of ``case`` (computed once, cached)."""
     if case._values is None:
         rec = _Recorder(case.gm)
-        rec.run(*[_own(x) for x in case.inputs])
-        case._values = {k: _own(v) for k, v in rec.values.items()}
+        rec.run(*[own_copy(x) for x in case.inputs])
+        case._values = {k: own_copy(v) for k, v in rec.values.items()}
     return case._values
 
 
