@@ -13,10 +13,9 @@ A reference that differs between two eager runs from the same RNG state is
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -106,11 +105,6 @@ def run_with_grads(
         grads = list(torch.autograd.grad(loss, leaves, allow_unused=True))
     outputs = [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
     return Outcome(outputs, grads)
-
-
-@contextlib.contextmanager
-def _no_autocast_surprises() -> Iterator[None]:
-    yield
 
 
 def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -213,10 +213,8 @@ class _AotHooks:
         keep = copy.deepcopy(gm) if kind == "backward" else None
         rec.mark(self.index, PHASE_COMPILE, kind)
         t0 = time.perf_counter()
-        try:
-            with _debug_artifacts(self.session.config.debug_dir, self.index, kind):
-                compiled = real_compile(gm, example_inputs, **kwargs)
-        except Exception as exc:
+
+        def emit(failed: bool) -> float:
             seconds = time.perf_counter() - t0
             rec.emit(
                 "aot_graph",
@@ -225,8 +223,15 @@ class _AotHooks:
                 nodes=nodes,
                 stage=self.stage,
                 compile_seconds=seconds,
-                failed=True,
+                failed=failed,
             )
+            return seconds
+
+        try:
+            with _debug_artifacts(self.session.config.debug_dir, self.index, kind):
+                compiled = real_compile(gm, example_inputs, **kwargs)
+        except Exception as exc:
+            emit(failed=True)
             if keep is None:
                 self.failed_kind = kind
                 raise
@@ -240,15 +245,7 @@ class _AotHooks:
             return _boxed_eager(keep)
         finally:
             rec.mark(-1, PHASE_IDLE)
-        self.inner_seconds += time.perf_counter() - t0
-        rec.emit(
-            "aot_graph",
-            index=self.index,
-            kind=kind,
-            nodes=nodes,
-            stage=self.stage,
-            compile_seconds=time.perf_counter() - t0,
-        )
+        self.inner_seconds += emit(failed=False)
         self.kinds.append(kind)
         if keep is not None:
             return _BackwardRunner(self.session, self.index, self.stage, compiled, keep)

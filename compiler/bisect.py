@@ -90,8 +90,6 @@ class Bisector:
         jobs: int,
         run_dir: Path,
         observer: Observer,
-        stdout: Any,
-        stderr: Any,
     ) -> None:
         self.command = command
         self.accuracy = accuracy
@@ -99,7 +97,6 @@ class Bisector:
         self.jobs = max(1, jobs)
         self.run_dir = run_dir
         self.observer = observer
-        self.stdout, self.stderr = stdout, stderr
         self.runs = 0
         self.steps: list[dict[str, Any]] = []
         self.target: FailureSignature | None = None
@@ -120,11 +117,10 @@ class Bisector:
         stage: str | None = None,
         gate: list[int] | None = None,
         bisect: dict[str, Any] | None = None,
-        env: dict[str, str] | None = None,
         reuse: bool = True,
     ) -> tuple[bool, dict[str, Any]]:
         """Run the program once under a configuration: does the target failure show?"""
-        key = repr((stage, gate, bisect, env))
+        key = repr((stage, gate, bisect))
         if reuse and key in self._known:
             return self._known[key], {"reused": True}
         self.runs += 1
@@ -139,7 +135,6 @@ class Bisector:
             stop_on={"kind": t.kind, "exc_type": t.exc_type, "message": t.message} if t else None,
         )
         t0 = time.monotonic()
-        saved = {k: os.environ.get(k) for k in (env or {})}
         result = run_process(
             self.command,
             config,
@@ -148,11 +143,6 @@ class Bisector:
             stdout=_Sink(),
             stderr=_Sink(),
         )
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         graphs, failures, _ = collect(result)
         hit = [f for f in failures if self._matches(f["signature_fields"])]
         verdict = bool(hit)
@@ -253,8 +243,6 @@ def run_bisect(
         jobs=jobs,
         run_dir=run_dir,
         observer=observer,
-        stdout=stdout,
-        stderr=stderr,
     )
 
     def done(code: int, message: str, **kw: Any) -> BisectReport:

@@ -566,14 +566,15 @@ def run_and_classify(
         accuracy=accuracy,
         debug_index=debug_index,
     )
-    _write_json(os.path.join(run_dir, "result.json"), report.to_json())
+    write_json(os.path.join(run_dir, "result.json"), report.to_json())
     return report
 
 
-def _write_json(path: str, data: Any) -> None:
+def write_json(path: str | os.PathLike[str], data: Any) -> None:
+    """Write JSON atomically: a reader never sees half a file."""
     import json
 
-    tmp = path + ".tmp"
+    tmp = f"{os.fspath(path)}.tmp"
     with open(tmp, "w") as f:
         json.dump(data, f, indent=2, default=str)
     os.replace(tmp, path)

@@ -101,13 +101,10 @@ def run_minify(
             re.compile(match)
         except re.error as exc:
             raise UsageError(f"--match is not a valid regular expression: {exc}") from None
-    created_out = out is None
     run_dir = Path(new_run_dir(out, "minify"))
 
     def discard() -> None:  # nothing to report: leave no files behind
         shutil.rmtree(run_dir, ignore_errors=True)
-        if created_out:
-            shutil.rmtree(run_dir, ignore_errors=True)
 
     observer.status(f"running the program once to find the failing graph ({run_dir})")
     report = run_and_classify(
@@ -218,10 +215,10 @@ def _minify_captured(
 ) -> MinifyReport:
     import torch
 
+    from tcompile.compiler.runner import write_json
     from tcompile.compiler.worker import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, WorkerPool
     from tcompile.minifier import MinifyError, Verdict, minify
     from tcompile.repro.launcher import write_launcher
-    from tcompile.repro.writer import write_json
 
     capture_dir = Path(config.serve["capture_dir"])  # type: ignore[index]
     pool = WorkerPool(

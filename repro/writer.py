@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import inspect
-import json
 import os
 import textwrap
 from pathlib import Path
@@ -355,9 +354,3 @@ def write_repro(
     os.replace(tmp, path)
     os.chmod(path, 0o755)
     return path
-
-
-def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
