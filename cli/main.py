@@ -152,6 +152,13 @@ def main() -> None:
     metavar="FUNCTION",
     help="Compile only frames of this function name (like TORCHDYNAMO_DEBUG_FUNCTION).",
 )
+@click.option(
+    "--record",
+    "record_all",
+    is_flag=True,
+    help="Record every frame whose conversion fails in Dynamo, also those Dynamo then "
+    "skips and runs eagerly (by default: the frames the program dies of).",
+)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def run(
     backend: str | None,
@@ -161,12 +168,14 @@ def run(
     out: str | None,
     debug_dir: str | None,
     only: str | None,
+    record_all: bool,
     argv: tuple[str, ...],
 ) -> None:
     """Run SCRIPT [ARGS] (or -- COMMAND ...) under the wrapped torch.compile stack.
 
     Reports every compiled graph and every compiler failure, classified as capture,
-    compile, runtime, accuracy, crash or timeout.
+    compile, runtime, accuracy, crash or timeout.  A frame that fails in TorchDynamo
+    is recorded (record.pkl in the run's directory) for `tcompile replay`.
     """
     from rich.console import Console
 
@@ -188,6 +197,7 @@ def run(
             stderr=sys.stderr,
             debug_dir=_abs_dir(debug_dir),
             only=only,
+            record="all" if record_all else "failures",
         )
     except UsageError as exc:
         _fail_usage(str(exc))
@@ -305,6 +315,155 @@ def explain(
             console.print(table)
         if report.debug_index is not None:
             _render_debug_index(report.debug_index, console)
+    sys.exit(report.exit_code)
+
+
+@main.command()
+@click.option(
+    "--backend",
+    default=None,
+    help="Compile the frame with this stage or backend instead of the recorded one.",
+)
+@click.option(
+    "--no-fullgraph",
+    "no_fullgraph",
+    is_flag=True,
+    help="Compile with fullgraph=False (graph breaks allowed) whatever was recorded.",
+)
+@click.option(
+    "--accuracy",
+    "accuracy",
+    flag_value="loose",
+    default=None,
+    help="Check compiled results against eager and a float64 reference.",
+)
+@click.option(
+    "--strict-accuracy",
+    "accuracy",
+    flag_value="strict",
+    help="Check compiled results against eager directly, with tight tolerances.",
+)
+@click.option(
+    "--info",
+    is_flag=True,
+    help="Print the record's metadata only: nothing is unpickled or executed.",
+)
+@click.option(
+    "--minify",
+    "then_minify",
+    is_flag=True,
+    help="When the replayed failure is in a backend (a graph), continue into tcompile minify.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Kill the replay after this many seconds.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory for tcompile's files (default: a new temporary directory).",
+)
+@click.argument("record", type=click.Path(dir_okay=True))
+def replay(
+    backend: str | None,
+    no_fullgraph: bool,
+    accuracy: str | None,
+    info: bool,
+    then_minify: bool,
+    timeout: float | None,
+    as_json: bool,
+    out: str | None,
+    record: str,
+) -> None:
+    """Re-run only the frame recorded in RECORD under torch.compile.
+
+    RECORD is a record.pkl written by tcompile (run, bisect, minify) or a record of
+    torch's own TORCH_COMPILE_REPLAY_RECORD=1.  Exit 1 when the frame fails (the
+    same failure or a different one: both are shown), 0 when it does not.
+
+    Replaying EXECUTES the recorded program's code (its functions, its pickled
+    objects): replay only records you trust.  --info executes nothing.
+    """
+    from rich.console import Console
+
+    from tcompile.compiler.runner import UsageError, check_backend
+
+    err = Console(stderr=True)
+    try:
+        if info:
+            from tcompile.compiler.record import RecordError, read_info
+
+            try:
+                meta = read_info(record)
+            except RecordError as exc:
+                raise UsageError(str(exc)) from None
+            if as_json:
+                click.echo(json.dumps(meta.to_json(), indent=2, default=str))
+            else:
+                from tcompile.cli.render import record_info
+
+                record_info(meta, Console())
+            sys.exit(0)
+        from tcompile.compiler.replay import replay as run_replay
+
+        check_backend(backend)
+        report = run_replay(
+            record,
+            backend=backend,
+            fullgraph=False if no_fullgraph else None,
+            accuracy=accuracy or "off",
+            timeout=timeout,
+            out=out,
+            observer=_observer(err, quiet=False),
+            stdout=sys.stderr if as_json else sys.stdout,
+            stderr=sys.stderr,
+        )
+        for warning in report.warnings:
+            click.echo(f"tcompile: warning: {warning}", err=True)
+        minified = None
+        target = next((f for f in report.failures if f.get("graph") is not None), None)
+        if then_minify and target is not None:
+            from tcompile.minify_job import run_minify
+
+            minified = run_minify(
+                report.command,
+                accuracy=accuracy or "off",
+                backend=backend,
+                graph=int(target["graph"]),
+                timeout=timeout,
+                out=out,
+                observer=_observer(err, quiet=False),
+                stdout=sys.stderr if as_json else sys.stdout,
+                stderr=sys.stderr,
+            )
+        elif then_minify and report.failures:
+            err.print(
+                "tcompile: the replayed failure is in Dynamo's capture, before any graph: "
+                "nothing to minify",
+                highlight=False,
+            )
+    except UsageError as exc:
+        _fail_usage(str(exc))
+        return
+    except KeyboardInterrupt:
+        err.print("tcompile: interrupted")
+        sys.exit(130)
+    if as_json:
+        data = report.to_json()
+        if minified is not None:
+            data["minify"] = minified.to_json()
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        from tcompile.cli.render import replay_summary
+
+        console = Console()
+        replay_summary(report, console)
+        if minified is not None:
+            _render_minify(minified, console)
     sys.exit(report.exit_code)
 
 
@@ -652,12 +811,15 @@ def _render_run(report: Any, console: Any) -> None:
     console.print()
     if report.graphs:
         console.print(graphs_table(report.graphs))
+    elif any(f["kind"] == "capture" for f in report.failures):
+        console.print("No graph was compiled: TorchDynamo failed before capturing one.")
     else:
         console.print(
             "No graph was compiled (the program never called a torch.compile'd function)."
         )
     if report.failures:
         console.print(failures_table(report.failures))
+    _render_records(getattr(report, "records", None) or [], console)
     for note in report.notes:
         console.print(f"[yellow]note: graph {note['graph']}: {note['text']}[/yellow]")
     colour = {"clean": "green", "compiler-failure": "red", "not-a-compiler-bug": "yellow"}[
@@ -668,6 +830,15 @@ def _render_run(report: Any, console: Any) -> None:
         f"({report.seconds:.1f}s, files in {report.run_dir})",
         highlight=False,
     )
+
+
+def _render_records(records: list[dict[str, Any]], console: Any) -> None:
+    for r in records:
+        console.print(
+            f"recorded the frame [bold]{r['function']}[/bold] that failed in Dynamo: {r['path']}\n"
+            f"  replay only that frame: [bold]tcompile replay {r['path']}[/bold]",
+            highlight=False,
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -151,3 +151,74 @@ def explain_tables(report: Any) -> list[Any]:
         )
     out.append(t)
     return out
+
+
+def record_info(info: Any, console: Console) -> None:
+    """``tcompile replay --info``: the metadata of a record (nothing unpickled)."""
+    meta = info.meta
+    if info.kind == "torch":
+        console.print(f"record:    {info.path} (written by torch's replay_record_enabled)")
+        console.print(f"function:  {meta.get('function', '?')} (line {meta.get('line', '?')})")
+        if meta.get("signature_text"):
+            console.print(f"failure:   {meta['signature_text']}", highlight=False)
+        console.print(f"size:      {meta.get('payload_bytes')} bytes")
+        console.print("[dim]torch's records carry no metadata: the rest is in the pickle[/dim]")
+        return
+    rows = [
+        ("record", f"{info.path} (format {meta.get('format')})"),
+        ("function", f"{meta.get('function')} at {meta.get('file')}:{meta.get('line')}"),
+        ("failure", meta.get("signature_text", "")),
+        ("failed at", meta.get("failure_at", "")),
+        ("compile", ", ".join(f"{k}={v}" for k, v in (meta.get("compile") or {}).items())),
+        (
+            "written",
+            f"{meta.get('written')} by tcompile {meta.get('tcompile')}, "
+            f"torch {meta.get('torch')}, Python {meta.get('python')}",
+        ),
+        (
+            "program",
+            f"{' '.join(meta.get('argv') or [])} (the frame failed "
+            f"{meta.get('seconds_into_program', '?')}s into it)",
+        ),
+    ]
+    sizes = meta.get("sizes") or {}
+    rows.append(
+        (
+            "size",
+            f"{meta.get('payload_bytes')} bytes; {sizes.get('tensors', 0)} tensors, "
+            f"{sizes.get('tensor_bytes', 0)} bytes of tensor data",
+        )
+    )
+    width = max(len(k) for k, _ in rows) + 1
+    for key, value in rows:
+        console.print(f"{(key + ':').ljust(width)} {value}", highlight=False)
+    args = meta.get("arguments") or {}
+    if args:
+        console.print("arguments:")
+        for name, text in args.items():
+            console.print(f"  {name}: {text}", highlight=False)
+    for name, why in (meta.get("unrecorded") or {}).items():
+        console.print(f"[yellow]not recorded: {name} ({why})[/yellow]", highlight=False)
+
+
+def replay_summary(report: Any, console: Console) -> None:
+    colour = {"reproduced": "red", "different": "red", "failed": "red", "none": "green"}.get(
+        report.outcome, "yellow"
+    )
+    console.print()
+    console.print(f"record:   {report.record} ({report.function})", highlight=False)
+    if report.recorded_signature:
+        console.print(f"recorded: {report.recorded_signature}", highlight=False)
+    if report.signature:
+        console.print(f"replayed: {report.signature}", highlight=False)
+    if report.user_stack:
+        console.print("user stack of the failure:")
+        for line in report.user_stack:
+            console.print(f"  {line}", highlight=False)
+    took = f"{report.seconds:.1f}s"
+    if report.original_seconds:
+        took += f"; the program had run {report.original_seconds:.1f}s before this frame failed"
+    console.print(
+        f"[{colour}]{report.explanation}[/{colour}]  ({took}, files in {report.run_dir})",
+        highlight=False,
+    )

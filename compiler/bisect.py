@@ -66,6 +66,7 @@ class BisectReport:
     steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     run_dir: str | None = None
     minify: dict[str, Any] | None = None
+    record: str | None = None  # a capture failure's frame, for `tcompile replay`
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -296,13 +297,16 @@ def run_bisect(
     sig_text = target["signature"]
     counts = base_counts(base)
     if target["kind"] == "capture":
+        record = target.get("record")
         return done(
             EXIT_COMPILER_FAILURE,
-            "TorchDynamo fails to capture the frame (stage eager); "
-            "try `tcompile run` for the user stack",
+            "TorchDynamo fails to capture the frame (stage eager)"
+            + (f"; the frame is recorded in {record}" if record else ""),
             stage="eager",
             signature=sig_text,
             detail=target.get("frame"),
+            record=record,
+            next_command=f"tcompile replay {record}" if record else None,
         )
     top = target["stage"]
     # 2. stage: the ladder below the failing stage, walked down from the top

@@ -19,11 +19,13 @@ import importlib.abc
 import importlib.util
 import os
 import sys
+import time
 from typing import Any
 
 from .protocol import CONFIG_ENV, HookConfig
 
 _installed = False
+STARTED = time.monotonic()  # interpreter start-up, near enough (sitecustomize imports this)
 _session: Any = None
 
 
@@ -133,6 +135,10 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
         from .subsystems import install
 
         install(config.bisect)
+    if config.record != "off" and not config.disable:
+        from .record import install as install_record
+
+        install_record(session)
     if config.explain:
         from .diagnostics import install as install_diagnostics
 
@@ -180,6 +186,9 @@ def _record_uncaught(exc: BaseException) -> None:
 
     dynamo = False
     user_frame = ""
+    record_path = None
+    user_stack: list[str] = []
+    original = exc
     if "torch" in sys.modules and _config is not None:
         from .backend import is_dynamo_exception
 
@@ -196,7 +205,15 @@ def _record_uncaught(exc: BaseException) -> None:
                 if stack:
                     fs = stack[-1]
                     user_frame = f"{fs.filename}:{fs.lineno} in {fs.name}"
+                    user_stack = [f"{f.filename}:{f.lineno} in {f.name}" for f in stack][-8:]
                 break
+        if dynamo and _config.record != "off":
+            from .record import write_from_exception
+
+            try:
+                record_path = write_from_exception(session(), original)
+            except Exception as e:  # the report goes on without a record
+                rec.emit("note", graph=None, text=f"could not write the frame's record: {e}")
     sig = FailureSignature.from_exception(
         "eager" if dynamo else "script", "capture" if dynamo else "exception", exc
     )
@@ -213,5 +230,7 @@ def _record_uncaught(exc: BaseException) -> None:
         cause_signature=cause_sig.to_json(),
         signature_text=str(sig),
         user_frame=user_frame,
+        record=record_path,
+        user_stack=user_stack,
         message=first_lines(f"{type(exc).__name__}: {exc}", 12, 400),
     )

@@ -117,7 +117,7 @@ def judge(
     """("same_failure" | "other_failure" | "pass" | "invalid", signature or None)."""
     if target.level == "aot":
         return judge_aot(gm, inputs, target)
-    from .stages import build_stage
+    from .stages import backend_name, build_stage
 
     strict = target.accuracy == "strict"
     checking = target.accuracy != "off" or target.signature.kind == FailureKind.ACCURACY.value
@@ -137,10 +137,13 @@ def judge(
     candidate = _fresh_graph(gm)
     sig: FailureSignature | None = None
     compile_errors: list[BaseException] = []
+    # the program's own backend only when the stage is that backend (--backend
+    # overrides it, as in the run that found the failure)
+    own = target.user_backend is not None and backend_name(target.user_backend) == target.stage
     compile_fn = build_stage(
         target.stage,
         _PlainHooks(),
-        user_backend=target.user_backend,
+        user_backend=target.user_backend if own else None,
         mode=target.mode,
         options=options or None,
         dynamic=target.dynamic,

@@ -51,6 +51,9 @@ class HookConfig:
     # keep inductor's debug artifacts per graph under this directory
     debug_dir: str | None = None
     only: str | None = None  # compile only frames of this function name
+    # records of frames that fail in Dynamo (record.py): off | failures (those the
+    # program dies of) | all (every frame whose conversion raised)
+    record: str = "failures"
     schema: int = SCHEMA
 
     def to_env(self) -> str:

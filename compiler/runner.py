@@ -74,6 +74,8 @@ class RunReport:
     stage: str | None
     accuracy: str
     debug_index: list[dict[str, Any]] | None = None
+    # frames that failed in Dynamo, recorded for `tcompile replay` (record.py)
+    records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -312,6 +314,8 @@ def collect(
                     "signature_fields": sig.to_json(),
                     "message": e.get("message", ""),
                     "frame": e.get("user_frame") or sig.frame,
+                    "user_stack": e.get("user_stack") or [],
+                    "record": e.get("record"),
                     "unconfirmed": True,
                     **({"pid": pid} if multi else {}),
                 }
@@ -471,6 +475,8 @@ def run_and_classify(
     bisect: dict[str, Any] | None = None,
     debug_dir: str | None = None,
     only: str | None = None,
+    record: str = "failures",
+    confirm: bool = True,
 ) -> RunReport:
     """``tcompile run``: the command under the wrapped stack, every graph, every failure."""
     observer = observer or NullObserver()
@@ -483,16 +489,18 @@ def run_and_classify(
         bisect=bisect,
         debug_dir=debug_dir,
         only=only,
+        record=record,
     )
     observer.status("running the command under tcompile")
     result = run_process(
         command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
     )
     graphs, failures, notes = collect(result)
+    records = _gather_records(result, run_dir, failures)
     verdict, explanation, exit_code = "clean", "no compiler failure", EXIT_OK
     failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)
     confirmed = [f for f in failures if not f.get("unconfirmed")]
-    if failed and not confirmed:
+    if failed and not confirmed and confirm:
         # The command failed and nothing tcompile checked explains it.  Does it fail
         # the same way with torch.compile turned off?
         observer.status("the command failed: running it again without torch.compile")
@@ -565,9 +573,33 @@ def run_and_classify(
         stage=stage,
         accuracy=accuracy,
         debug_index=debug_index,
+        records=records,
     )
     write_json(os.path.join(run_dir, "result.json"), report.to_json())
     return report
+
+
+def _gather_records(
+    result: ProcessResult, run_dir: str, failures: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Move the records the processes wrote to RUN_DIR/record.pkl, record-2.pkl, ...
+    and point the failures at their new paths."""
+    records: list[dict[str, Any]] = []
+    moved: dict[str, str] = {}
+    for e in result.events:
+        if e.get("event") != "record" or not os.path.exists(str(e.get("path"))):
+            continue
+        n = len(records) + 1
+        dest = os.path.join(run_dir, "record.pkl" if n == 1 else f"record-{n}.pkl")
+        os.replace(e["path"], dest)
+        moved[e["path"]] = dest
+        records.append(
+            {"path": dest, "function": e.get("function"), "signature": e.get("signature_text")}
+        )
+    for f in failures:
+        if f.get("record"):
+            f["record"] = moved.get(f["record"], f["record"])
+    return records
 
 
 def write_json(path: str | os.PathLike[str], data: Any) -> None:

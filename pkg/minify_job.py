@@ -61,6 +61,7 @@ class MinifyReport:
     interrupted: bool = False
     worker_restarts: int = 0
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    record: str | None = None  # a capture failure's frame, for `tcompile replay`
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -143,11 +144,14 @@ def run_minify(
         found = "; ".join(f["signature"] for f in report.failures)
         raise UsageError(f"no failure {' and '.join(what)} (found: {found})")
     if target.get("graph") is None:
+        record = target.get("record")
         return MinifyReport(
             EXIT_COMPILER_FAILURE,
             "the failure is in TorchDynamo's capture, before any graph exists: nothing to minify "
-            f"({target['signature']})",
+            f"({target['signature']})"
+            + (f"; the failing frame is recorded: tcompile replay {record}" if record else ""),
             signature=target["signature"],
+            record=record,
             run_dir=str(run_dir),
             seconds=time.monotonic() - t0,
         )

@@ -178,6 +178,11 @@ def check(backend):
     if backend != STAGE:
         kwargs = {{}}
     kind = "compile"
+
+    def _sig_text(kind, real):  # as tcompile prints a signature (no ': ' before no message)
+        message = normalize_message(str(real))
+        return f"{{STAGE}}/{{kind}}: {{_qualified_type(real)}}" + (f": {{message}}" if message else "")
+
     if LEVEL == "aot" and backend == STAGE:
         # an AOT graph: compiled the way inductor compiles the graphs it is handed
         gm = torch.fx.symbolic_trace(mod)
@@ -189,7 +194,7 @@ def check(backend):
                 res = Outcome(flatten(compiled([clone_input(x) for x in inputs])), [])
             except Exception as exc:
                 real = root_cause(exc)
-                return f"{{STAGE}}/{{kind}}: {{_qualified_type(real)}}: {{normalize_message(str(real))}}"
+                return _sig_text(kind, real)
     else:
         compiled = torch.compile(mod, backend=backend, dynamic=DYNAMIC, **kwargs)
     try:
@@ -199,7 +204,7 @@ def check(backend):
         real = root_cause(exc)
         if type(exc).__name__ != "BackendCompilerFailed" and real is exc:
             kind = "runtime"
-        return f"{{STAGE}}/{{kind}}: {{_qualified_type(real)}}: {{normalize_message(str(real))}}"
+        return _sig_text(kind, real)
     finally:
         rng.restore()
     if ACCURACY != "off":

@@ -25,7 +25,7 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
   "$PY" -m pip install --quiet torch==2.13.0
 fi
 
-if ! "$PY" -c "import tcompile.cli.main, click, rich" >/dev/null 2>&1 \
+if ! "$PY" -c "import tcompile.cli.main, click, rich, dill" >/dev/null 2>&1 \
    || [ "$("$PY" -c 'import tcompile, os; print(os.path.realpath(tcompile.__file__))' 2>/dev/null)" != "$(realpath pkg/__init__.py)" ] \
    || [ -n "${TCOMPILE_FORCE_INSTALL:-}" ]; then
   "$PY" -m pip install --quiet -e ".[${extras}]"

@@ -1,0 +1,223 @@
+"""``tcompile replay``: re-run only the recorded frame, and say whether it fails the same.
+
+The frame runs in a child process (``python -m tcompile.compiler.replay_driver``)
+under the same hooks as ``tcompile run``, so what it compiles is numbered, checked and
+classified exactly as in the program, and a crash takes down the child, not tcompile.
+The record's metadata is checked here first (record.py), so a bad file is a one-line
+error before anything executes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from typing import IO, Any
+
+from .observer import NullObserver, Observer
+from .record import RecordError, RecordInfo, read_info
+from .runner import (
+    EXIT_COMPILER_FAILURE,
+    EXIT_NOT_COMPILER,
+    EXIT_OK,
+    RunReport,
+    UsageError,
+    new_run_dir,
+    run_and_classify,
+)
+from .signature import FailureSignature
+
+
+@dataclasses.dataclass
+class ReplayReport:
+    record: str
+    function: str
+    outcome: str  # "reproduced" | "different" | "none" | "not-a-compiler-bug"
+    exit_code: int
+    explanation: str
+    recorded_signature: str | None
+    signature: str | None  # the replay's failure (the first one), if any
+    failures: list[dict[str, Any]]
+    user_stack: list[str]
+    seconds: float
+    original_seconds: float | None  # how far into the program the frame failed
+    warnings: list[str]
+    compile: dict[str, Any]
+    run_dir: str
+    command: list[str]
+    run: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def load_info(path: str) -> RecordInfo:
+    try:
+        return read_info(path)
+    except RecordError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def check_versions(info: RecordInfo) -> list[str]:
+    """Warnings (torch or tcompile differ: replay still tries); a Python minor version
+    that differs is an error (code objects do not carry across)."""
+    meta = info.meta
+    warnings: list[str] = []
+    if info.kind == "torch":
+        return warnings
+    py = str(meta.get("python", ""))
+    here = ".".join(map(str, sys.version_info[:2]))
+    if py and ".".join(py.split(".")[:2]) != here:
+        raise UsageError(
+            f"{info.path} was written by Python {py}; this is Python {here}, and code objects "
+            "do not carry across Python versions: replay it with Python "
+            f"{'.'.join(py.split('.')[:2])}"
+        )
+    here_torch = _torch_version()
+    if meta.get("torch") and here_torch and meta["torch"] != here_torch:
+        warnings.append(
+            f"the record was written with torch {meta['torch']}; this is torch "
+            f"{here_torch}: replaying anyway, the failure may differ"
+        )
+    if meta.get("unrecorded"):
+        names = ", ".join(sorted(meta["unrecorded"]))
+        warnings.append(f"the record could not hold {names}: the replay may fail differently")
+    return warnings
+
+
+def _torch_version() -> str:
+    """Without importing torch (seconds) in the parent."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def replay(
+    path: str,
+    *,
+    backend: str | None = None,
+    fullgraph: bool | None = None,
+    accuracy: str = "off",
+    timeout: float | None = None,
+    out: str | None = None,
+    observer: Observer | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+) -> ReplayReport:
+    observer = observer or NullObserver()
+    info = load_info(path)
+    warnings = check_versions(info)
+    path = os.path.abspath(path)
+    run_dir = new_run_dir(out, "replay")
+    status_path = os.path.join(run_dir, "driver-status.json")
+    from .replay_driver import DRIVER
+
+    command = [sys.executable, "-c", DRIVER, path]
+    if fullgraph is not None:
+        command.append("--fullgraph" if fullgraph else "--no-fullgraph")
+    command += ["--status", status_path]
+    observer.status(f"replaying {info.meta.get('function', '?')} from {path}")
+    report = run_and_classify(
+        command,
+        out=run_dir,
+        stage=backend,
+        accuracy=accuracy,
+        timeout=timeout,
+        observer=observer,
+        stdout=stdout,
+        stderr=stderr,
+        record="off",
+        confirm=False,  # the driver runs the frame eagerly itself: no second process
+    )
+    status: dict[str, Any] = {}
+    try:
+        with open(status_path) as f:
+            status = json.load(f)
+    except (OSError, ValueError):
+        pass
+    if status.get("error"):
+        raise UsageError(f"{path}: {status['error']}")
+    if status.get("missing"):
+        warnings.append(
+            "the record has no value for argument(s) "
+            f"{', '.join(status['missing'])}: they were passed as None"
+        )
+    return _judge(info, report, status, warnings, command, path)
+
+
+def _judge(
+    info: RecordInfo,
+    report: RunReport,
+    status: dict[str, Any],
+    warnings: list[str],
+    command: list[str],
+    path: str,
+) -> ReplayReport:
+    meta = info.meta
+    recorded = FailureSignature.from_json(meta["signature"]) if meta.get("signature") else None
+    recorded_text = str(recorded) if recorded else meta.get("signature_text")
+    failures = report.failures
+    first = failures[0] if failures else None
+    if recorded is not None:
+        same = any(
+            recorded.matches(FailureSignature.from_json(f["signature_fields"])) for f in failures
+        )
+    else:  # torch's records: the exception type, from the file name
+        want = str(meta.get("exc_type") or "")
+        same = bool(want) and any(
+            str(f["signature_fields"].get("exc_type", "")).rsplit(".", 1)[-1] == want
+            for f in failures
+        )
+    if status.get("eager_fails_same"):
+        outcome, code = "not-a-compiler-bug", EXIT_NOT_COMPILER
+        explanation = (
+            "the frame fails the same way without torch.compile "
+            f"({status['eager_fails_same']}): not a compiler bug"
+        )
+    elif same:
+        outcome, code = "reproduced", EXIT_COMPILER_FAILURE
+        explanation = f"the same failure reproduces: {recorded_text}"
+    elif failures:
+        outcome, code = "different", EXIT_COMPILER_FAILURE
+        explanation = (
+            f"a different failure: {first['signature'] if first else '?'} "
+            f"(recorded: {recorded_text or 'unknown'})"
+        )
+        if recorded is None:  # torch's records say little of the failure
+            outcome = "failed"
+            explanation = f"the frame fails: {first['signature'] if first else '?'}"
+    else:
+        outcome, code = "none", EXIT_OK
+        explanation = "the frame compiles and runs without a failure"
+        if recorded_text:
+            explanation += f" (recorded: {recorded_text})"
+    stack: list[str] = []
+    for f in failures:
+        if f.get("user_stack"):
+            stack = list(f["user_stack"])
+            break
+    return ReplayReport(
+        record=path,
+        function=str(meta.get("function", "?")),
+        outcome=outcome,
+        exit_code=code,
+        explanation=explanation,
+        recorded_signature=recorded_text,
+        signature=first["signature"] if first else None,
+        failures=failures,
+        user_stack=stack,
+        seconds=report.seconds,
+        original_seconds=meta.get("seconds_into_program"),
+        warnings=warnings,
+        compile=status.get("compile") or meta.get("compile") or {},
+        run_dir=report.run_dir,
+        command=command,
+        run=report.to_json(),
+    )
+
+
+__all__ = ["EXIT_OK", "ReplayReport", "load_info", "replay"]

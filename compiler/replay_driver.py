@@ -1,0 +1,277 @@
+"""The program ``tcompile replay`` runs: one recorded frame, under torch.compile.
+
+Run under tcompile's hooks like any user program (so its graphs are numbered,
+checked and classified the same way, and ``tcompile minify`` can run it)::
+
+    python -c "$DRIVER" RECORD [--no-fullgraph] [--status FILE]     (DRIVER below)
+
+From ``-c``, not as a script or ``-m``: the recorded frame's globals go into
+``__main__`` (where its script's globals were), which must not be this module; and
+compiler/ holds modules named like the standard library's (bisect.py), which a
+script's folder on sys.path would shadow.
+
+It rebuilds the frame's function from the record (code object, globals, closure),
+applies the recorded Dynamo and inductor config, compiles it with the recorded
+``torch.compile`` options and calls it with the recorded arguments.  A capture failure
+propagates as it did in the program.  Problems with the record itself (a part that
+cannot be unpickled here) are written to ``--status`` as one line and exit 2.
+
+This executes the recorded program's code: replay only records you trust.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from typing import Any
+
+_EXIT_BAD_RECORD = 2
+DRIVER = (
+    "import sys; from tcompile.compiler.replay_driver import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+class BadRecord(Exception):
+    pass
+
+
+def _status(path: str | None, **fields: Any) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(fields, f, default=str)
+
+
+def _load_tcompile(info: Any) -> dict[str, Any]:
+    import dill
+
+    from tcompile.compiler.record import read_payload
+
+    parts = read_payload(info)
+    # the program's own modules (classes defined next to the script) import from
+    # where the program ran
+    if "sys_path" in parts:
+        try:
+            for entry in reversed(dill.loads(parts["sys_path"])[:2]):
+                if entry not in sys.path:
+                    sys.path.insert(0, entry)
+        except Exception:
+            pass
+    out: dict[str, Any] = {"globals": {}, "locals": {}, "cells": {}}
+    for key, blob in parts.items():
+        if key == "sys_path":
+            continue
+        try:
+            value = dill.loads(blob)
+        except Exception as exc:
+            raise BadRecord(
+                f"cannot restore {key.replace(':', ' ')} from the record: "
+                f"{type(exc).__name__}: {str(exc)[:200]}"
+            ) from None
+        kind, _, name = key.partition(":")
+        if kind == "global":
+            out["globals"][name] = value
+        elif kind == "local":
+            out["locals"][name] = value
+        elif kind == "cell":
+            out["cells"][int(name)] = value
+        else:
+            out[kind] = value
+    return out
+
+
+def _load_torch(path: str) -> dict[str, Any]:
+    """A record written by torch's ``replay_record_enabled`` (a dill ExecutionRecord)."""
+    import importlib
+
+    try:
+        import dill
+    except ImportError:
+        raise BadRecord("reading torch's records needs dill (pip install dill)") from None
+    from torch._dynamo.replay_record import DummyModule
+
+    with open(path, "rb") as f:
+        try:
+            record = dill.load(f)
+        except Exception as exc:
+            raise BadRecord(
+                f"cannot unpickle torch's record: {type(exc).__name__}: {exc}"
+            ) from None
+
+    def real(value: Any) -> Any:
+        if isinstance(value, DummyModule):
+            try:
+                return importlib.import_module(value.name)
+            except Exception:
+                return value
+        return value
+
+    cells: dict[int, Any] = {}
+    for i, cell in enumerate(record.closure or ()):
+        try:
+            cells[i] = cell.cell_contents
+        except ValueError:
+            pass
+    return {
+        "code": record.code,
+        "globals": {k: real(v) for k, v in record.globals.items()},
+        "locals": dict(record.locals),
+        "cells": cells,
+        "builtins": dict(record.builtins),
+        "compile": {"backend": "inductor", "fullgraph": False},
+    }
+
+
+def _apply_config(module_name: str, diffs: dict[str, Any]) -> None:
+    import importlib
+
+    mod = importlib.import_module(module_name)
+    for key, value in (diffs or {}).items():
+        try:
+            setattr(mod, key, value)
+        except Exception:
+            pass  # an entry this torch does not have
+
+
+def _arguments(code: Any, f_locals: dict[str, Any]) -> tuple[list[Any], dict[str, Any], list[str]]:
+    """Positional and keyword arguments from the frame's locals at entry."""
+    flags = code.co_flags
+    n = code.co_argcount
+    k = code.co_kwonlyargcount
+    names = list(code.co_varnames)
+    missing: list[str] = []
+
+    def get(name: str) -> Any:
+        if name not in f_locals:
+            missing.append(name)
+            return None
+        return f_locals[name]
+
+    args = [get(name) for name in names[:n]]
+    kwargs = {name: get(name) for name in names[n : n + k]}
+    i = n + k
+    if flags & 0x04:  # CO_VARARGS
+        args.extend(get(names[i]) or ())
+        i += 1
+    if flags & 0x08:  # CO_VARKEYWORDS
+        kwargs.update(get(names[i]) or {})
+    return args, kwargs, missing
+
+
+def build(loaded: dict[str, Any]) -> tuple[Any, list[Any], dict[str, Any], list[str]]:
+    import builtins
+
+    code = loaded["code"]
+    module = loaded.get("module") or "__main__"
+    if module == "__main__":
+        # The program's script was __main__: Dynamo finds the globals of inlined
+        # functions (and guards on them) through sys.modules["__main__"], so they go
+        # there.  The driver runs from `python -c`, whose __main__ is empty.
+        import __main__
+
+        namespace = __main__.__dict__
+    else:
+        namespace = {"__builtins__": builtins, "__name__": module}
+    namespace.update(loaded.get("builtins") or {})
+    namespace.update(loaded["globals"])
+    ncells = len(code.co_freevars)
+    cells = tuple(
+        types.CellType(loaded["cells"][i]) if i in loaded["cells"] else types.CellType()
+        for i in range(ncells)
+    )
+    fn = types.FunctionType(code, namespace, code.co_name, None, cells or None)
+    args, kwargs, missing = _arguments(code, loaded["locals"])
+    return fn, args, kwargs, missing
+
+
+def _eager_fails_same(fn: Any, spare: Any, exc: BaseException) -> str:
+    """Run the frame without torch.compile; the failure, if it is the same one."""
+    import traceback
+
+    if spare is None:
+        return ""
+    args, kwargs = spare
+    try:
+        fn(*args, **kwargs)
+    except Exception as eager:
+        causes: list[BaseException] = []
+        e: BaseException | None = exc
+        while e is not None and e not in causes:
+            causes.append(e)
+            e = e.__cause__
+        theirs = (type(eager).__name__, str(eager).strip())
+        if any((type(c).__name__, str(c).strip()) == theirs for c in causes):
+            return f"{theirs[0]}: {theirs[1][:200]}"
+        last = traceback.extract_tb(eager.__traceback__)[-1:]
+        stack = getattr(exc, "real_stack", None) or []
+        if (
+            last
+            and stack
+            and (last[0].filename, last[0].lineno)
+            == (
+                stack[-1].filename,
+                stack[-1].lineno,
+            )
+        ):
+            return f"{theirs[0]} at {last[0].filename}:{last[0].lineno}"
+    return ""
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="replay_driver")
+    parser.add_argument("record")
+    parser.add_argument("--fullgraph", dest="fullgraph", action="store_true", default=None)
+    parser.add_argument("--no-fullgraph", dest="fullgraph", action="store_false")
+    parser.add_argument("--status")
+    ns = parser.parse_args(argv)
+
+    import torch  # tcompile's hooks patch torch.compile on import
+
+    from tcompile.compiler.record import RecordError, read_info
+
+    try:
+        info = read_info(ns.record)
+        loaded = _load_tcompile(info) if info.kind == "tcompile" else _load_torch(ns.record)
+        _apply_config("torch._dynamo.config", loaded.get("dynamo_config") or {})
+        _apply_config("torch._inductor.config", loaded.get("inductor_config") or {})
+        fn, args, kwargs, missing = build(loaded)
+    except (RecordError, BadRecord) as exc:
+        _status(ns.status, error=str(exc))
+        return _EXIT_BAD_RECORD
+    options = dict(loaded.get("compile") or {})
+    fullgraph = options.get("fullgraph", False) if ns.fullgraph is None else ns.fullgraph
+    kw: dict[str, Any] = {
+        "backend": options.get("backend") or "inductor",
+        "fullgraph": bool(fullgraph),
+        "dynamic": options.get("dynamic"),
+    }
+    if options.get("mode"):
+        kw["mode"] = options["mode"]
+    elif options.get("options"):
+        kw["options"] = options["options"]
+    _status(ns.status, started=True, missing=missing, compile={**kw, "backend": str(kw["backend"])})
+
+    import copy
+
+    try:
+        spare = copy.deepcopy((args, kwargs))  # for the eager check, untouched by Dynamo
+    except Exception:
+        spare = None
+    compiled = torch.compile(fn, **kw)
+    try:
+        compiled(*args, **kwargs)
+    except Exception as exc:
+        same = _eager_fails_same(fn, spare, exc)
+        if same:
+            _status(ns.status, eager_fails_same=same, missing=missing)
+        raise
+    _status(
+        ns.status, finished=True, missing=missing, compile={**kw, "backend": str(kw["backend"])}
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
