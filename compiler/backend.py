@@ -29,7 +29,13 @@ import torch
 from . import accuracy
 from .protocol import HookConfig
 from .recorder import Recorder
-from .signature import FailureKind, FailureSignature, first_lines, root_cause
+from .signature import (
+    FailureKind,
+    FailureSignature,
+    cuda_fatal_message,
+    first_lines,
+    root_cause,
+)
 from .stages import Stage, backend_name, build_stage
 
 PHASE_IDLE, PHASE_COMPILE, PHASE_RUN, PHASE_CHECK = 0, 1, 2, 3
@@ -344,6 +350,15 @@ class _BackwardRunner:
         try:
             return _call(self.compiled, args)
         except Exception as exc:
+            if cuda_fatal_message(exc):  # the CUDA context is dead: eager cannot run either
+                self.session.failure(
+                    graph=self.index,
+                    graph_kind="backward",
+                    kind=FailureKind.RUNTIME,
+                    stage=self.stage,
+                    exc=exc,
+                )
+                raise
             result = self.eager(list(saved))  # eager raising too: not a compiler bug
             self.session.failure(
                 graph=self.index,
@@ -385,6 +400,7 @@ class GraphRunner:
             and cfg.serve.get("level", "dynamo") == "dynamo"
         )
         self._fp64: Any = None
+        self._sync_first = True
 
     def __call__(self, *call_args: Any) -> Any:
         # Dynamo calls a backend's result with positional args, never boxed (and
@@ -404,9 +420,20 @@ class GraphRunner:
         rec = self.session.recorder
         rec.mark(self.index, PHASE_RUN, self.forward_kind)
         try:
-            return self.compiled(*args)
+            out = self.compiled(*args)
+            if self._sync_first:
+                # the first call of a graph on the GPU waits for its kernels, so that a
+                # kernel that faults is caught here, in this graph, not at some later
+                # synchronisation in the program
+                self._sync_first = False
+                _cuda_sync(args)
+            return out
         except Exception as exc:
             if is_dynamo_exception(exc):
+                raise
+            if cuda_fatal_message(exc):
+                # the CUDA context is dead: not even eager can run in this process
+                self._runtime_failure(exc)
                 raise
             result = self.reference(*args)  # eager raising too: the user's error, not ours
             self._runtime_failure(exc)
@@ -460,6 +487,7 @@ class GraphRunner:
                     rng.restore()
             try:
                 res = accuracy.run_with_grads(self._compiled_fn, args)
+                _cuda_sync(args)  # a faulting kernel shows here, not in compare()
             except Exception as exc:
                 if is_dynamo_exception(exc):
                     raise
@@ -584,6 +612,13 @@ class TcompileBackend:
         if compiled is None and not session.config.serve:
             return reference.forward
         return GraphRunner(session, index, stage, compiled, reference, forward_kind, backend=self)
+
+
+def _cuda_sync(args: list[Any]) -> None:
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_cuda:
+            torch.cuda.synchronize(a.device)
+            return
 
 
 def _wants_grad(example_inputs: list[Any]) -> bool:

@@ -90,6 +90,34 @@ def root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
+# CUDA errors after which the process's CUDA context is unusable (they are "sticky":
+# every later CUDA call fails too).  A kernel that raises one is a crash, not a
+# runtime error: nothing, not even eager, can run in that process afterwards.
+CUDA_FATAL = (
+    "illegal memory access",
+    "device-side assert triggered",
+    "unspecified launch failure",
+    "misaligned address",
+    "illegal instruction",
+    "hardware stack error",
+    "uncorrectable ECC error",
+)
+
+
+def cuda_fatal_message(exc: BaseException) -> str:
+    """The first line naming a sticky CUDA error in ``exc`` or its causes, else ''."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        for line in str(e).splitlines():
+            if any(p in line for p in CUDA_FATAL):
+                return line.strip()
+        inner = getattr(e, "inner_exception", None)
+        e = inner if isinstance(inner, BaseException) else (e.__cause__ or e.__context__)
+    return ""
+
+
 @dataclasses.dataclass(frozen=True)
 class FailureSignature:
     stage: str
@@ -129,6 +157,15 @@ class FailureSignature:
     def from_exception(
         cls, stage: str, kind: FailureKind | str, exc: BaseException
     ) -> FailureSignature:
+        fatal = cuda_fatal_message(exc)
+        if fatal and str(getattr(kind, "value", kind)) != FailureKind.CAPTURE.value:
+            return cls(
+                stage=stage,
+                kind=FailureKind.CRASH.value,
+                exc_type="CUDAError",
+                message=normalize_message(fatal),
+                frame=innermost_frame(root_cause(exc)),
+            )
         real = root_cause(exc)
         return cls(
             stage=stage,

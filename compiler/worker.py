@@ -96,9 +96,18 @@ def serve(
                 verdict, sig = judge_mod.judge(gm, cand_inputs, target)
             except Exception as exc:  # a broken candidate, not a broken worker
                 verdict, sig = "invalid", {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            # a sticky CUDA error (a kernel faulted) leaves this process's CUDA context
+            # unusable: answer, then retire, so that the next candidate runs in a
+            # fresh worker with a healthy context
+            retire = bool(sig) and sig.get("exc_type") == "CUDAError"
             replies.write(
-                json.dumps({"id": req["id"], "verdict": verdict, "signature": sig}) + "\n"
+                json.dumps(
+                    {"id": req["id"], "verdict": verdict, "signature": sig, "retire": retire}
+                )
+                + "\n"
             )
+            if retire:
+                break
     os._exit(0)
 
 
@@ -300,8 +309,15 @@ class WorkerPool:
         self._durations.append(time.monotonic() - t0)
         if len(self._durations) == 3:  # calibrate: generous, but a hang must not stall us
             self.timeout = max(60.0, 10 * max(self._durations))
-        self._idle.put(w)
-        return reply["verdict"], reply.get("signature")
+        if reply.get("retire"):  # its CUDA context is dead: replace it
+            w.kill()
+            self.restarts += 1
+        else:
+            self._idle.put(w)
+        verdict = reply["verdict"]
+        if verdict == "other_failure" and (reply.get("signature") or {}).get("kind") == "crash":
+            verdict = "crash"
+        return verdict, reply.get("signature")
 
     def close(self) -> None:
         for w in list(self._all):

@@ -93,6 +93,8 @@ def _helpers() -> str:
         inspect.getsource(_sig.normalize_message),
         inspect.getsource(_sig.root_cause),
         inspect.getsource(_sig._qualified_type),
+        "CUDA_FATAL = " + repr(_sig.CUDA_FATAL),
+        inspect.getsource(_sig.cuda_fatal_message),
         "_STRICT_TOL = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), "
         "torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}",
         f"MULTIPLIER = {_acc.MULTIPLIER!r}",
@@ -180,6 +182,9 @@ def check(backend):
     kind = "compile"
 
     def _sig_text(kind, real):  # as tcompile prints a signature (no ': ' before no message)
+        fatal = cuda_fatal_message(real)  # a kernel faulted: the CUDA context is dead
+        if fatal:
+            return f"{{STAGE}}/crash: CUDAError: {{normalize_message(fatal)}}"
         message = normalize_message(str(real))
         return f"{{STAGE}}/{{kind}}: {{_qualified_type(real)}}" + (f": {{message}}" if message else "")
 
