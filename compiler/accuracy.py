@@ -155,7 +155,22 @@ def compare_tensor(ref: Any, res: Any, fp64: Any | None, *, strict: bool) -> str
         )
     nan_ref, nan_res = ~torch.isfinite(ref), ~torch.isfinite(res)
     if not torch.equal(nan_ref, nan_res):
-        return f"{int((nan_ref != nan_res).sum())} non-finite values differ from eager"
+        # Eager overflowing (or NaN-ing) where the compiled kernel, computing in a wider
+        # type, stays finite and agrees with the float64 reference is the compiled
+        # kernel being *better*: those elements are not held against it.
+        better = None
+        if not strict and isinstance(fp64, torch.Tensor) and fp64.shape == ref.shape:
+            f64 = fp64.detach().cpu()
+            close = (res.double() - f64).abs() <= 8 * _eps(ref.dtype) * f64.abs() + 1e-30
+            better = nan_ref & ~nan_res & torch.isfinite(f64) & close
+        if better is None or not torch.equal(nan_ref & ~better, nan_res):
+            differ = (nan_ref != nan_res) if better is None else ((nan_ref & ~better) != nan_res)
+            return f"{int(differ.sum())} non-finite values differ from eager"
+        keep = ~better
+        ref, res, nan_ref = ref[keep], res[keep], nan_ref[keep]
+        fp64 = fp64[keep]
+        if ref.numel() == 0:
+            return None
     if strict:
         rtol, atol = _STRICT_TOL.get(ref.dtype, (1.3e-6, 1e-5))
         if torch.allclose(res, ref, rtol=rtol, atol=atol, equal_nan=True):

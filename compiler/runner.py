@@ -535,7 +535,13 @@ def run_and_classify(
                     message="",
                 )
             )
-            sig = dataclasses.replace(sig, stage=stage or "unknown", kind=FailureKind.RUNTIME.value)
+            # surfaced outside any compiled graph (e.g. reading a CUDA-graph output that
+            # a later replay overwrote): the stage is the one the program compiled with
+            stages = {g["stage"] for g in graphs if g.get("level") == "dynamo" and not g["gated"]}
+            program_stage = stages.pop() if len(stages) == 1 else "unknown"
+            sig = dataclasses.replace(
+                sig, stage=stage or program_stage, kind=FailureKind.RUNTIME.value
+            )
             failures.append(
                 {
                     "graph": None,

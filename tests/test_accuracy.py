@@ -76,3 +76,25 @@ def test_nondeterminism_detected():
     b = Outcome([torch.tensor([1.0, 1.0, 1.5])], [])
     assert outcomes_identical(a, a)
     assert not outcomes_identical(a, b)
+
+
+def test_half_kernel_that_does_not_overflow_where_eager_does_is_not_reported():
+    """fp16 eager rounds x*1000*1000 to inf; a fused fp32 kernel does not, and agrees
+    with float64: the compiled result is the better one."""
+    torch.manual_seed(0)
+    x = torch.randn(512).half()
+    eager = (x * 1000) * 1000 / 1000 / 1000
+    compiled = (x.float() * 1e6 / 1e6).half()
+    fp64 = x.double()
+    assert (~torch.isfinite(eager)).sum() > 100
+    assert compare_tensor(eager, compiled, fp64, strict=False) is None
+    # compared with eager directly (strict), the results differ
+    assert compare_tensor(eager, compiled, fp64, strict=True) is not None
+    # compiled non-finite where eager and float64 are finite: reported
+    bad = compiled.clone()
+    bad[torch.isfinite(eager).nonzero()[0]] = float("inf")
+    assert "non-finite" in compare_tensor(eager, bad, fp64, strict=False)
+    # finite where eager overflowed, but wrong: reported
+    wrong = compiled.clone()
+    wrong[~torch.isfinite(eager)] *= 2
+    assert compare_tensor(eager, wrong, fp64, strict=False) is not None
