@@ -95,6 +95,7 @@ def root_cause(exc: BaseException) -> BaseException:
 # runtime error: nothing, not even eager, can run in that process afterwards.
 CUDA_FATAL = (
     "illegal memory access",
+    "operation not supported on global/shared address space",  # an address out of range
     "device-side assert triggered",
     "unspecified launch failure",
     "misaligned address",
