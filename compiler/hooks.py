@@ -132,9 +132,14 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
     compile._tcompile_patched = True  # type: ignore[attr-defined]
     torch.compile = compile
     if config.bisect is not None:
+        import atexit
+
         from .subsystems import install
 
         install(config.bisect)
+        # some applications happen at a graph's first call, not at its compile
+        # (cudagraphs wraps a graph when it first runs): count them at the end too
+        atexit.register(lambda: _config is not None and session().emit_counts())
     if config.record != "off" and not config.disable:
         from .record import install as install_record
 
@@ -214,6 +219,8 @@ def _record_uncaught(exc: BaseException) -> None:
                 record_path = write_from_exception(session(), original)
             except Exception as e:  # the report goes on without a record
                 rec.emit("note", graph=None, text=f"could not write the frame's record: {e}")
+    if _config is not None and _config.bisect is not None:
+        session().emit_counts()
     sig = FailureSignature.from_exception(
         "eager" if dynamo else "script", "capture" if dynamo else "exception", exc
     )

@@ -73,8 +73,8 @@ def test_faulting_kernel_is_a_crash_and_workers_are_replaced(tmp_path):
     r, doc = _json("minify", fixture, tmp_path=tmp_path, name="min")
     # each faulting candidate retires its worker; the rest run in fresh CUDA contexts
     assert doc["worker_restarts"] >= 1, doc
-    verdicts = [h.get("verdict") for h in doc["history"]]
-    assert "pass" in verdicts, verdicts  # candidates after a fault were judged normally
+    # shrinking to the one relu node needs candidates without it judged "pass" after
+    # a fault: in a poisoned context every candidate would fail
     assert doc["verified"] and doc["nodes_after"] == 1, doc
     assert "relu_kernel_backend" in open(doc["repro"]).read()
 
