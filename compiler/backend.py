@@ -153,7 +153,7 @@ class Session:
         from .subsystems import counter
 
         c = counter()
-        if c is not None:
+        if c is not None and c.seen:
             self.recorder.emit("bisect_counts", counts=c.snapshot())
 
     _tracing_seen = 0.0

@@ -178,8 +178,8 @@ class _Sink:
 def _last_counts(events: list[dict[str, Any]]) -> dict[str, list[str]]:
     counts: dict[str, list[str]] = {}
     for e in events:
-        if e.get("event") == "bisect_counts":
-            counts = e.get("counts") or {}
+        if e.get("event") == "bisect_counts" and e.get("counts"):
+            counts = e["counts"]
     return counts
 
 

@@ -139,7 +139,8 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
         install(config.bisect)
         # some applications happen at a graph's first call, not at its compile
         # (cudagraphs wraps a graph when it first runs): count them at the end too
-        atexit.register(lambda: _config is not None and session().emit_counts())
+        # (only a process that compiled: inductor's compile workers inherit the hooks)
+        atexit.register(lambda: _session is not None and _session.emit_counts())
     if config.record != "off" and not config.disable:
         from .record import install as install_record
 
@@ -219,8 +220,8 @@ def _record_uncaught(exc: BaseException) -> None:
                 record_path = write_from_exception(session(), original)
             except Exception as e:  # the report goes on without a record
                 rec.emit("note", graph=None, text=f"could not write the frame's record: {e}")
-    if _config is not None and _config.bisect is not None:
-        session().emit_counts()
+    if _session is not None and _config is not None and _config.bisect is not None:
+        _session.emit_counts()
     sig = FailureSignature.from_exception(
         "eager" if dynamo else "script", "capture" if dynamo else "exception", exc
     )
