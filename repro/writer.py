@@ -205,6 +205,8 @@ def check(backend):
     try:
         if not (LEVEL == "aot" and backend == STAGE):
             res = run_with_grads(compiled, inputs)
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()  # a kernel that faults shows here, not later
     except Exception as exc:  # compile errors surface at the first call
         real = root_cause(exc)
         if type(exc).__name__ != "BackendCompilerFailed" and real is exc:
