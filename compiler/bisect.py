@@ -101,6 +101,7 @@ class Bisector:
         self.runs = 0
         self.steps: list[dict[str, Any]] = []
         self.target: FailureSignature | None = None
+        self.graphless = False  # the target failure showed outside any compiled graph
         self._known: dict[str, bool] = {}
 
     def _matches(self, sig: dict[str, Any]) -> bool:
@@ -146,6 +147,15 @@ class Bisector:
         )
         graphs, failures, _ = collect(result)
         hit = [f for f in failures if self._matches(f["signature_fields"])]
+        if not hit and self.graphless and t is not None:
+            # a failure that surfaced outside any compiled graph (the baseline showed it
+            # is not the program's own: it passes without torch.compile): the program
+            # dying of the same exception is the failure showing
+            last = [e for e in result.events if e.get("event") == "exception"]
+            if last:
+                s = FailureSignature.from_json(last[-1].get("signature") or {})
+                if (s.exc_type, s.message) == (t.exc_type, t.message):
+                    hit = [{"graph": None, "signature_fields": s.to_json()}]
         verdict = bool(hit)
         seconds = time.monotonic() - t0
         step = {
@@ -294,6 +304,7 @@ def run_bisect(
         )
     target = failures[0]
     b.target = FailureSignature.from_json(target["signature_fields"])
+    b.graphless = target.get("graph") is None
     sig_text = target["signature"]
     counts = base_counts(base)
     if target["kind"] == "capture":
