@@ -2,6 +2,7 @@
 the CI machine has two cores."""
 
 import json
+import os
 
 import pytest
 
@@ -71,6 +72,9 @@ def test_custom_backend_and_capture_and_clean(tmp_path):
     assert doc["stage"] == "my_compiler" and doc["exit_code"] == 1
     doc = bisect(tmp_path / "b", "capture_fullgraph.py")
     assert doc["stage"] == "eager" and doc["exit_code"] == 1
+    # the frame Dynamo failed on is recorded, and replay is the next step
+    assert os.path.isfile(doc["record"]), doc
+    assert doc["next_command"] == f"tcompile replay {doc['record']}"
     doc = bisect(tmp_path / "c", "clean.py")
     assert doc["exit_code"] == 0 and "never fails" in doc["message"]
     doc = bisect(tmp_path / "d", "fails_without_compile.py")

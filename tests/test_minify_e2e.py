@@ -151,6 +151,12 @@ def test_launcher_run_and_corrupt_launchers(tmp_path, compile_error_minified):
     assert r.returncode == 2 and "corrupt" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_capture_failure_is_recorded_not_minified(tmp_path):
+    doc = minify(tmp_path, "capture_fullgraph.py")
+    assert doc["exit_code"] == 1 and doc["repro"] is None
+    assert os.path.isfile(doc["record"]) and f"tcompile replay {doc['record']}" in doc["message"]
+
+
 def test_bad_input(tmp_path):
     clean = minify(tmp_path / "clean", "clean.py")
     assert clean["exit_code"] == 0 and "nothing to minify" in clean["message"]
