@@ -383,7 +383,8 @@ def replay(
 
     RECORD is a record.pkl written by tcompile (run, bisect, minify) or a record of
     torch's own TORCH_COMPILE_REPLAY_RECORD=1.  Exit 1 when the frame fails (the
-    same failure or a different one: both are shown), 0 when it does not.
+    same failure or a different one: both are shown), 0 when it does not, 3 when it
+    fails the same way without torch.compile (not a compiler bug).
 
     Replaying EXECUTES the recorded program's code (its functions, its pickled
     objects): replay only records you trust.  --info executes nothing.
