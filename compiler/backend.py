@@ -101,6 +101,7 @@ class Session:
         self.config = config
         self.recorder = Recorder(config.dir)
         self._said: set[tuple[Any, ...]] = set()
+        self.graph_stage: dict[int, str] = {}  # graph index -> the stage compiling it
 
     def failure(
         self,
@@ -549,6 +550,7 @@ class TcompileBackend:
         index = rec.next_graph_index()
         stage = self.stage
         info = describe_graph(gm)
+        session.graph_stage[index] = stage
         base = dict(index=index, kind="dynamo", nodes=compute_nodes(gm), **info)
         gate = session.config.gate
         if gate is not None and index not in gate:

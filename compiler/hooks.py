@@ -231,8 +231,20 @@ def _record_uncaught(exc: BaseException) -> None:
     while cause.__cause__ is not None and cause.__cause__ is not cause:
         cause = cause.__cause__
     cause_sig = FailureSignature.from_exception("script", "exception", cause)
+    # A GPU kernel that faults is reported at a later synchronisation, maybe outside
+    # any compiled graph: name the last graph that ran (collect() attributes the
+    # crash to it, unconfirmed: the plain re-run still decides if it is the program's)
+    after: dict[str, Any] = {}
+    last = getattr(rec, "last_run", None)
+    if not dynamo and sig.exc_type == "CUDAError" and _session is not None and last:
+        after = {
+            "after_graph": last[0],
+            "after_graph_kind": last[1],
+            "after_stage": _session.graph_stage.get(last[0], "unknown"),
+        }
     rec.emit(
         "exception",
+        **after,
         dynamo=dynamo,
         signature=sig.to_json(),
         cause_signature=cause_sig.to_json(),

@@ -19,6 +19,7 @@ class Recorder:
         self.pid = os.getpid()
         self._lock = threading.Lock()
         self._next_graph = 0
+        self.last_run: tuple[int, str] | None = None
         os.makedirs(run_dir, exist_ok=True)
         self._events = open(os.path.join(run_dir, f"events-{self.pid}.jsonl"), "a", buffering=1)
         marker_path = os.path.join(run_dir, f"marker-{self.pid}")
@@ -46,6 +47,8 @@ class Recorder:
 
     def mark(self, graph: int, phase: int, graph_kind: str = "dynamo") -> None:
         """Cheap (a few hundred ns): called around every compiled-graph call."""
+        if phase == 2 and graph >= 0:  # running: the last graph that ran (async GPU faults)
+            self.last_run = (graph, graph_kind)
         struct.pack_into(
             MARKER_FMT, self._marker, 0, graph, phase, KIND_CODES.get(graph_kind, 0), 0
         )

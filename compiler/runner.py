@@ -302,6 +302,28 @@ def collect(
             failures.append(_failure_from_event(e, multi))
         elif kind == "note":
             notes.append({"graph": e.get("graph"), "text": e.get("text")})
+        elif kind == "exception" and e.get("after_graph") is not None:
+            # a sticky CUDA error the program died of, after graph N ran (hooks.py)
+            graph = e["after_graph"]
+            if any(f["graph"] == graph and f["kind"] == "crash" for f in failures):
+                continue  # the graph itself already reported it
+            raw = FailureSignature.from_json(e.get("signature") or {})
+            sig = dataclasses.replace(raw, stage=e.get("after_stage") or "unknown")
+            failures.append(
+                {
+                    "graph": graph,
+                    "graph_kind": e.get("after_graph_kind") or "dynamo",
+                    "kind": FailureKind.CRASH.value,
+                    "stage": sig.stage,
+                    "signature": str(sig),
+                    "signature_fields": sig.to_json(),
+                    "message": (e.get("message") or "")
+                    + f"\n(reported at a later synchronisation; graph {graph} ran last)",
+                    "frame": sig.frame,
+                    "unconfirmed": True,
+                    **({"pid": pid} if multi else {}),
+                }
+            )
         elif kind == "exception" and e.get("dynamo"):
             sig = FailureSignature.from_json(e.get("signature") or {})
             failures.append(

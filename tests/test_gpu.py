@@ -114,3 +114,14 @@ def test_record_and_replay_on_cuda(tmp_path):
     assert r.returncode == 1 and rep["outcome"] == "reproduced", rep["explanation"]
     r, rep = _json("replay", "--no-fullgraph", failure["record"], tmp_path=tmp_path, name="replay2")
     assert r.returncode == 0, rep["explanation"]
+
+
+def test_fault_reported_later_is_pinned_to_the_graph(tmp_path):
+    """The fault shows at the program's own .item(), outside any graph: it is still a
+    crash in graph 0 (the graph that ran last), confirmed by the plain re-run."""
+    fixture = str(FIXTURES / "gpu_cuda_fault_later.py")
+    r, doc = _json("run", fixture, tmp_path=tmp_path, name="run")
+    assert r.returncode == 1, doc
+    [failure] = doc["failures"]
+    assert (failure["kind"], failure["graph"]) == ("crash", 0), failure
+    assert failure["signature_fields"]["exc_type"] == "CUDAError"

@@ -23,3 +23,82 @@ def test_recorder_events_and_marker(tmp_path):
     with open(next(tmp_path.glob("events-*.jsonl")), "a") as f:
         f.write('{"event": "fail')
     assert len(read_events(tmp_path)) == 1
+
+
+def _result(events, returncode=1):
+    from tcompile.compiler.runner import ProcessResult
+
+    return ProcessResult(
+        returncode=returncode,
+        seconds=1.0,
+        timed_out=False,
+        stderr_tail=[],
+        events=events,
+        markers={},
+        run_dir="/nonexistent",
+    )
+
+
+_GRAPH = {"event": "graph", "pid": 1, "index": 0, "kind": "dynamo", "stage": "inductor"}
+_CUDA_SIG = {
+    "stage": "script",
+    "kind": "crash",
+    "exc_type": "CUDAError",
+    "message": "CUDA error: an illegal memory access was encountered",
+    "frame": "train.py:40 in main",
+}
+
+
+def test_async_cuda_fault_is_pinned_to_the_graph_that_ran_last():
+    """A faulting kernel reported at a later synchronisation, outside any graph."""
+    from tcompile.compiler.runner import collect
+
+    exc = {
+        "event": "exception",
+        "pid": 1,
+        "dynamo": False,
+        "signature": _CUDA_SIG,
+        "message": "AcceleratorError: CUDA error: an illegal memory access was encountered",
+        "after_graph": 0,
+        "after_graph_kind": "forward",
+        "after_stage": "inductor",
+    }
+    _, failures, _ = collect(_result([_GRAPH, exc]))
+    [f] = failures
+    assert (f["graph"], f["graph_kind"], f["kind"], f["stage"]) == (
+        0,
+        "forward",
+        "crash",
+        "inductor",
+    )
+    assert f["signature_fields"]["exc_type"] == "CUDAError"
+    assert f["unconfirmed"]  # the plain re-run still decides whether it is the program's own
+    # the graph reported it itself (synchronised at its first call): not twice
+    own = {
+        "event": "failure",
+        "pid": 1,
+        "graph": 0,
+        "graph_kind": "forward",
+        "kind": "crash",
+        "stage": "inductor",
+        "signature": {**_CUDA_SIG, "stage": "inductor"},
+    }
+    _, failures, _ = collect(_result([_GRAPH, own, exc]))
+    assert [f["kind"] for f in failures] == ["crash"] and "unconfirmed" not in failures[0]
+
+
+def test_cuda_fatal_errors_are_crashes():
+    from tcompile.compiler.signature import FailureSignature, cuda_fatal_message
+
+    inner = RuntimeError("CUDA error: device-side assert triggered\nCUDA kernel errors might be")
+    outer = RuntimeError("wrapped")
+    outer.__cause__ = inner
+    assert cuda_fatal_message(outer) == "CUDA error: device-side assert triggered"
+    sig = FailureSignature.from_exception("inductor", "runtime", outer)
+    assert (sig.kind, sig.exc_type) == ("crash", "CUDAError")
+    assert (
+        FailureSignature.from_exception(
+            "inductor", "runtime", RuntimeError("CUDA out of memory")
+        ).kind
+        == "runtime"
+    )
