@@ -396,12 +396,9 @@ def replay(
     err = Console(stderr=True)
     try:
         if info:
-            from tcompile.compiler.record import RecordError, read_info
+            from tcompile.compiler.replay import load_info
 
-            try:
-                meta = read_info(record)
-            except RecordError as exc:
-                raise UsageError(str(exc)) from None
+            meta = load_info(record)
             if as_json:
                 click.echo(json.dumps(meta.to_json(), indent=2, default=str))
             else:

@@ -64,6 +64,15 @@ class RngState:
                 pass
 
 
+def cuda_sync(values: list[Any]) -> None:
+    """Wait for the GPU the values live on: a kernel that faulted raises here, in the
+    graph that launched it, not at some later synchronisation."""
+    for x in values:
+        if isinstance(x, torch.Tensor) and x.is_cuda:
+            torch.cuda.synchronize(x.device)
+            return
+
+
 def clone_input(x: Any, dtype: torch.dtype | None = None) -> Any:
     if not isinstance(x, torch.Tensor):
         return x

@@ -351,16 +351,8 @@ class _BackwardRunner:
         try:
             return _call(self.compiled, args)
         except Exception as exc:
-            if cuda_fatal_message(exc):  # the CUDA context is dead: eager cannot run either
-                self.session.failure(
-                    graph=self.index,
-                    graph_kind="backward",
-                    kind=FailureKind.RUNTIME,
-                    stage=self.stage,
-                    exc=exc,
-                )
-                raise
-            result = self.eager(list(saved))  # eager raising too: not a compiler bug
+            fatal = cuda_fatal_message(exc)  # the CUDA context is dead: eager cannot run
+            result = None if fatal else self.eager(list(saved))  # eager raising: not ours
             self.session.failure(
                 graph=self.index,
                 graph_kind="backward",
@@ -368,6 +360,8 @@ class _BackwardRunner:
                 stage=self.stage,
                 exc=exc,
             )
+            if fatal:
+                raise
             self.quarantined = True
             return result
         finally:
@@ -427,7 +421,7 @@ class GraphRunner:
                 # kernel that faults is caught here, in this graph, not at some later
                 # synchronisation in the program
                 self._sync_first = False
-                _cuda_sync(args)
+                accuracy.cuda_sync(args)
             return out
         except Exception as exc:
             if is_dynamo_exception(exc):
@@ -488,7 +482,7 @@ class GraphRunner:
                     rng.restore()
             try:
                 res = accuracy.run_with_grads(self._compiled_fn, args)
-                _cuda_sync(args)  # a faulting kernel shows here, not in compare()
+                accuracy.cuda_sync(args)  # a faulting kernel shows here, not in compare()
             except Exception as exc:
                 if is_dynamo_exception(exc):
                     raise
@@ -614,13 +608,6 @@ class TcompileBackend:
         if compiled is None and not session.config.serve:
             return reference.forward
         return GraphRunner(session, index, stage, compiled, reference, forward_kind, backend=self)
-
-
-def _cuda_sync(args: list[Any]) -> None:
-    for a in args:
-        if isinstance(a, torch.Tensor) and a.is_cuda:
-            torch.cuda.synchronize(a.device)
-            return
 
 
 def _wants_grad(example_inputs: list[Any]) -> bool:

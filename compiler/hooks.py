@@ -220,8 +220,6 @@ def _record_uncaught(exc: BaseException) -> None:
                 record_path = write_from_exception(session(), original)
             except Exception as e:  # the report goes on without a record
                 rec.emit("note", graph=None, text=f"could not write the frame's record: {e}")
-    if _session is not None and _config is not None and _config.bisect is not None:
-        _session.emit_counts()
     sig = FailureSignature.from_exception(
         "eager" if dynamo else "script", "capture" if dynamo else "exception", exc
     )

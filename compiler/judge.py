@@ -88,7 +88,7 @@ def judge_aot(
             return _verdict(sig, target), sig.to_json()
         try:
             res = accuracy.Outcome(accuracy.flatten(compiled(clones())), [])
-            _cuda_sync(inputs)
+            accuracy.cuda_sync(inputs)
         except Exception as exc:
             sig = FailureSignature.from_exception(target.stage, FailureKind.RUNTIME, exc)
             return _verdict(sig, target), sig.to_json()
@@ -167,7 +167,7 @@ def judge(
     )
     try:
         res = accuracy.run_with_grads(compiled, inputs)
-        _cuda_sync(inputs)  # a kernel that faults shows here (a crash: see worker.serve)
+        accuracy.cuda_sync(inputs)  # a kernel that faults shows here (a crash: see worker.serve)
     except Exception as exc:
         if compile_errors:
             sig = FailureSignature.from_exception(
@@ -192,13 +192,6 @@ def judge(
             sig = accuracy_signature(target.stage, strict, mismatch, forward_kind)
             return _verdict(sig, target), sig.to_json()
     return "pass", None
-
-
-def _cuda_sync(inputs: list[Any]) -> None:
-    for x in inputs:
-        if isinstance(x, torch.Tensor) and x.is_cuda:
-            torch.cuda.synchronize(x.device)
-            return
 
 
 def _verdict(sig: FailureSignature, target: Target) -> str:

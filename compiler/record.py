@@ -180,7 +180,6 @@ def read_payload(info: RecordInfo) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- the child side
 
-_pending_all: list[Any] = []
 _written = 0
 
 

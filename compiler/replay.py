@@ -184,12 +184,12 @@ def _judge(
     elif failures:
         outcome, code = "different", EXIT_COMPILER_FAILURE
         explanation = (
-            f"a different failure: {first['signature'] if first else '?'} "
+            f"a different failure: {failures[0]['signature']} "
             f"(recorded: {recorded_text or 'unknown'})"
         )
         if recorded is None:  # torch's records say little of the failure
             outcome = "failed"
-            explanation = f"the frame fails: {first['signature'] if first else '?'}"
+            explanation = f"the frame fails: {failures[0]['signature']}"
     else:
         outcome, code = "none", EXIT_OK
         explanation = "the frame compiles and runs without a failure"

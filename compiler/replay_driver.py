@@ -251,7 +251,8 @@ def main(argv: list[str]) -> int:
         kw["mode"] = options["mode"]
     elif options.get("options"):
         kw["options"] = options["options"]
-    _status(ns.status, started=True, missing=missing, compile={**kw, "backend": str(kw["backend"])})
+    status = {"missing": missing, "compile": {**kw, "backend": str(kw["backend"])}}
+    _status(ns.status, started=True, **status)
 
     import copy
 
@@ -265,13 +266,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:
         same = _eager_fails_same(fn, spare, exc)
         if same:
-            _status(ns.status, eager_fails_same=same, missing=missing)
+            _status(ns.status, eager_fails_same=same, **status)
         raise
-    _status(
-        ns.status, finished=True, missing=missing, compile={**kw, "backend": str(kw["backend"])}
-    )
+    _status(ns.status, finished=True, **status)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -26,24 +26,21 @@ def _run_json(*args, **kw):
     return r, json.loads(r.stdout)
 
 
-@pytest.fixture(scope="module")
-def module_record(tmp_path_factory):
-    out = tmp_path_factory.mktemp("run-module")
-    r, report = _run_json(
-        "run", "--json", "--out", str(out), str(FIXTURES / "capture_module_slow.py")
-    )
+def _recorded_run(tmp_path_factory, fixture):
+    out = tmp_path_factory.mktemp(fixture)
+    r, report = _run_json("run", "--json", "--out", str(out), str(FIXTURES / fixture))
     assert r.returncode == 1, r.stderr[-2000:]
     return report
+
+
+@pytest.fixture(scope="module")
+def module_record(tmp_path_factory):
+    return _recorded_run(tmp_path_factory, "capture_module_slow.py")
 
 
 @pytest.fixture(scope="module")
 def closure_record(tmp_path_factory):
-    out = tmp_path_factory.mktemp("run-closure")
-    r, report = _run_json(
-        "run", "--json", "--out", str(out), str(FIXTURES / "capture_closure_global.py")
-    )
-    assert r.returncode == 1, r.stderr[-2000:]
-    return report
+    return _recorded_run(tmp_path_factory, "capture_closure_global.py")
 
 
 def test_run_writes_a_record(module_record):
