@@ -8,17 +8,17 @@ from typing import Any
 
 
 def launch_main(path: str, data: dict[str, Any], argv: list[str]) -> int:
-    from tcompile.compiler.runner import UsageError
-    from tcompile.minify_job import launch, serve_launcher
+    """``python minifier_launcher.py [run]``.  ``data`` is the launcher's own literal;
+    the launcher file is read again (and checked) by the job."""
+    from tcompile.compiler.exitcodes import ExitCode, UsageError
+    from tcompile.repro.minify_job import launch
 
-    if "--serve" in argv:  # a worker for the launcher's own minification
-        serve_launcher(path, data)
-        return 0
+    del data
     try:
         report = launch(path, argv)
     except UsageError as exc:
         print(f"tcompile: error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     print(report.message)
     if report.repro:
         state = "verified" if report.verified else "NOT verified"

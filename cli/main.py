@@ -1,6 +1,9 @@
-"""The ``tcompile`` command line.  Parses, calls the library, renders.  No logic.
+"""The ``tcompile`` command line.  Parses, calls a job, renders.  No policy.
 
-torch is imported lazily inside commands so that ``tcompile --help`` is instant.
+Every command hands its job to :func:`_finish`, the one place that turns an outcome
+into output and an exit code (compiler/exitcodes.py).  Rendering is render.py; the
+shared options are options.py.  torch is imported lazily inside commands so that
+``tcompile --help`` is instant.
 """
 
 from __future__ import annotations
@@ -10,18 +13,32 @@ import os
 import shutil
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import click
 
 from tcompile import __version__
+from tcompile.compiler.exitcodes import ExitCode, UsageError
 
-EXIT_INTERNAL = 4
+from .options import (
+    PROGRAM,
+    After,
+    accuracy_options,
+    backend_option,
+    jobs_option,
+    json_option,
+    match_option,
+    only_option,
+    out_option,
+    program_argument,
+    timeout_option,
+)
 
 
 def _command_from_args(argv: tuple[str, ...]) -> list[str]:
     """``SCRIPT [ARGS]`` runs with this Python; anything else is a command (``-- COMMAND``)."""
-    from tcompile.compiler.runner import UsageError, check_script
+    from tcompile.compiler.runner import check_script
 
     if not argv:
         raise UsageError("missing SCRIPT (or -- COMMAND ...)")
@@ -44,13 +61,47 @@ def _command_from_args(argv: tuple[str, ...]) -> list[str]:
     return list(argv)
 
 
+def _streams(as_json: bool) -> dict[str, Any]:
+    """Where the program's own output goes: under --json, stdout is tcompile's."""
+    return {"stdout": sys.stderr if as_json else sys.stdout, "stderr": sys.stderr}
+
+
+def _observer(quiet: bool = False) -> Any:
+    from rich.console import Console
+
+    from .render import ConsoleObserver
+
+    return ConsoleObserver(Console(stderr=True), quiet=quiet)
+
+
+def _finish(
+    job: Callable[[], Any], *, as_json: bool, render: Callable[[Any, Any], None]
+) -> NoReturn:
+    """Run a job; print its report (JSON or rich) and exit with its exit code.  Bad
+    input is one line and exit 2; Ctrl-C (or SIGTERM) is exit 130."""
+    try:
+        report = job()
+    except UsageError as exc:
+        _fail_usage(str(exc))
+    except KeyboardInterrupt:
+        click.echo("tcompile: interrupted", err=True)
+        sys.exit(ExitCode.INTERRUPTED)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        from rich.console import Console
+
+        render(report, Console())
+    sys.exit(int(report.exit_code))
+
+
+def _fail_usage(message: str) -> NoReturn:
+    click.echo(f"tcompile: error: {message}", err=True)
+    sys.exit(ExitCode.USAGE)
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-def _fail_usage(message: str) -> None:
-    click.echo(f"tcompile: error: {message}", err=True)
-    sys.exit(2)
 
 
 class _Group(click.Group):
@@ -69,7 +120,7 @@ class _Group(click.Group):
         ):
             raise
         except BrokenPipeError:  # `tcompile ... | head`: the reader went away
-            sys.exit(0)
+            sys.exit(ExitCode.OK)
         except Exception as exc:
             import tempfile
             import traceback
@@ -82,7 +133,7 @@ class _Group(click.Group):
                 f"tcompile: internal error: {type(exc).__name__}: {exc} (traceback in {path})",
                 err=True,
             )
-            sys.exit(EXIT_INTERNAL)
+            sys.exit(ExitCode.INTERNAL)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -92,66 +143,36 @@ def main() -> None:
 
     Exit codes: 0 no compiler failure, 1 compiler failure found, 2 usage error,
     3 the program fails the same way without torch.compile (not a compiler bug),
-    4 tcompile itself failed.
+    4 tcompile itself failed, 130 interrupted.
     """
     # SIGTERM (a CI timeout, `kill`) ends tcompile like Ctrl-C: the programs it runs,
     # each in its own process group, are killed on the way out.
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option(
-    "--backend",
-    default=None,
-    envvar="TCOMPILE_BACKEND",
-    help="Compile every graph with this stage or backend instead of the script's own "
-    "(eager, aot_eager, aot_eager_decomp_partition, inductor, or a registered name).",
-)
-@click.option(
-    "--accuracy",
-    "accuracy",
-    flag_value="loose",
-    default=None,
-    help="Check compiled results against eager and a float64 reference.",
-)
-@click.option(
-    "--strict-accuracy",
-    "accuracy",
-    flag_value="strict",
-    help="Check compiled results against eager directly, with tight tolerances.",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    envvar="TCOMPILE_TIMEOUT",
-    help="Kill the command (its whole process group) after this many seconds.",
-)
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print one JSON document on stdout (the script's stdout goes to stderr).",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Directory for tcompile's files (default: a new temporary directory).",
-)
+def _abs_dir(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
+    return os.path.abspath(path)
+
+
+@main.command(context_settings=PROGRAM)
+@backend_option("Compile every graph with this stage or backend instead of the script's own")
+@accuracy_options()
+@timeout_option("Kill the command (its whole process group)")
+@json_option
+@out_option
 @click.option(
     "--debug-dir",
     type=click.Path(file_okay=False),
     default=None,
     help="Keep inductor's debug artifacts (output_code.py, IR, FX graphs) per graph here.",
 )
-@click.option(
-    "--only",
-    "only",
-    default=None,
-    metavar="FUNCTION",
-    help="Compile only frames of this function name (like TORCHDYNAMO_DEBUG_FUNCTION).",
-)
+@only_option
 @click.option(
     "--record",
     "record_all",
@@ -159,10 +180,10 @@ def main() -> None:
     help="Record every frame whose conversion fails in Dynamo, also those Dynamo then "
     "skips and runs eagerly (by default: the frames the program dies of).",
 )
-@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+@program_argument
 def run(
     backend: str | None,
-    accuracy: str | None,
+    accuracy: str,
     timeout: float | None,
     as_json: bool,
     out: str | None,
@@ -177,74 +198,33 @@ def run(
     compile, runtime, accuracy, crash or timeout.  A frame that fails in TorchDynamo
     is recorded (record.pkl in the run's directory) for `tcompile replay`.
     """
-    from rich.console import Console
 
-    from tcompile.compiler.runner import UsageError, check_backend, run_and_classify
+    def job() -> Any:
+        from tcompile.compiler.classify import run_and_classify
+        from tcompile.compiler.runner import check_backend
 
-    err = Console(stderr=True)
-    try:
         command = _command_from_args(argv)
         check_backend(backend)
-        observer = _observer(err, quiet=False)
-        report = run_and_classify(
+        return run_and_classify(
             command,
             out=out,
             stage=backend,
-            accuracy=accuracy or "off",
+            accuracy=accuracy,
             timeout=timeout,
-            observer=observer,
-            stdout=sys.stderr if as_json else sys.stdout,
-            stderr=sys.stderr,
+            observer=_observer(),
             debug_dir=_abs_dir(debug_dir),
             only=only,
             record="all" if record_all else "failures",
+            **_streams(as_json),
         )
-    except UsageError as exc:
-        _fail_usage(str(exc))
-        return
-    except KeyboardInterrupt:
-        err.print("tcompile: interrupted")
-        sys.exit(130)
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, default=str))
-    else:
-        _render_run(report, Console())
-        if report.debug_index is not None:
-            _render_debug_index(report.debug_index, Console())
-    sys.exit(report.exit_code)
+
+    from .render import run_result
+
+    _finish(job, as_json=as_json, render=run_result)
 
 
-def _abs_dir(path: str | None) -> str | None:
-    from tcompile.compiler.runner import UsageError
-
-    if path is None:
-        return None
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
-    return os.path.abspath(path)
-
-
-def _render_debug_index(index: list[dict[str, Any]], console: Any) -> None:
-    from rich.table import Table
-
-    table = Table(title="inductor debug artifacts", title_justify="left")
-    for col in ("graph", "kind", "output_code.py", "other files"):
-        table.add_column(col)
-    for row in index:
-        files = row["files"]
-        table.add_row(
-            str(row["graph"]),
-            row["kind"],
-            files.get("output_code.py", "-"),
-            ", ".join(sorted(k for k in files if k != "output_code.py")),
-        )
-    console.print(table)
-
-
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@main.command(context_settings=PROGRAM)
+@json_option
 @click.option(
     "--code",
     "code_dir",
@@ -252,26 +232,10 @@ def _render_debug_index(index: list[dict[str, Any]], console: Any) -> None:
     default=None,
     help="Also keep inductor's generated code and IR per graph in this directory.",
 )
-@click.option(
-    "--only",
-    "only",
-    default=None,
-    metavar="FUNCTION",
-    help="Compile only frames of this function name (like TORCHDYNAMO_DEBUG_FUNCTION).",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Kill the command after this many seconds.",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Directory for tcompile's files (default: a new temporary directory).",
-)
-@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+@only_option
+@timeout_option("Kill the command")
+@out_option
+@program_argument
 def explain(
     as_json: bool,
     code_dir: str | None,
@@ -281,68 +245,34 @@ def explain(
     argv: tuple[str, ...],
 ) -> None:
     """Graph breaks, recompilations and compile time of SCRIPT [ARGS] (or -- COMMAND ...)."""
-    from rich.console import Console
 
-    from tcompile.compiler.explain import explain as run_explain
-    from tcompile.compiler.runner import UsageError
+    def job() -> Any:
+        from tcompile.compiler.explain import explain as run_explain
 
-    err = Console(stderr=True)
-    try:
-        command = _command_from_args(argv)
-        report = run_explain(
-            command,
+        return run_explain(
+            _command_from_args(argv),
             out=out,
             timeout=timeout,
-            observer=_observer(err, quiet=True),
-            stdout=sys.stderr if as_json else sys.stdout,
-            stderr=sys.stderr,
+            observer=_observer(quiet=True),
             debug_dir=_abs_dir(code_dir),
             only=only,
+            **_streams(as_json),
         )
-    except UsageError as exc:
-        _fail_usage(str(exc))
-        return
-    except KeyboardInterrupt:
-        err.print("tcompile: interrupted")
-        sys.exit(130)
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, default=str))
-    else:
-        from tcompile.cli.render import explain_tables
 
-        console = Console()
-        for table in explain_tables(report):
-            console.print(table)
-        if report.debug_index is not None:
-            _render_debug_index(report.debug_index, console)
-    sys.exit(report.exit_code)
+    from .render import explain_result
+
+    _finish(job, as_json=as_json, render=explain_result)
 
 
 @main.command()
-@click.option(
-    "--backend",
-    default=None,
-    help="Compile the frame with this stage or backend instead of the recorded one.",
-)
+@backend_option("Compile the frame with this stage or backend instead of the recorded one")
 @click.option(
     "--no-fullgraph",
     "no_fullgraph",
     is_flag=True,
     help="Compile with fullgraph=False (graph breaks allowed) whatever was recorded.",
 )
-@click.option(
-    "--accuracy",
-    "accuracy",
-    flag_value="loose",
-    default=None,
-    help="Check compiled results against eager and a float64 reference.",
-)
-@click.option(
-    "--strict-accuracy",
-    "accuracy",
-    flag_value="strict",
-    help="Check compiled results against eager directly, with tight tolerances.",
-)
+@accuracy_options()
 @click.option(
     "--info",
     is_flag=True,
@@ -354,24 +284,14 @@ def explain(
     is_flag=True,
     help="When the replayed failure is in a backend (a graph), continue into tcompile minify.",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Kill the replay after this many seconds.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Directory for tcompile's files (default: a new temporary directory).",
-)
+@timeout_option("Kill the replay")
+@json_option
+@out_option
 @click.argument("record", type=click.Path(dir_okay=True))
 def replay(
     backend: str | None,
     no_fullgraph: bool,
-    accuracy: str | None,
+    accuracy: str,
     info: bool,
     then_minify: bool,
     timeout: float | None,
@@ -389,84 +309,76 @@ def replay(
     Replaying EXECUTES the recorded program's code (its functions, its pickled
     objects): replay only records you trust.  --info executes nothing.
     """
-    from rich.console import Console
+    if info:
+        from tcompile.compiler.replay import load_info
 
-    from tcompile.compiler.runner import UsageError, check_backend
+        from .render import record_info
 
-    err = Console(stderr=True)
-    try:
-        if info:
-            from tcompile.compiler.replay import load_info
+        _finish(
+            lambda: _InfoReport(load_info(record)),
+            as_json=as_json,
+            render=lambda report, console: record_info(report.info, console),
+        )
 
-            meta = load_info(record)
-            if as_json:
-                click.echo(json.dumps(meta.to_json(), indent=2, default=str))
-            else:
-                from tcompile.cli.render import record_info
-
-                record_info(meta, Console())
-            sys.exit(0)
+    def job() -> Any:
         from tcompile.compiler.replay import replay as run_replay
+        from tcompile.compiler.runner import check_backend
 
         check_backend(backend)
         report = run_replay(
             record,
             backend=backend,
             fullgraph=False if no_fullgraph else None,
-            accuracy=accuracy or "off",
+            accuracy=accuracy,
             timeout=timeout,
             out=out,
-            observer=_observer(err, quiet=False),
-            stdout=sys.stderr if as_json else sys.stdout,
-            stderr=sys.stderr,
+            observer=_observer(),
+            **_streams(as_json),
         )
         for warning in report.warnings:
             click.echo(f"tcompile: warning: {warning}", err=True)
-        minified = None
-        target = next((f for f in report.failures if f.get("graph") is not None), None)
-        if then_minify and target is not None:
-            from tcompile.minify_job import run_minify
+        if then_minify:
+            args = report.minify_args()
+            if args is None and report.failures:
+                click.echo(
+                    "tcompile: the replayed failure is in Dynamo's capture, before any graph: "
+                    "nothing to minify",
+                    err=True,
+                )
+            elif args is not None:
+                from tcompile.repro.minify_job import run_minify
 
-            minified = run_minify(
-                report.command,
-                accuracy=accuracy or "off",
-                backend=backend,
-                graph=int(target["graph"]),
-                timeout=timeout,
-                out=out,
-                observer=_observer(err, quiet=False),
-                stdout=sys.stderr if as_json else sys.stdout,
-                stderr=sys.stderr,
-            )
-        elif then_minify and report.failures:
-            err.print(
-                "tcompile: the replayed failure is in Dynamo's capture, before any graph: "
-                "nothing to minify",
-                highlight=False,
-            )
-    except UsageError as exc:
-        _fail_usage(str(exc))
-        return
-    except KeyboardInterrupt:
-        err.print("tcompile: interrupted")
-        sys.exit(130)
-    if as_json:
-        data = report.to_json()
-        if minified is not None:
-            data["minify"] = minified.to_json()
-        click.echo(json.dumps(data, indent=2, default=str))
-    else:
-        from tcompile.cli.render import replay_summary
+                report.minify = run_minify(
+                    report.command,
+                    accuracy=accuracy,
+                    backend=backend,
+                    timeout=timeout,
+                    out=out,
+                    observer=_observer(),
+                    **args,
+                    **_streams(as_json),
+                )
+        return report
 
-        console = Console()
-        replay_summary(report, console)
-        if minified is not None:
-            _render_minify(minified, console)
-    sys.exit(report.exit_code)
+    from .render import replay_result
+
+    _finish(job, as_json=as_json, render=replay_result)
+
+
+class _InfoReport:
+    """``replay --info``: a record's metadata as a report (exit 0)."""
+
+    exit_code = ExitCode.OK
+
+    def __init__(self, info: Any) -> None:
+        self.info = info
+
+    def to_json(self) -> dict[str, Any]:
+        return self.info.to_json()
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def env(as_json: bool) -> None:
     """The environment, for a bug report."""
     from tcompile.repro.environment import full_environment
@@ -485,33 +397,16 @@ def env(as_json: bool) -> None:
             click.echo(f"{key.ljust(width)}  {value}")
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@main.command(context_settings=PROGRAM)
 @click.option(
     "--after",
-    type=click.Choice(["auto", "dynamo", "aot"]),
-    default="auto",
+    type=click.Choice([a.value for a in After]),
+    default=After.AUTO.value,
     show_default=True,
     help="Minify the Dynamo graph (dynamo) or the AOT graph (aot); auto: where the failure shows.",
 )
-@click.option(
-    "--accuracy",
-    "accuracy",
-    flag_value="loose",
-    default=None,
-    help="Minify an accuracy failure (compiled vs eager and float64).",
-)
-@click.option(
-    "--strict-accuracy",
-    "accuracy",
-    flag_value="strict",
-    help="Minify a strict accuracy failure (compiled vs eager, tight tolerances).",
-)
-@click.option(
-    "--backend",
-    default=None,
-    envvar="TCOMPILE_BACKEND",
-    help="Stage or backend to compile with (default: the script's own).",
-)
+@accuracy_options("Minify an accuracy failure: judge")
+@backend_option("Stage or backend to compile with (default: the script's own)")
 @click.option(
     "--graph",
     "graph",
@@ -519,32 +414,16 @@ def env(as_json: bool) -> None:
     default=None,
     help="Which compiled graph to minify (default: the first failing one).",
 )
-@click.option("--match", default=None, help="Only the failure whose signature matches this regex.")
-@click.option(
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Workers judging candidates in parallel (each one a paused copy of the program).",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Time limit in seconds for a run of the program.",
-)
+@match_option
+@jobs_option("Workers judging candidates in parallel (each one a paused copy of the program)")
+@timeout_option("Time limit for a run of the program: kill it")
 @click.option("--real-inputs", is_flag=True, help="Embed the real input values in repro.py.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Directory for everything tcompile writes (default: a new temporary directory).",
-)
-@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+@json_option
+@out_option
+@program_argument
 def minify(
     after: str,
-    accuracy: str | None,
+    accuracy: str,
     backend: str | None,
     graph: int | None,
     match: str | None,
@@ -559,203 +438,40 @@ def minify(
 
     Also accepts a minifier_launcher.py written by an earlier run.
     """
-    from rich.console import Console
 
-    from tcompile.compiler.runner import UsageError, check_backend
+    def job() -> Any:
+        from tcompile.compiler.runner import check_backend
+        from tcompile.repro.minify_job import launch, run_minify
 
-    err = Console(stderr=True)
-    observer = _observer(err, quiet=False)
-    try:
         if argv and argv[0].endswith(".py") and _is_launcher(argv[0]):
-            from tcompile.minify_job import launch
-
-            report = launch(
+            return launch(
                 argv[0],
                 list(argv[1:]),
                 jobs=jobs,
                 out=out,
                 real_inputs=real_inputs,
-                observer=observer,
+                observer=_observer(),
             )
-        else:
-            command = _command_from_args(argv)
-            check_backend(backend)
-            from tcompile.minify_job import run_minify
-
-            report = run_minify(
-                command,
-                after=after,
-                accuracy=accuracy or "off",
-                backend=backend,
-                graph=graph,
-                match=match,
-                jobs=jobs,
-                timeout=timeout,
-                real_inputs=real_inputs,
-                out=out,
-                observer=observer,
-                stdout=sys.stderr if as_json else sys.stdout,
-                stderr=sys.stderr,
-            )
-    except UsageError as exc:
-        _fail_usage(str(exc))
-        return
-    except KeyboardInterrupt:
-        err.print("tcompile: interrupted")
-        sys.exit(130)
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, default=str))
-    else:
-        _render_minify(report, Console())
-    sys.exit(report.exit_code)
-
-
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option(
-    "--accuracy",
-    "accuracy",
-    flag_value="loose",
-    default=None,
-    help="Bisect an accuracy failure (compiled vs eager and float64).",
-)
-@click.option(
-    "--strict-accuracy", "accuracy", flag_value="strict", help="Bisect a strict accuracy failure."
-)
-@click.option("--match", default=None, help="Only the failure whose signature matches this regex.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Time limit in seconds for each run of the program.",
-)
-@click.option(
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Runs of the program in parallel.",
-)
-@click.option("--minify", "then_minify", is_flag=True, help="Go on to minify the culprit graph.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Directory for everything tcompile writes (default: a new temporary directory).",
-)
-@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def bisect(
-    accuracy: str | None,
-    match: str | None,
-    timeout: float | None,
-    jobs: int,
-    then_minify: bool,
-    as_json: bool,
-    out: str | None,
-    argv: tuple[str, ...],
-) -> None:
-    """Find the stage, graph, inductor pass or lowering that breaks SCRIPT [ARGS] (or -- COMMAND ...)."""
-    from rich.console import Console
-
-    from tcompile.compiler.bisect import run_bisect
-    from tcompile.compiler.runner import UsageError
-
-    err = Console(stderr=True)
-    observer = _observer(err, quiet=False)
-    try:
         command = _command_from_args(argv)
-        report = run_bisect(
+        check_backend(backend)
+        return run_minify(
             command,
-            accuracy=accuracy or "off",
+            after=after,
+            accuracy=accuracy,
+            backend=backend,
+            graph=graph,
             match=match,
-            timeout=timeout,
             jobs=jobs,
+            timeout=timeout,
+            real_inputs=real_inputs,
             out=out,
-            observer=observer,
-            stdout=sys.stderr if as_json else sys.stdout,
-            stderr=sys.stderr,
+            observer=_observer(),
+            **_streams(as_json),
         )
-        if then_minify and report.exit_code == 1 and report.graph is not None:
-            from tcompile.minify_job import run_minify
 
-            stage = report.stage if report.stage != "inductor" else None
-            m = run_minify(
-                command,
-                accuracy=accuracy or "off",
-                backend=stage,
-                graph=report.graph,
-                match=None,
-                jobs=jobs,
-                timeout=timeout,
-                out=report.run_dir,
-                observer=observer,
-                stdout=sys.stderr if as_json else sys.stdout,
-                stderr=sys.stderr,
-            )
-            report.minify = m.to_json()
-    except UsageError as exc:
-        _fail_usage(str(exc))
-        return
-    except KeyboardInterrupt:
-        err.print("tcompile: interrupted")
-        sys.exit(130)
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, default=str))
-    else:
-        _render_bisect(report, Console())
-    sys.exit(report.exit_code)
+    from .render import minify_result
 
-
-def _render_bisect(report: Any, console: Any) -> None:
-    from rich.table import Table
-
-    console.print()
-    if report.steps:
-        table = Table(title="Runs", title_justify="left")
-        for col in ("run", "configuration", "failure shows", "seconds"):
-            table.add_column(col)
-        for s in report.steps:
-            table.add_row(
-                str(s["run"]),
-                s["what"],
-                "[red]yes[/red]" if s["failed"] else "[green]no[/green]",
-                f"{s['seconds']:.1f}",
-            )
-        console.print(table)
-    if report.exit_code != 1 or report.stage is None:
-        console.print(report.message, highlight=False)
-        return
-    res = Table(title="Result", title_justify="left", show_header=False)
-    res.add_column("what")
-    res.add_column("answer")
-    for label, value in (
-        ("failure", report.signature),
-        ("stage", report.stage),
-        ("graph", None if report.graph is None else f"{report.graph} ({report.graph_kind})"),
-        ("subsystem", report.subsystem),
-        ("application", report.application),
-        ("detail", report.detail),
-        ("runs", f"{report.runs} in {report.seconds:.1f}s"),
-        ("flaky", f"YES: {report.flaky_detail}" if report.flaky else "no"),
-    ):
-        if value is not None:
-            res.add_row(label, str(value))
-    console.print(res)
-    if report.bad:
-        bad = " ".join(f"{k}={v}" for k, v in report.bad.items())
-        good = " ".join(f"{k}={v}" for k, v in report.good.items())
-        console.print(
-            f"by hand (torch's own bisection hooks):\n  fails:  {bad} <command>\n"
-            f"  passes: {good} <command>",
-            highlight=False,
-        )
-    if report.minify:
-        console.print(
-            f"repro: {report.minify.get('repro')} ({'verified' if report.minify.get('verified') else 'NOT verified'})",
-            highlight=False,
-        )
-    elif report.next_command:
-        console.print(f"next: {report.next_command}", highlight=False)
+    _finish(job, as_json=as_json, render=minify_result)
 
 
 def _is_launcher(path: str) -> bool:
@@ -769,74 +485,60 @@ def _is_launcher(path: str) -> bool:
     return MARKER in head or os.path.basename(path) == "minifier_launcher.py"
 
 
-def _render_minify(report: Any, console: Any) -> None:
-    console.print()
-    if report.repro is None:
-        colour = (
-            "green" if report.exit_code == 0 else ("yellow" if report.exit_code == 3 else "red")
+@main.command(context_settings=PROGRAM)
+@accuracy_options("Bisect an accuracy failure: judge")
+@match_option
+@timeout_option("Time limit for each run of the program: kill it")
+@jobs_option("Runs of the program in parallel")
+@click.option("--minify", "then_minify", is_flag=True, help="Go on to minify the culprit graph.")
+@json_option
+@out_option
+@program_argument
+def bisect(
+    accuracy: str,
+    match: str | None,
+    timeout: float | None,
+    jobs: int,
+    then_minify: bool,
+    as_json: bool,
+    out: str | None,
+    argv: tuple[str, ...],
+) -> None:
+    """Find the stage, graph, inductor pass or lowering that breaks SCRIPT [ARGS] (or -- COMMAND ...)."""
+
+    def job() -> Any:
+        from tcompile.compiler.bisection import run_bisect
+
+        command = _command_from_args(argv)
+        report = run_bisect(
+            command,
+            accuracy=accuracy,
+            match=match,
+            timeout=timeout,
+            jobs=jobs,
+            out=out,
+            observer=_observer(),
+            **_streams(as_json),
         )
-        console.print(f"[{colour}]{report.message}[/{colour}]", highlight=False)
-        return
-    ok = "[green]verified[/green]" if report.verified else "[red]NOT verified[/red]"
-    console.print(f"failure:  {report.signature}", highlight=False)
-    console.print(
-        f"graph:    {report.graph} ({report.graph_kind}), stage {report.stage}", highlight=False
-    )
-    console.print(
-        f"nodes:    {report.nodes_before} -> {report.nodes_after}   oracle calls: {report.calls}   "
-        f"time: {report.seconds:.1f}s",
-        highlight=False,
-    )
-    console.print(
-        f"repro:    {report.repro} ({ok}{', real inputs' if report.real_inputs else ''})",
-        highlight=False,
-    )
-    if report.launcher:
-        console.print(f"launcher: {report.launcher}", highlight=False)
-    if report.interrupted:
-        console.print("[yellow]interrupted: this is the smallest graph found so far[/yellow]")
+        args = report.minify_args() if then_minify else None
+        if args is not None:
+            from tcompile.repro.minify_job import run_minify
 
+            report.minify = run_minify(
+                command,
+                accuracy=accuracy,
+                jobs=jobs,
+                timeout=timeout,
+                out=report.run_dir,
+                observer=_observer(),
+                **args,
+                **_streams(as_json),
+            ).to_json()
+        return report
 
-def _observer(console: Any, quiet: bool) -> Any:
-    from tcompile.cli.render import ConsoleObserver
+    from .render import bisect_result
 
-    return ConsoleObserver(console, quiet=quiet)
-
-
-def _render_run(report: Any, console: Any) -> None:
-    from tcompile.cli.render import failures_table, graphs_table
-
-    console.print()
-    if report.graphs:
-        console.print(graphs_table(report.graphs))
-    elif any(f["kind"] == "capture" for f in report.failures):
-        console.print("No graph was compiled: TorchDynamo failed before capturing one.")
-    else:
-        console.print(
-            "No graph was compiled (the program never called a torch.compile'd function)."
-        )
-    if report.failures:
-        console.print(failures_table(report.failures))
-    _render_records(getattr(report, "records", None) or [], console)
-    for note in report.notes:
-        console.print(f"[yellow]note: graph {note['graph']}: {note['text']}[/yellow]")
-    colour = {"clean": "green", "compiler-failure": "red", "not-a-compiler-bug": "yellow"}[
-        report.verdict
-    ]
-    console.print(
-        f"[{colour}]{report.explanation}[/{colour}]  "
-        f"({report.seconds:.1f}s, files in {report.run_dir})",
-        highlight=False,
-    )
-
-
-def _render_records(records: list[dict[str, Any]], console: Any) -> None:
-    for r in records:
-        console.print(
-            f"recorded the frame [bold]{r['function']}[/bold] that failed in Dynamo: {r['path']}\n"
-            f"  replay only that frame: [bold]tcompile replay {r['path']}[/bold]",
-            highlight=False,
-        )
+    _finish(job, as_json=as_json, render=bisect_result)
 
 
 if __name__ == "__main__":  # pragma: no cover

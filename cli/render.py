@@ -1,4 +1,4 @@
-"""Rich rendering of library results and progress.  The only place rich is used."""
+"""Rich rendering of library results and progress: the only module that imports rich."""
 
 from __future__ import annotations
 
@@ -84,16 +84,16 @@ def graphs_table(graphs: list[dict[str, Any]]) -> Table:
     return table
 
 
-def failures_table(failures: list[dict[str, Any]]) -> Table:
+def failures_table(failures: list[Any]) -> Table:
     table = Table(title="Failures", title_justify="left", show_lines=True)
     for col in ("graph", "kind", "signature", "error"):
         table.add_column(col)
     for f in failures:
-        graph = "-" if f.get("graph") is None else str(f["graph"])
-        if f.get("graph_kind") and f.get("graph_kind") != "dynamo":
-            graph += f" {f['graph_kind']}"
-        msg = "\n".join((f.get("message") or "").splitlines()[:3])
-        table.add_row(graph, f.get("kind", ""), Text(f.get("signature", "")), Text(msg))
+        graph = "-" if f.graph is None else str(f.graph)
+        if f.graph_kind and f.graph_kind != "dynamo":
+            graph += f" {f.graph_kind}"
+        msg = "\n".join((f.message or "").splitlines()[:3])
+        table.add_row(graph, f.kind, Text(f.text), Text(msg))
     return table
 
 
@@ -201,6 +201,19 @@ def record_info(info: Any, console: Console) -> None:
         console.print(f"[yellow]not recorded: {name} ({why})[/yellow]", highlight=False)
 
 
+def explain_result(report: Any, console: Console) -> None:
+    for table in explain_tables(report):
+        console.print(table)
+    if report.debug_index is not None:
+        debug_index(report.debug_index, console)
+
+
+def replay_result(report: Any, console: Console) -> None:
+    replay_summary(report, console)
+    if report.minify is not None:
+        minify_result(report.minify, console)
+
+
 def replay_summary(report: Any, console: Console) -> None:
     colour = {"reproduced": "red", "different": "red", "failed": "red", "none": "green"}.get(
         report.outcome, "yellow"
@@ -222,3 +235,132 @@ def replay_summary(report: Any, console: Console) -> None:
         f"[{colour}]{report.explanation}[/{colour}]  ({took}, files in {report.run_dir})",
         highlight=False,
     )
+
+
+def debug_index(index: list[dict[str, Any]], console: Console) -> None:
+    table = Table(title="inductor debug artifacts", title_justify="left")
+    for col in ("graph", "kind", "output_code.py", "other files"):
+        table.add_column(col)
+    for row in index:
+        files = row["files"]
+        table.add_row(
+            str(row["graph"]),
+            row["kind"],
+            files.get("output_code.py", "-"),
+            ", ".join(sorted(k for k in files if k != "output_code.py")),
+        )
+    console.print(table)
+
+
+def bisect_result(report: Any, console: Console) -> None:
+    console.print()
+    if report.steps:
+        table = Table(title="Runs", title_justify="left")
+        for col in ("run", "configuration", "failure shows", "seconds"):
+            table.add_column(col)
+        for s in report.steps:
+            table.add_row(
+                str(s["run"]),
+                s["what"],
+                "[red]yes[/red]" if s["failed"] else "[green]no[/green]",
+                f"{s['seconds']:.1f}",
+            )
+        console.print(table)
+    if report.exit_code != 1 or report.stage is None:
+        console.print(report.message, highlight=False)
+        return
+    res = Table(title="Result", title_justify="left", show_header=False)
+    res.add_column("what")
+    res.add_column("answer")
+    for label, value in (
+        ("failure", report.signature),
+        ("stage", report.stage),
+        ("graph", None if report.graph is None else f"{report.graph} ({report.graph_kind})"),
+        ("subsystem", report.subsystem),
+        ("application", report.application),
+        ("detail", report.detail),
+        ("runs", f"{report.runs} in {report.seconds:.1f}s"),
+        ("flaky", f"YES: {report.flaky_detail}" if report.flaky else "no"),
+    ):
+        if value is not None:
+            res.add_row(label, str(value))
+    console.print(res)
+    if report.bad:
+        bad = " ".join(f"{k}={v}" for k, v in report.bad.items())
+        good = " ".join(f"{k}={v}" for k, v in report.good.items())
+        console.print(
+            f"by hand (torch's own bisection hooks):\n  fails:  {bad} <command>\n"
+            f"  passes: {good} <command>",
+            highlight=False,
+        )
+    if report.minify:
+        console.print(
+            f"repro: {report.minify.get('repro')} ({'verified' if report.minify.get('verified') else 'NOT verified'})",
+            highlight=False,
+        )
+    elif report.next_command:
+        console.print(f"next: {report.next_command}", highlight=False)
+
+
+def minify_result(report: Any, console: Console) -> None:
+    console.print()
+    if report.repro is None:
+        colour = (
+            "green" if report.exit_code == 0 else ("yellow" if report.exit_code == 3 else "red")
+        )
+        console.print(f"[{colour}]{report.message}[/{colour}]", highlight=False)
+        return
+    ok = "[green]verified[/green]" if report.verified else "[red]NOT verified[/red]"
+    console.print(f"failure:  {report.signature}", highlight=False)
+    console.print(
+        f"graph:    {report.graph} ({report.graph_kind}), stage {report.stage}", highlight=False
+    )
+    console.print(
+        f"nodes:    {report.nodes_before} -> {report.nodes_after}   oracle calls: {report.calls}   "
+        f"time: {report.seconds:.1f}s",
+        highlight=False,
+    )
+    console.print(
+        f"repro:    {report.repro} ({ok}{', real inputs' if report.real_inputs else ''})",
+        highlight=False,
+    )
+    if report.launcher:
+        console.print(f"launcher: {report.launcher}", highlight=False)
+    if report.interrupted:
+        console.print("[yellow]interrupted: this is the smallest graph found so far[/yellow]")
+
+
+def run_result(report: Any, console: Console) -> None:
+    console.print()
+    if report.graphs:
+        console.print(graphs_table(report.graphs))
+    elif any(f.kind == "capture" for f in report.failures):
+        console.print("No graph was compiled: TorchDynamo failed before capturing one.")
+    else:
+        console.print(
+            "No graph was compiled (the program never called a torch.compile'd function)."
+        )
+    if report.failures:
+        console.print(failures_table(report.failures))
+    _records(getattr(report, "records", None) or [], console)
+    for note in report.notes:
+        console.print(f"[yellow]note: graph {note['graph']}: {note['text']}[/yellow]")
+    colour = {"clean": "green", "compiler-failure": "red", "not-a-compiler-bug": "yellow"}[
+        report.verdict
+    ]
+    console.print(
+        f"[{colour}]{report.explanation}[/{colour}]  "
+        f"({report.seconds:.1f}s, files in {report.run_dir})",
+        highlight=False,
+    )
+    if report.debug_index is not None:
+        debug_index(report.debug_index, console)
+
+
+def _records(records: list[dict[str, Any]], console: Console) -> None:
+    for r in records:
+        console.print(
+            f"recorded the frame [bold]{r['function']}[/bold] that failed in Dynamo: {r['path']}\n"
+            f"  replay only that frame: [bold]tcompile replay {r['path']}[/bold]",
+            highlight=False,
+        )

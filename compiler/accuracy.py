@@ -9,6 +9,10 @@ Random ops: the caller compiles with ``fallback_random=True`` and runs reference
 compiled code from the same RNG state, so that dropout draws the same mask in both.
 A reference that differs between two eager runs from the same RNG state is
 *nondeterministic*: it is reported, never judged.
+
+This is the one accuracy check: the graph runner of ``tcompile run``, the minifier's
+judges and the check of repro.py all judge with :func:`judge_outcomes`.  Part of the
+contract both processes share, it imports torch only when a function runs.
 """
 
 from __future__ import annotations
@@ -16,16 +20,19 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from .signature import FailureKind, FailureSignature
+
+if TYPE_CHECKING:
+    import torch
 
 # rtol, atol per dtype for strict mode (torch.testing.assert_close's defaults)
 _STRICT_TOL = {
-    torch.float16: (1e-3, 1e-5),
-    torch.bfloat16: (1.6e-2, 1e-5),
-    torch.float32: (1.3e-6, 1e-5),
-    torch.float64: (1e-7, 1e-7),
+    "torch.float16": (1e-3, 1e-5),
+    "torch.bfloat16": (1.6e-2, 1e-5),
+    "torch.float32": (1.3e-6, 1e-5),
+    "torch.float64": (1e-7, 1e-7),
 }
 # non-strict: compiled error may be this many times eager's error against float64
 MULTIPLIER = 3.0
@@ -50,10 +57,14 @@ class RngState:
     """Save the CPU and CUDA RNG states once; restore them before each run."""
 
     def __init__(self) -> None:
+        import torch
+
         self.cpu = torch.get_rng_state()
         self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
 
     def restore(self) -> None:
+        import torch
+
         torch.set_rng_state(self.cpu)
         if self.cuda is not None:
             try:
@@ -67,6 +78,8 @@ class RngState:
 def cuda_sync(values: list[Any]) -> None:
     """Wait for the GPU the values live on: a kernel that faulted raises here, in the
     graph that launched it, not at some later synchronisation."""
+    import torch
+
     for x in values:
         if isinstance(x, torch.Tensor) and x.is_cuda:
             torch.cuda.synchronize(x.device)
@@ -74,6 +87,8 @@ def cuda_sync(values: list[Any]) -> None:
 
 
 def clone_input(x: Any, dtype: torch.dtype | None = None) -> Any:
+    import torch
+
     if not isinstance(x, torch.Tensor):
         return x
     y = x.detach().clone(memory_format=torch.preserve_format)
@@ -99,6 +114,8 @@ def run_with_grads(
     fn: Callable[..., Any], inputs: Sequence[Any], dtype: torch.dtype | None = None
 ) -> Outcome:
     """Run ``fn`` on clones of ``inputs``; backprop a fixed projection if grads flow."""
+    import torch
+
     args = [clone_input(x, dtype) for x in inputs]
     outputs = flatten(fn(*args))
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
@@ -122,6 +139,8 @@ def run_with_grads(
 
 
 def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    import torch
+
     d = a.double() - b.double()
     d = d[torch.isfinite(d)]
     if d.numel() == 0:
@@ -130,17 +149,23 @@ def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _rms(a: torch.Tensor) -> float:
+    import torch
+
     a = a.double()
     a = a[torch.isfinite(a)]
     return float(torch.sqrt(torch.mean(a * a))) if a.numel() else 0.0
 
 
 def _eps(dtype: torch.dtype) -> float:
+    import torch
+
     return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
 
 
 def compare_tensor(ref: Any, res: Any, fp64: Any | None, *, strict: bool) -> str | None:
     """None when ``res`` is acceptable, else a short description of the mismatch."""
+    import torch
+
     if not isinstance(ref, torch.Tensor) or not isinstance(res, torch.Tensor):
         if isinstance(ref, torch.Tensor) != isinstance(res, torch.Tensor):
             return f"type {type(res).__name__} where eager gives {type(ref).__name__}"
@@ -186,7 +211,7 @@ def compare_tensor(ref: Any, res: Any, fp64: Any | None, *, strict: bool) -> str
         if ref.numel() == 0:
             return None
     if strict:
-        rtol, atol = _STRICT_TOL.get(ref.dtype, (1.3e-6, 1e-5))
+        rtol, atol = _STRICT_TOL.get(str(ref.dtype), (1.3e-6, 1e-5))
         if torch.allclose(res, ref, rtol=rtol, atol=atol, equal_nan=True):
             return None
         diff = float((res.double() - ref.double()).abs().nan_to_num(0).max())
@@ -198,7 +223,7 @@ def compare_tensor(ref: Any, res: Any, fp64: Any | None, *, strict: bool) -> str
     )
     if not usable64:
         # No float64 reference: fall back to a loose comparison with eager.
-        rtol, atol = _STRICT_TOL.get(ref.dtype, (1.3e-6, 1e-5))
+        rtol, atol = _STRICT_TOL.get(str(ref.dtype), (1.3e-6, 1e-5))
         if torch.allclose(res, ref, rtol=rtol * 100, atol=atol * 100, equal_nan=True):
             return None
         diff = float((res.double() - ref.double()).abs().nan_to_num(0).max())
@@ -239,6 +264,8 @@ def compare(ref: Outcome, res: Outcome, fp64: Outcome | None, *, strict: bool) -
 
 def outcomes_identical(a: Outcome, b: Outcome) -> bool:
     """Two eager runs from the same RNG state: bitwise equal when deterministic."""
+    import torch
+
     xs, ys = a.outputs + a.grads, b.outputs + b.grads
     if len(xs) != len(ys):
         return False
@@ -270,6 +297,7 @@ _RANDOM_NAMES = (
 def has_random_ops(gm: torch.fx.GraphModule) -> bool:
     """Whether a graph draws random numbers (then compiled code must use eager's RNG
     path, inductor's ``fallback_random``, for its results to be comparable)."""
+
     for n in gm.graph.nodes:
         if n.op in ("call_function", "call_method"):
             name = (
@@ -289,5 +317,77 @@ def has_random_ops(gm: torch.fx.GraphModule) -> bool:
 def to_float64(gm: torch.nn.Module) -> torch.nn.Module:
     import copy
 
+    import torch
+
     g = copy.deepcopy(gm)
     return g.to(torch.float64)
+
+
+def graph_kind_of(mismatch: Mismatch, forward_kind: str) -> str:
+    """The graph a mismatch belongs to: a gradient that differs is the backward's."""
+    return "backward" if mismatch.where.startswith("grad") else forward_kind
+
+
+def accuracy_signature(
+    stage: str, strict: bool, mismatch: Mismatch, forward_kind: str
+) -> FailureSignature:
+    """The signature of an accuracy failure: which graph and which of its results,
+    never the numbers."""
+    graph_kind = graph_kind_of(mismatch, forward_kind)
+    return FailureSignature(
+        stage=stage,
+        kind=FailureKind.ACCURACY.value,
+        exc_type="StrictAccuracyError" if strict else "AccuracyError",
+        message=f"{graph_kind} {mismatch.where.split()[0]} differs from eager",
+        frame="",
+    )
+
+
+def judge_outcomes(
+    ref: Outcome,
+    res: Outcome,
+    fp64: Outcome | None,
+    *,
+    strict: bool,
+    stage: str,
+    forward_kind: str,
+) -> tuple[FailureSignature, Mismatch] | None:
+    """The accuracy verdict on one compiled run: None when acceptable, else the
+    failure's signature and what differs.  ``forward_kind`` "backward" means the graph
+    *is* a backward graph (an AOT graph): its outputs are gradients."""
+    mismatch = compare(ref, res, fp64, strict=strict)
+    if mismatch is None:
+        return None
+    if forward_kind == "backward" and not mismatch.where.startswith("grad"):
+        mismatch = Mismatch("grad " + mismatch.where.split()[-1], mismatch.detail)
+    return accuracy_signature(stage, strict, mismatch, forward_kind), mismatch
+
+
+def float64_outcome(
+    model: Any, inputs: Sequence[Any], rng: RngState | None = None, *, grads: bool = True
+) -> Outcome | None:
+    """The float64 reference of ``model`` on ``inputs`` (None where it cannot run in
+    float64: integer-only ops, a dtype-specific kernel)."""
+    import torch
+
+    try:
+        if grads:
+            return run_with_grads(to_float64(model), inputs, dtype=torch.float64)
+        args = [clone_input(x, torch.float64) for x in inputs]
+        return Outcome(flatten(to_float64(model)(*args)), [])
+    except Exception:
+        return None
+    finally:
+        if rng is not None:
+            rng.restore()
+
+
+def with_fallback_random(
+    options: dict[str, Any] | None, *, checking: bool, stage: str, gm: Any
+) -> dict[str, Any]:
+    """The one rule for random ops: while accuracy is judged, inductor draws eager's
+    random numbers (``fallback_random``), or a clean model with dropout looks broken."""
+    out = dict(options or {})
+    if checking and stage == "inductor" and has_random_ops(gm):
+        out.setdefault("fallback_random", True)
+    return out

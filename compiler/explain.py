@@ -13,8 +13,9 @@ import os
 from collections import Counter
 from typing import Any
 
+from .debug_artifacts import index_debug_dir
 from .observer import Observer
-from .protocol import HookConfig, read_events
+from .protocol import Event, HookConfig, read_events
 from .runner import new_run_dir, run_process
 
 
@@ -62,40 +63,10 @@ def explain(
     return report
 
 
-ARTIFACTS = (
-    "fx_graph_readable.py",
-    "fx_graph_transformed.py",
-    "ir_pre_fusion.txt",
-    "ir_post_fusion.txt",
-    "output_code.py",
-    "fx_graph_runnable.py",
-)
-
-
-def index_debug_dir(debug_dir: str) -> list[dict[str, Any]]:
-    """Flatten inductor's trace folders into DIR/graph-NNN-kind/<artifact> and list them."""
-    import shutil
-    from pathlib import Path
-
-    out = []
-    for gdir in sorted(Path(debug_dir).glob("graph-*")):
-        nested = sorted(gdir.glob("torchinductor/*/"))
-        for sub in nested[-1:]:  # the last compile of this graph
-            for f in sub.iterdir():
-                if f.is_file():
-                    shutil.move(str(f), gdir / f.name)
-        if nested:
-            shutil.rmtree(gdir / "torchinductor", ignore_errors=True)
-        _, index, kind = gdir.name.split("-", 2)
-        files = {a: str(gdir / a) for a in ARTIFACTS if (gdir / a).exists()}
-        out.append({"graph": int(index), "kind": kind, "dir": str(gdir), "files": files})
-    return out
-
-
 def build_report(
     events: list[dict[str, Any]], returncode: int | None, run_dir: str
 ) -> ExplainReport:
-    graphs = [e for e in events if e.get("event") == "graph"]
+    graphs = [e for e in events if e.get("event") == Event.GRAPH]
     breaks: Counter[tuple[str, str, int | None]] = Counter()
     for g in graphs:
         if g.get("break_reason"):
@@ -115,12 +86,12 @@ def build_report(
             "reasons": e.get("reasons") or [],
         }
         for e in events
-        if e.get("event") == "recompile"
+        if e.get("event") == Event.RECOMPILE
     ]
     limits = [
         {"function": e.get("function"), "message": e.get("message")}
         for e in events
-        if e.get("event") == "recompile_limit"
+        if e.get("event") == Event.RECOMPILE_LIMIT
     ]
     totals: Counter[str] = Counter()
     rows = []

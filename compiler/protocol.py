@@ -14,6 +14,7 @@ Never parsed from stderr.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 import struct
@@ -23,6 +24,39 @@ from typing import Any
 SCHEMA = 1
 CONFIG_ENV = "TCOMPILE_CONFIG"
 STOP_EXIT = 86  # a child that stopped early because the failure it looked for showed
+
+
+class Event(str, enum.Enum):
+    """The kinds of event a child writes (``"event"`` of each JSON line), and the ones
+    the parent adds for its observer (bisect steps, minify progress)."""
+
+    START = "start"  # a process under the hooks compiled its first graph
+    GRAPH = "graph"  # a Dynamo graph: index, frame, nodes, stage, compile seconds
+    AOT_GRAPH = "aot_graph"  # a forward / backward / inference graph of a Dynamo graph
+    FAILURE = "failure"  # a compiler failure tcompile saw and classified
+    NOTE = "note"  # something the user should know (e.g. a nondeterministic reference)
+    EXCEPTION = "exception"  # the exception the program died of (sys.excepthook)
+    RECORD = "record"  # a record of a frame that failed in Dynamo was written
+    BISECT_COUNTS = "bisect_counts"  # applications of inductor's subsystems so far
+    RECOMPILE = "recompile"  # a guard failed: the frame is compiled again
+    RECOMPILE_LIMIT = "recompile_limit"  # the frame hit the recompile limit
+    BISECT_STEP = "bisect_step"  # (parent) one probe run of `tcompile bisect`
+    MINIFY_PROGRESS = "minify_progress"  # (parent) the minifier's best so far
+
+
+# A minifier worker's capture of the graph it serves (child/serve.py writes it, the
+# parent reads it): the graph, its real inputs and the configuration in force.
+CAPTURE_GRAPH = "graph.pt"
+CAPTURE_INPUTS = "inputs.pt"
+CAPTURE_META = "capture.json"
+# The program `tcompile replay` runs (child/replay_driver.py): from `-c`, not as a
+# script or `-m`, so that the recorded frame's globals can go into an empty __main__.
+REPLAY_DRIVER = (
+    "import sys; from tcompile.compiler.child.replay_driver import main; "
+    "sys.exit(main(sys.argv[1:]))"
+)
+# The worker of a minifier_launcher.py: the launcher's data comes in the serve spec.
+LAUNCHER_WORKER = "from tcompile.compiler.child.serve import serve_launcher; serve_launcher()"
 
 # marker layout: graph index (int32), phase (int32), graph kind (int32), spare
 MARKER_FMT = "<iiii"

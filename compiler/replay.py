@@ -1,6 +1,6 @@
 """``tcompile replay``: re-run only the recorded frame, and say whether it fails the same.
 
-The frame runs in a child process (``python -m tcompile.compiler.replay_driver``)
+The frame runs in a child process (``python -c DRIVER``, child/replay_driver.py)
 under the same hooks as ``tcompile run``, so what it compiles is numbered, checked and
 classified exactly as in the program, and a crash takes down the child, not tcompile.
 The record's metadata is checked here first (record.py), so a bad file is a one-line
@@ -15,17 +15,13 @@ import os
 import sys
 from typing import IO, Any
 
+from .classify import RunReport, run_and_classify
+from .exitcodes import ExitCode, UsageError
+from .failure import Failure
 from .observer import NullObserver, Observer
-from .record import RecordError, RecordInfo, read_info
-from .runner import (
-    EXIT_COMPILER_FAILURE,
-    EXIT_NOT_COMPILER,
-    EXIT_OK,
-    RunReport,
-    UsageError,
-    new_run_dir,
-    run_and_classify,
-)
+from .protocol import REPLAY_DRIVER
+from .record_format import RecordError, RecordInfo, read_info
+from .runner import new_run_dir
 from .signature import FailureSignature
 
 
@@ -38,7 +34,7 @@ class ReplayReport:
     explanation: str
     recorded_signature: str | None
     signature: str | None  # the replay's failure (the first one), if any
-    failures: list[dict[str, Any]]
+    failures: list[Failure]
     user_stack: list[str]
     seconds: float
     original_seconds: float | None  # how far into the program the frame failed
@@ -47,9 +43,22 @@ class ReplayReport:
     run_dir: str
     command: list[str]
     run: dict[str, Any] | None = None
+    minify: Any = None  # `replay --minify`: the minify job's report
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(dataclasses.replace(self, failures=[], minify=None))
+        out["failures"] = [f.to_json() for f in self.failures]
+        if self.minify is not None:
+            out["minify"] = self.minify.to_json()
+        else:
+            out.pop("minify")
+        return out
+
+    def minify_args(self) -> dict[str, Any] | None:
+        """``replay --minify``: the first replayed failure that is in a graph, or None
+        (a failure in Dynamo's capture has no graph to minify)."""
+        target = next((f for f in self.failures if f.graph is not None), None)
+        return None if target is None else {"graph": int(target.graph)}
 
 
 def load_info(path: str) -> RecordInfo:
@@ -114,9 +123,7 @@ def replay(
     path = os.path.abspath(path)
     run_dir = new_run_dir(out, "replay")
     status_path = os.path.join(run_dir, "driver-status.json")
-    from .replay_driver import DRIVER
-
-    command = [sys.executable, "-c", DRIVER, path]
+    command = [sys.executable, "-c", REPLAY_DRIVER, path]
     if fullgraph is not None:
         command.append("--fullgraph" if fullgraph else "--no-fullgraph")
     command += ["--status", status_path]
@@ -163,51 +170,46 @@ def _judge(
     failures = report.failures
     first = failures[0] if failures else None
     if recorded is not None:
-        same = any(
-            recorded.matches(FailureSignature.from_json(f["signature_fields"])) for f in failures
-        )
+        same = any(recorded.matches(f.signature) for f in failures)
     else:  # torch's records: the exception type, from the file name
         want = str(meta.get("exc_type") or "")
-        same = bool(want) and any(
-            str(f["signature_fields"].get("exc_type", "")).rsplit(".", 1)[-1] == want
-            for f in failures
-        )
+        same = bool(want) and any(f.signature.exc_type.rsplit(".", 1)[-1] == want for f in failures)
     if status.get("eager_fails_same"):
-        outcome, code = "not-a-compiler-bug", EXIT_NOT_COMPILER
+        outcome, code = "not-a-compiler-bug", ExitCode.NOT_COMPILER
         explanation = (
             "the frame fails the same way without torch.compile "
             f"({status['eager_fails_same']}): not a compiler bug"
         )
     elif same:
-        outcome, code = "reproduced", EXIT_COMPILER_FAILURE
+        outcome, code = "reproduced", ExitCode.COMPILER_FAILURE
         explanation = f"the same failure reproduces: {recorded_text}"
     elif failures:
-        outcome, code = "different", EXIT_COMPILER_FAILURE
+        outcome, code = "different", ExitCode.COMPILER_FAILURE
         explanation = (
-            f"a different failure: {failures[0]['signature']} "
+            f"a different failure: {failures[0].text} "
             f"(recorded: {recorded_text or 'unknown'})"
         )
         if recorded is None:  # torch's records say little of the failure
             outcome = "failed"
-            explanation = f"the frame fails: {failures[0]['signature']}"
+            explanation = f"the frame fails: {failures[0].text}"
     else:
-        outcome, code = "none", EXIT_OK
+        outcome, code = "none", ExitCode.OK
         explanation = "the frame compiles and runs without a failure"
         if recorded_text:
             explanation += f" (recorded: {recorded_text})"
     stack: list[str] = []
     for f in failures:
-        if f.get("user_stack"):
-            stack = list(f["user_stack"])
+        if f.user_stack:
+            stack = list(f.user_stack)
             break
     return ReplayReport(
         record=path,
         function=str(meta.get("function", "?")),
         outcome=outcome,
-        exit_code=code,
+        exit_code=int(code),
         explanation=explanation,
         recorded_signature=recorded_text,
-        signature=first["signature"] if first else None,
+        signature=first.text if first else None,
         failures=failures,
         user_stack=stack,
         seconds=report.seconds,
@@ -220,4 +222,4 @@ def _judge(
     )
 
 
-__all__ = ["EXIT_OK", "ReplayReport", "load_info", "replay"]
+__all__ = ["ReplayReport", "load_info", "replay"]

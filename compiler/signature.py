@@ -40,7 +40,7 @@ _SCRUBS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 # Frames from these packages are plumbing, not the place a failure comes from.
-_PLUMBING = ("/tcompile/", "/compiler/backend.py", "/compiler/hooks.py", "/compiler/stages.py")
+_PLUMBING = ("/tcompile/", "/compiler/child/")
 
 
 def normalize_message(message: str, limit: int = 300) -> str:
@@ -127,19 +127,26 @@ class FailureSignature:
     message: str
     frame: str = ""
 
-    def matches(self, other: FailureSignature | None) -> bool:
+    def matches(self, other: FailureSignature | None, *, any_stage: bool = False) -> bool:
+        """The one "same failure?" rule: kind, exception type and normalised message
+        agree (for a crash or timeout the signal is the identity), and so does the
+        stage unless ``any_stage`` (bisect asks whether the failure shows *whatever*
+        stage compiles the graph)."""
         if other is None:
             return False
-        same = (
-            self.stage == other.stage
-            and self.kind == other.kind
-            and self.exc_type == other.exc_type
-        )
+        same = self.kind == other.kind and self.exc_type == other.exc_type
+        if not any_stage:
+            same = same and self.stage == other.stage
         if self.kind in (FailureKind.CRASH.value, FailureKind.TIMEOUT.value):
             # what a dying process manages to print is not reliable (threads race to
             # say "terminate called ..."): the signal is the identity
             return same
         return same and self.message == other.message
+
+    def as_exception(self) -> FailureSignature:
+        """The same error seen as a plain exception of the program (stage ``script``,
+        kind ``exception``): how a run without torch.compile reports it."""
+        return dataclasses.replace(self, stage="script", kind="exception")
 
     def __str__(self) -> str:
         text = f"{self.stage}/{self.kind}: {self.exc_type}"

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .engine import Step
 from .graph import Case
 
 VERSION = 1
@@ -37,8 +38,6 @@ def load(directory: str | os.PathLike[str]) -> tuple[Case, list[Any], int] | Non
     path = Path(directory) / FILE
     if not path.exists():
         return None
-    from .engine import Step
-
     data = torch.load(path, weights_only=False)  # our own file, written by save()
     if data.get("version") != VERSION:
         raise ValueError(f"checkpoint {path} has version {data.get('version')}, expected {VERSION}")

@@ -266,7 +266,7 @@ def _prune_placeholders(g: fx.Graph, inputs: list[Any]) -> list[Any]:
 def eliminate_dead_code(case: Case) -> Case:
     """Remove nodes whose values are never used (side-effecting nodes stay), then the
     inputs nothing uses any more."""
-    g = _copy_graph(case.graph)
+    g = copy_graph(case.graph)
     _dce(g, case.root)
     inputs = _prune_placeholders(g, list(case.inputs))
     return Case(case.root, g, inputs)
@@ -276,12 +276,13 @@ def drop_unused_inputs(case: Case) -> Case:
     """Remove placeholders nothing uses, and their inputs (``case`` itself if none)."""
     if all(n.users for n in case.graph.nodes if n.op == "placeholder"):
         return case
-    g = _copy_graph(case.graph)
+    g = copy_graph(case.graph)
     inputs = _prune_placeholders(g, list(case.inputs))
     return Case(case.root, g, inputs)
 
 
-def _copy_graph(graph: fx.Graph) -> fx.Graph:
+def copy_graph(graph: fx.Graph) -> fx.Graph:
+    """A new graph with the same nodes (the one graph-copy helper of the engine)."""
     g = fx.Graph()
     out = g.graph_copy(graph, {})
     g.output(out)

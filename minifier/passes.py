@@ -24,6 +24,7 @@ import torch.fx as fx
 from .graph import (
     Case,
     compute_nodes,
+    copy_graph,
     drop_unused_inputs,
     eliminate_dead_code,
     output_values,
@@ -207,7 +208,7 @@ def merge_duplicate_inputs(case: Case) -> Case | None:
             first.append((v, n.name))
     if not alias:
         return None
-    g = _copy(case.graph)
+    g = copy_graph(case.graph)
     by_name = {n.name: n for n in g.nodes}
     for dup, orig in alias.items():
         by_name[dup].replace_all_uses_with(by_name[orig])
@@ -225,12 +226,6 @@ def lift_attributes(case: Case) -> Case | None:
     if not attrs:
         return None
     return rebuild(case, lift=attrs)
-
-
-def _copy(graph: fx.Graph) -> fx.Graph:
-    g = fx.Graph()
-    g.output(g.graph_copy(graph, {}))
-    return g
 
 
 PassFn = Callable[["Problem", Case], "Case | None"]

@@ -95,8 +95,7 @@ def _helpers() -> str:
         inspect.getsource(_sig._qualified_type),
         "CUDA_FATAL = " + repr(_sig.CUDA_FATAL),
         inspect.getsource(_sig.cuda_fatal_message),
-        "_STRICT_TOL = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), "
-        "torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}",
+        "_STRICT_TOL = " + repr(_acc._STRICT_TOL),
         f"MULTIPLIER = {_acc.MULTIPLIER!r}",
         inspect.getsource(_acc.Outcome).replace(
             "@dataclasses.dataclass\n", "@dataclasses.dataclass\n"

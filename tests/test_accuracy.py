@@ -28,8 +28,11 @@ def test_more_precise_than_eager_is_not_a_bug():
 def test_tiny_difference_strict_only():
     x = torch.randn(64)
     y = x * (1 + 1e-5)
-    assert compare_tensor(x, y, x.double(), strict=False) is not None or True
+    # loose: as far from float64 as eager is -> accepted; strict: any visible difference
+    assert compare_tensor(x, y, (x.double() + y.double()) / 2, strict=False) is None
     assert compare_tensor(x, y, x.double(), strict=True) is not None
+    # eager exact, compiled 1e-5 off: far beyond 3x eager's error plus 16 ulp -> flagged
+    assert compare_tensor(x, y, x.double(), strict=False) is not None
 
 
 def test_integer_and_nan_handling():

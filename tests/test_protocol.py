@@ -1,7 +1,7 @@
 import pytest
 
 from tcompile.compiler.protocol import HookConfig, read_events, read_markers
-from tcompile.compiler.recorder import Recorder
+from tcompile.compiler.child.recorder import Recorder
 
 
 def test_config_roundtrip_and_schema():
@@ -51,7 +51,7 @@ _CUDA_SIG = {
 
 def test_async_cuda_fault_is_pinned_to_the_graph_that_ran_last():
     """A faulting kernel reported at a later synchronisation, outside any graph."""
-    from tcompile.compiler.runner import collect
+    from tcompile.compiler.classify import collect
 
     exc = {
         "event": "exception",
@@ -65,14 +65,14 @@ def test_async_cuda_fault_is_pinned_to_the_graph_that_ran_last():
     }
     _, failures, _ = collect(_result([_GRAPH, exc]))
     [f] = failures
-    assert (f["graph"], f["graph_kind"], f["kind"], f["stage"]) == (
+    assert (f.graph, f.graph_kind, f.kind, f.stage) == (
         0,
         "forward",
         "crash",
         "inductor",
     )
-    assert f["signature_fields"]["exc_type"] == "CUDAError"
-    assert f["unconfirmed"]  # the plain re-run still decides whether it is the program's own
+    assert f.signature.exc_type == "CUDAError"
+    assert f.unconfirmed  # the plain re-run still decides whether it is the program's own
     # the graph reported it itself (synchronised at its first call): not twice
     own = {
         "event": "failure",
@@ -84,7 +84,7 @@ def test_async_cuda_fault_is_pinned_to_the_graph_that_ran_last():
         "signature": {**_CUDA_SIG, "stage": "inductor"},
     }
     _, failures, _ = collect(_result([_GRAPH, own, exc]))
-    assert [f["kind"] for f in failures] == ["crash"] and "unconfirmed" not in failures[0]
+    assert [f.kind for f in failures] == ["crash"] and not failures[0].unconfirmed
 
 
 def test_cuda_fatal_errors_are_crashes():

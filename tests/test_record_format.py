@@ -1,6 +1,6 @@
 """The record format and `tcompile replay` on bad input: no compiles, no torch import.
 
-Records are built here by hand with the real writer (record.write_record); the payload
+Records are built here by hand with the real writer (record_format.write_record); the payload
 of some is a pickle that would create a file if it were ever unpickled, which proves
 that --info and every refusal below unpickle nothing.
 """
@@ -12,7 +12,7 @@ import pickle
 import pytest
 
 from helpers import run_tcompile
-from tcompile.compiler import record as rec
+from tcompile.compiler import record_format as rec
 
 
 class _Tripwire:

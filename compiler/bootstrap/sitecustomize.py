@@ -12,7 +12,7 @@ import sys
 def _tcompile_bootstrap() -> None:
     if os.environ.get("TCOMPILE_CONFIG"):
         try:
-            from tcompile.compiler.hooks import install_from_environment
+            from tcompile.compiler.child.hooks import install_from_environment
 
             install_from_environment()
         except Exception as exc:  # never break the user's program

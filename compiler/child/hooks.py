@@ -6,7 +6,7 @@ imports nothing heavy: ``torch.compile`` is patched by a post-import hook the mo
 the program imports torch, so a program that never imports torch pays nothing.
 
 What is patched: ``torch.compile`` (which ``nn.Module.compile`` and the decorator form
-go through), so that every call gets a :class:`~tcompile.compiler.backend.TcompileBackend`
+go through), so that every call gets a :class:`~tcompile.compiler.child.backend.TcompileBackend`
 holding the user's backend, mode and options.  ``sys.excepthook`` is chained to record
 the exception a program dies of (a capture failure under ``fullgraph=True`` surfaces
 that way).
@@ -19,13 +19,13 @@ import importlib.abc
 import importlib.util
 import os
 import sys
-import time
 from typing import Any
 
-from .protocol import CONFIG_ENV, HookConfig
+from ..protocol import CONFIG_ENV, Event, HookConfig
+from ..signature import FailureSignature, first_lines
+from .recorder import Recorder
 
 _installed = False
-STARTED = time.monotonic()  # interpreter start-up, near enough (sitecustomize imports this)
 _session: Any = None
 
 
@@ -83,13 +83,13 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
 def session() -> Any:
     global _session
     if _session is None:
-        from .backend import Session
+        from .session import Session
 
         _session = Session(_config)
         import torch
 
         _session.recorder.emit(
-            "start", argv=sys.argv, torch=torch.__version__, python=sys.version.split()[0]
+            Event.START, argv=sys.argv, torch=torch.__version__, python=sys.version.split()[0]
         )
     return _session
 
@@ -142,7 +142,7 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
         # (only a process that compiled: inductor's compile workers inherit the hooks)
         atexit.register(lambda: _session is not None and _session.emit_counts())
     if config.record != "off" and not config.disable:
-        from .record import install as install_record
+        from .frames import install as install_record
 
         install_record(session)
     if config.explain:
@@ -183,20 +183,16 @@ def _chain_excepthook(config: HookConfig) -> None:
 
 def _record_uncaught(exc: BaseException) -> None:
     if _config is None:  # torch never compiled anything: record without a session
-        from .recorder import Recorder
-
         rec = Recorder(HookConfig.from_env(os.environ[CONFIG_ENV]).dir)
     else:
         rec = session().recorder
-    from .signature import FailureSignature, first_lines
-
     dynamo = False
     user_frame = ""
     record_path = None
     user_stack: list[str] = []
     original = exc
     if "torch" in sys.modules and _config is not None:
-        from .backend import is_dynamo_exception
+        from .session import is_dynamo_exception
 
         chain: list[BaseException] = []
         e: BaseException | None = exc
@@ -214,12 +210,12 @@ def _record_uncaught(exc: BaseException) -> None:
                     user_stack = [f"{f.filename}:{f.lineno} in {f.name}" for f in stack][-8:]
                 break
         if dynamo and _config.record != "off":
-            from .record import write_from_exception
+            from .frames import write_from_exception
 
             try:
                 record_path = write_from_exception(session(), original)
             except Exception as e:  # the report goes on without a record
-                rec.emit("note", graph=None, text=f"could not write the frame's record: {e}")
+                rec.emit(Event.NOTE, graph=None, text=f"could not write the frame's record: {e}")
     sig = FailureSignature.from_exception(
         "eager" if dynamo else "script", "capture" if dynamo else "exception", exc
     )
@@ -241,7 +237,7 @@ def _record_uncaught(exc: BaseException) -> None:
             "after_stage": _session.graph_stage.get(last[0], "unknown"),
         }
     rec.emit(
-        "exception",
+        Event.EXCEPTION,
         **after,
         dynamo=dynamo,
         signature=sig.to_json(),

@@ -8,9 +8,7 @@ op or pass name) and the first ``limits[subsystem]`` of them are enabled, the re
 disabled.  The state comes from the hook config (JSON), not from torch's
 ``key=value`` files read back with ``eval``; several subsystems can be limited in one
 run, which lets the parent search one flat ordered list with a single binary search.
-
-``TOGGLES`` are the config changes torch's bisector tries ("does turning this off fix
-it?"), per stage.
+The subsystems and toggles themselves are data: compiler/stack.py.
 """
 
 from __future__ import annotations
@@ -18,26 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-# the order things happen in, per stage; toggles first (see bisect.py)
-SUBSYSTEMS: dict[str, list[str]] = {
-    "aot_eager_decomp_partition": ["decomposition"],
-    "inductor": [
-        "pre_grad_passes",
-        "joint_graph_passes",
-        "post_grad_passes",
-        "cudagraphs",
-        "lowerings",
-    ],
-}
-TOGGLES: dict[str, dict[str, Any]] = {
-    "aot_eager_decomp_partition": {"functorch.cse": False},
-    "inductor": {
-        "fallback_random": True,
-        "emulate_precision_casts": True,
-        "layout_optimization": False,
-        "comprehensive_padding": False,
-    },
-}
+from .torch_config import set_config
 
 
 class Counter:
@@ -75,23 +54,8 @@ def install(bisect: dict[str, Any]) -> Counter:
 
     CompilerBisector.disable_subsystem = classmethod(disable_subsystem)  # type: ignore[method-assign]
     for key, value in (bisect.get("toggles") or {}).items():
-        apply_toggle(key, value)
+        set_config(key, value)
     return counter
-
-
-def apply_toggle(key: str, value: Any) -> None:
-    if key.startswith("functorch."):
-        import torch._functorch.config as functorch_config
-
-        setattr(functorch_config, key.split(".", 1)[1], value)
-        return
-    import torch._inductor.config as inductor_config
-
-    obj: Any = inductor_config
-    parts = key.split(".")
-    for part in parts[:-1]:
-        obj = getattr(obj, part)
-    setattr(obj, parts[-1], value)
 
 
 def counter() -> Counter | None:

@@ -3,12 +3,10 @@
 Run under tcompile's hooks like any user program (so its graphs are numbered,
 checked and classified the same way, and ``tcompile minify`` can run it)::
 
-    python -c "$DRIVER" RECORD [--no-fullgraph] [--status FILE]     (DRIVER below)
+    python -c "$REPLAY_DRIVER" RECORD [--no-fullgraph] [--status FILE]   (protocol.py)
 
 From ``-c``, not as a script or ``-m``: the recorded frame's globals go into
-``__main__`` (where its script's globals were), which must not be this module; and
-compiler/ holds modules named like the standard library's (bisect.py), which a
-script's folder on sys.path would shadow.
+``__main__`` (where its script's globals were), which must not be this module.
 
 It rebuilds the frame's function from the record (code object, globals, closure),
 applies the recorded Dynamo and inductor config, compiles it with the recorded
@@ -26,10 +24,8 @@ import sys
 import types
 from typing import Any
 
-_EXIT_BAD_RECORD = 2
-DRIVER = (
-    "import sys; from tcompile.compiler.replay_driver import main; sys.exit(main(sys.argv[1:]))"
-)
+from ..exitcodes import ExitCode
+
 
 
 class BadRecord(Exception):
@@ -45,7 +41,7 @@ def _status(path: str | None, **fields: Any) -> None:
 def _load_tcompile(info: Any) -> dict[str, Any]:
     import dill
 
-    from tcompile.compiler.record import read_payload
+    from ..record_format import read_payload
 
     parts = read_payload(info)
     # the program's own modules (classes defined next to the script) import from
@@ -120,17 +116,6 @@ def _load_torch(path: str) -> dict[str, Any]:
         "builtins": dict(record.builtins),
         "compile": {"backend": "inductor", "fullgraph": False},
     }
-
-
-def _apply_config(module_name: str, diffs: dict[str, Any]) -> None:
-    import importlib
-
-    mod = importlib.import_module(module_name)
-    for key, value in (diffs or {}).items():
-        try:
-            setattr(mod, key, value)
-        except Exception:
-            pass  # an entry this torch does not have
 
 
 def _arguments(code: Any, f_locals: dict[str, Any]) -> tuple[list[Any], dict[str, Any], list[str]]:
@@ -229,17 +214,18 @@ def main(argv: list[str]) -> int:
 
     import torch  # tcompile's hooks patch torch.compile on import
 
-    from tcompile.compiler.record import RecordError, read_info
+    from ..record_format import RecordError, read_info
+    from .torch_config import apply_module_diffs
 
     try:
         info = read_info(ns.record)
         loaded = _load_tcompile(info) if info.kind == "tcompile" else _load_torch(ns.record)
-        _apply_config("torch._dynamo.config", loaded.get("dynamo_config") or {})
-        _apply_config("torch._inductor.config", loaded.get("inductor_config") or {})
+        apply_module_diffs("torch._dynamo.config", loaded.get("dynamo_config") or {})
+        apply_module_diffs("torch._inductor.config", loaded.get("inductor_config") or {})
         fn, args, kwargs, missing = build(loaded)
     except (RecordError, BadRecord) as exc:
         _status(ns.status, error=str(exc))
-        return _EXIT_BAD_RECORD
+        return int(ExitCode.USAGE)
     options = dict(loaded.get("compile") or {})
     fullgraph = options.get("fullgraph", False) if ns.fullgraph is None else ns.fullgraph
     kw: dict[str, Any] = {

@@ -12,6 +12,8 @@ import logging
 from collections import Counter
 from typing import Any
 
+from ..protocol import Event
+
 
 def compile_metrics() -> dict[str, float]:
     """Totals of torch's compile-time metrics (seconds per phase name)."""
@@ -54,7 +56,7 @@ def install(recorder: Any) -> None:
             try:
                 code = frame.f_code
                 recorder.emit(
-                    "recompile",
+                    Event.RECOMPILE,
                     frame=code.co_name,
                     file=code.co_filename,
                     line=code.co_firstlineno,
@@ -75,7 +77,7 @@ def install(recorder: Any) -> None:
                 return
             if "hit config." in msg:
                 recorder.emit(
-                    "recompile_limit",
+                    Event.RECOMPILE_LIMIT,
                     message=msg.splitlines()[0][:200],
                     function=next(
                         (

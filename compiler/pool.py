@@ -2,12 +2,11 @@
 
 A worker is the user's command run once more under the hooks, told to stop at the
 first call of graph N.  There it saves the graph and its real inputs (the capture),
-then answers requests on two pipes: load a candidate, judge it (judge.py), reply.
-It never continues the user's program.  It imports torch once and keeps every bit of
-the program's state; fork would be cheaper but is unsafe once OpenMP has run (a
-forked child hangs on its first parallel region).
+then answers requests on two pipes (child/serve.py).  It imports torch once and keeps
+every bit of the program's state; fork would be cheaper but is unsafe once OpenMP has
+run (a forked child hangs on its first parallel region).
 
-The parent side, :class:`WorkerPool`, keeps up to ``jobs`` workers.  A worker that
+:class:`WorkerPool`, in tcompile's process, keeps up to ``jobs`` workers.  A worker that
 dies (a C++ throw in generated code aborts it), hangs past the timeout, or stops
 answering is killed with its process group and replaced; the candidate's verdict is
 then CRASH or TIMEOUT with a signature made exactly as ``tcompile run`` makes them.
@@ -15,6 +14,7 @@ then CRASH or TIMEOUT with a signature made exactly as ``tcompile run`` makes th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -25,100 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tcompile.minifier.verdict import Verdict
+
+from .crash import crash_signature
 from .protocol import HookConfig
-from .signature import FailureKind, FailureSignature, normalize_message
-
-CAPTURE_GRAPH = "graph.pt"
-CAPTURE_INPUTS = "inputs.pt"
-CAPTURE_META = "capture.json"
-
-
-# ---- child side ------------------------------------------------------------------
-def serve(
-    session: Any, runner: Any, args: list[Any], meta_override: dict[str, Any] | None = None
-) -> None:
-    """Called by GraphRunner at the first call of the graph being minified (and by a
-    minifier_launcher.py in --serve mode, with the metadata it holds)."""
-    import torch
-
-    from . import judge as judge_mod
-    from .accuracy import clone_input
-    from .configs import config_diffs, source_of
-
-    cfg = session.config
-    spec = cfg.serve or {}
-    cap = Path(spec["capture_dir"])
-    cap.mkdir(parents=True, exist_ok=True)
-    inputs = [clone_input(a) for a in args]
-    if not (cap / CAPTURE_META).exists():
-        torch.save(runner.reference, cap / (CAPTURE_GRAPH + ".tmp"))
-        torch.save(inputs, cap / (CAPTURE_INPUTS + ".tmp"))
-        backend = runner.backend
-        meta = {
-            "graph": runner.index,
-            "stage": runner.stage,
-            "forward_kind": runner.forward_kind,
-            "config": config_diffs(),
-            "user_backend": _describe_backend(backend.user_backend),
-            "backend_source": source_of(backend.user_backend),
-            "mode": backend.mode,
-            "options": {k: v for k, v in (backend.options or {}).items() if _plain(v)},
-            "dynamic": backend.dynamic,
-            "grad_enabled": torch.is_grad_enabled(),  # the program's grad mode at the call
-            "level": "dynamo",
-            "torch": torch.__version__,
-        }
-        meta.update(meta_override or {})
-        (cap / (CAPTURE_META + ".tmp")).write_text(json.dumps(meta, indent=2, default=str))
-        for name in (CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META):
-            os.replace(cap / (name + ".tmp"), cap / name)
-    target = judge_mod.Target(
-        signature=FailureSignature.from_json(spec["signature"]),
-        stage=runner.stage,
-        accuracy=cfg.accuracy,
-        user_backend=runner.backend.user_backend,
-        mode=runner.backend.mode,
-        options=runner.backend.options,
-        dynamic=runner.backend.dynamic,
-        level=(meta_override or {}).get("level", "dynamo"),
-        graph_kind=runner.forward_kind,
-    )
-    rfd, wfd = spec["fds"]
-    with os.fdopen(rfd, "r") as requests, os.fdopen(wfd, "w", buffering=1) as replies:
-        replies.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
-        for line in requests:
-            req = json.loads(line)
-            if req.get("stop"):
-                break
-            try:
-                gm = torch.load(req["graph"], weights_only=False)  # written by our parent
-                cand_inputs = torch.load(req["inputs"], weights_only=False)
-                verdict, sig = judge_mod.judge(gm, cand_inputs, target)
-            except Exception as exc:  # a broken candidate, not a broken worker
-                verdict, sig = "invalid", {"error": f"{type(exc).__name__}: {exc}"[:300]}
-            # a sticky CUDA error (a kernel faulted) leaves this process's CUDA context
-            # unusable: answer, then retire, so that the next candidate runs in a
-            # fresh worker with a healthy context
-            retire = bool(sig) and sig.get("exc_type") == "CUDAError"
-            replies.write(
-                json.dumps(
-                    {"id": req["id"], "verdict": verdict, "signature": sig, "retire": retire}
-                )
-                + "\n"
-            )
-            if retire:
-                break
-    os._exit(0)
-
-
-def _plain(v: Any) -> bool:
-    return isinstance(v, (str, int, float, bool, type(None)))
-
-
-def _describe_backend(b: Any) -> str:
-    if isinstance(b, str):
-        return b
-    return getattr(b, "__name__", None) or type(b).__name__
+from .runner import child_env
+from .signature import FailureKind, FailureSignature
 
 
 # ---- parent side -----------------------------------------------------------------
@@ -134,9 +46,7 @@ class _Worker:
         c2p_r, c2p_w = os.pipe()
         serve = dict(config.serve or {})
         serve["fds"] = [p2c_r, c2p_w]
-        cfg = HookConfig(**{**config.__dict__, "serve": serve})
-        from .runner import child_env
-
+        cfg = dataclasses.replace(config, serve=serve)
         full_env = child_env(cfg, env)
         self.log = log
         self._logf = open(log, "wb")
@@ -271,7 +181,7 @@ class WorkerPool:
             return self._spawn()
         return self._idle.get()
 
-    def evaluate(self, gm: Any, inputs: list[Any]) -> tuple[str, dict[str, Any] | None]:
+    def evaluate(self, gm: Any, inputs: list[Any]) -> tuple[Verdict, dict[str, Any] | None]:
         import torch
 
         with self._lock:
@@ -299,7 +209,7 @@ class WorkerPool:
             return _verdict_for(sig, self.target), sig.to_json()
         except (WorkerDied, OSError, ValueError):
             w.proc.wait(timeout=30)
-            sig = _crash_signature(self.target.stage, w.proc.returncode, w.tail())
+            sig = crash_signature(self.target.stage, w.proc.returncode, w.tail())
             w.kill()
             self.restarts += 1
             return _verdict_for(sig, self.target), sig.to_json()
@@ -314,9 +224,12 @@ class WorkerPool:
             self.restarts += 1
         else:
             self._idle.put(w)
-        verdict = reply["verdict"]
-        if verdict == "other_failure" and (reply.get("signature") or {}).get("kind") == "crash":
-            verdict = "crash"
+        verdict = Verdict(reply["verdict"])
+        if (
+            verdict is Verdict.OTHER_FAILURE
+            and (reply.get("signature") or {}).get("kind") == "crash"
+        ):
+            verdict = Verdict.CRASH
         return verdict, reply.get("signature")
 
     def close(self) -> None:
@@ -327,26 +240,12 @@ class WorkerPool:
                 w.kill()
 
 
-def _verdict_for(sig: FailureSignature, target: FailureSignature) -> str:
-    return (
-        "same_failure"
-        if sig.matches(target)
-        else (
-            "crash"
-            if sig.kind == FailureKind.CRASH.value
-            else "timeout"
-            if sig.kind == FailureKind.TIMEOUT.value
-            else "other_failure"
-        )
-    )
-
-
-def _crash_signature(stage: str, returncode: int | None, tail: list[str]) -> FailureSignature:
-    from .runner import _crash_message, _signal_name
-
-    if returncode is not None and returncode < 0:
-        exc_type = _signal_name(returncode)
-    else:
-        exc_type = f"exit status {returncode}"
-    message = _crash_message(tail) or f"process killed by {exc_type}"
-    return FailureSignature(stage, FailureKind.CRASH.value, exc_type, normalize_message(message))
+def _verdict_for(sig: FailureSignature, target: FailureSignature) -> Verdict:
+    """A worker that died or hung: the same failure, or a crash / timeout of its own."""
+    if sig.matches(target):
+        return Verdict.SAME_FAILURE
+    if sig.kind == FailureKind.CRASH.value:
+        return Verdict.CRASH
+    if sig.kind == FailureKind.TIMEOUT.value:
+        return Verdict.TIMEOUT
+    return Verdict.OTHER_FAILURE

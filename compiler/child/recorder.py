@@ -1,4 +1,4 @@
-"""The child side of the protocol (see protocol.py): events out, a live marker."""
+"""The child side of the protocol (compiler/protocol.py): events out, a live marker."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ import threading
 import time
 from typing import Any
 
-from .protocol import KIND_CODES, MARKER_FMT, MARKER_SIZE
+from ..protocol import KIND_CODES, MARKER_FMT, MARKER_SIZE
+
+STARTED = time.monotonic()  # interpreter start-up, near enough (sitecustomize imports us)
+
+# marker phases (protocol.PHASES): what a graph is doing
+PHASE_IDLE, PHASE_COMPILE, PHASE_RUN, PHASE_CHECK = 0, 1, 2, 3
 
 
 class Recorder:
@@ -30,7 +35,7 @@ class Recorder:
             self._marker = mmap.mmap(fd, MARKER_SIZE)
         finally:
             os.close(fd)
-        self.mark(-1, 0)
+        self.mark(-1, PHASE_IDLE)
 
     def next_graph_index(self) -> int:
         with self._lock:
@@ -47,7 +52,7 @@ class Recorder:
 
     def mark(self, graph: int, phase: int, graph_kind: str = "dynamo") -> None:
         """Cheap (a few hundred ns): called around every compiled-graph call."""
-        if phase == 2 and graph >= 0:  # running: the last graph that ran (async GPU faults)
+        if phase == PHASE_RUN and graph >= 0:  # running: the last graph that ran (async GPU faults)
             self.last_run = (graph, graph_kind)
         struct.pack_into(
             MARKER_FMT, self._marker, 0, graph, phase, KIND_CODES.get(graph_kind, 0), 0

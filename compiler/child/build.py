@@ -1,34 +1,17 @@
-"""The stages of the torch.compile stack, as backends tcompile can compile a graph with.
+"""Building the stages of the stack (compiler/stack.py) as backends, inside the program.
 
-=============================  ============================================================
-``eager``                      Dynamo's graph runs as captured (capture bugs show here)
-``aot_eager``                  + AOTAutograd forward/backward tracing, run eagerly
-``aot_eager_decomp_partition`` + inductor's decompositions and min-cut partitioner
-``inductor``                   + lowering, scheduling and codegen (C++ on CPU, Triton on GPU)
-anything else                  the user's own backend (a registered name or a callable)
-=============================  ============================================================
-
-Each stage is built here with *recording* AOT compilers so that tcompile sees every
-forward, backward and inference graph.  The builders take an ``AotHooks`` object whose
-``compile`` method wraps the real AOT-level compile; it lives in backend.py.
+Each stage is built with *recording* AOT compilers so that tcompile sees every
+forward, backward and inference graph: the builders take an :class:`AotHooks` whose
+``compile`` wraps the real AOT-level compile (child/runners.py has tcompile's; the
+minifier's judge uses plain ones).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from typing import Any, Protocol
 
-
-class Stage(str, enum.Enum):
-    EAGER = "eager"
-    AOT_EAGER = "aot_eager"
-    AOT_EAGER_DECOMP_PARTITION = "aot_eager_decomp_partition"
-    INDUCTOR = "inductor"
-
-
-#: The stages in the order the stack runs them (the backend ladder of the seeds).
-LADDER: tuple[str, ...] = tuple(s.value for s in Stage)
+from ..stack import Stage
 
 
 class AotHooks(Protocol):
@@ -40,17 +23,6 @@ class AotHooks(Protocol):
         real_compile: Callable[..., Any],
         **kwargs: Any,
     ) -> Any: ...
-
-
-def known_backend_names() -> list[str]:
-    """Every backend name torch knows (including debug ones), plus the stages."""
-    from torch._dynamo.backends.registry import list_backends
-
-    return sorted(set(list_backends(exclude_tags=())) | set(LADDER))
-
-
-def is_known_backend(name: str) -> bool:
-    return name in known_backend_names()
 
 
 def _boxed_nop(gm: Any, example_inputs: Any) -> Any:
@@ -148,16 +120,3 @@ def build_stage(
 
     target = user_backend if user_backend is not None else stage
     return torch._TorchCompileWrapper(target, mode, options, dynamic)  # type: ignore[attr-defined]
-
-
-def backend_name(backend: Any) -> str:
-    """The stage name tcompile reports for a backend given to ``torch.compile``."""
-    if backend is None:
-        return Stage.INDUCTOR.value
-    if isinstance(backend, str):
-        return backend
-    return (
-        getattr(backend, "compiler_name", None)
-        or getattr(backend, "__name__", None)
-        or type(backend).__name__
-    )

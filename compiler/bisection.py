@@ -1,0 +1,492 @@
+"""``tcompile bisect``: which stage, graph, pass and application break the program.
+
+Every step re-runs the program under a configuration and asks one question: does
+the failure (same kind, exception type and message, whatever the stage) show?
+
+1. Baseline: the program as it is; the failure to explain, and how many times each
+   inductor subsystem applied itself (with what: an op, a pass name).
+2. Stage: walk the ladder down from the failing stage (eager, aot_eager,
+   aot_eager_decomp_partition, then inductor or the program's own backend); bugs
+   usually live in the last stage, so that order needs one run for them.
+3. Graph: the failing graph is known from the baseline (tcompile numbers graphs and
+   attributes failures); with several graphs, one run compiles only that one.
+4. Inside the stage: one flat ordered list -- config toggles, then each subsystem's
+   applications in pipeline order -- and one binary search for the shortest enabled
+   prefix that still fails.  Its last item is the culprit.  (torch's bisector walks
+   the subsystems one by one, then bisects inside one.)
+5. Confirmation: the culprit configuration and the one just below are run again;
+   if either flips, the failure is flaky, and we say how often it showed.
+
+Runs stop as soon as the failure shows (the child exits at once).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from .classify import base_counts, collect, last_counts, run_and_classify
+from .exitcodes import ExitCode
+from .failure import Failure
+from .observer import NullObserver, Observer
+from .protocol import Event, HookConfig
+from .runner import new_run_dir, run_process
+from .signature import FailureSignature
+from .stack import LADDER, SUBSYSTEMS, TOGGLES
+
+
+@dataclasses.dataclass
+class BisectReport:
+    exit_code: int
+    message: str
+    stage: str | None = None
+    graph: int | None = None
+    graph_kind: str | None = None
+    subsystem: str | None = None
+    application: int | None = None
+    detail: str | None = None
+    runs: int = 0
+    seconds: float = 0.0
+    flaky: bool = False
+    flaky_detail: str | None = None  # how often the failure showed when results flipped
+    signature: str | None = None
+    good: dict[str, Any] | None = None
+    bad: dict[str, Any] | None = None
+    next_command: str | None = None
+    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    run_dir: str | None = None
+    minify: dict[str, Any] | None = None
+    record: str | None = None  # a capture failure's frame, for `tcompile replay`
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def minify_args(self) -> dict[str, Any] | None:
+        """``bisect --minify``: what to minify next (the culprit graph, compiled with the
+        culprit stage when it is not inductor), or None when there is nothing to."""
+        if self.exit_code != ExitCode.COMPILER_FAILURE or self.graph is None:
+            return None
+        return {"graph": self.graph, "backend": self.stage if self.stage != "inductor" else None}
+
+
+@dataclasses.dataclass
+class Item:
+    kind: str  # "toggle" | "application"
+    name: str  # config key, or subsystem
+    index: int = 0  # application number within its subsystem
+    detail: str = ""
+    value: Any = None  # a toggle's changed value
+
+
+class Bisector:
+    def __init__(
+        self,
+        command: list[str],
+        *,
+        accuracy: str,
+        timeout: float | None,
+        jobs: int,
+        run_dir: Path,
+        observer: Observer,
+    ) -> None:
+        self.command = command
+        self.accuracy = accuracy
+        self.timeout = timeout
+        self.jobs = max(1, jobs)
+        self.run_dir = run_dir
+        self.observer = observer
+        self.runs = 0
+        self.steps: list[dict[str, Any]] = []
+        self.target: FailureSignature | None = None
+        self.graphless = False  # the target failure showed outside any compiled graph
+        self._known: dict[str, bool] = {}
+
+    def probe(
+        self,
+        label: str,
+        *,
+        stage: str | None = None,
+        gate: list[int] | None = None,
+        bisect: dict[str, Any] | None = None,
+        reuse: bool = True,
+    ) -> tuple[bool, dict[str, Any]]:
+        """Run the program once under a configuration: does the target failure show?"""
+        key = repr((stage, gate, bisect))
+        if reuse and key in self._known:
+            return self._known[key], {"reused": True}
+        self.runs += 1
+        n = self.runs
+        t = self.target
+        config = HookConfig(
+            dir=str(self.run_dir / f"probe-{n:03d}"),
+            stage=stage,
+            accuracy=self.accuracy,
+            gate=gate,
+            bisect=bisect if bisect is not None else {"limits": {}, "toggles": {}},
+            stop_on=t.to_json() if t else None,
+        )
+        t0 = time.monotonic()
+        result = run_process(
+            self.command,
+            config,
+            timeout=self.timeout,
+            observer=NullObserver(),
+            stdout=_Sink(),
+            stderr=_Sink(),
+        )
+        graphs, failures, _ = collect(result)
+        assert t is not None
+        hit = [f for f in failures if t.matches(f.signature, any_stage=True)]
+        if not hit and self.graphless:
+            # a failure that surfaced outside any compiled graph (the baseline showed it
+            # is not the program's own: it passes without torch.compile): the program
+            # dying of the same exception is the failure showing
+            last = [e for e in result.events if e.get("event") == Event.EXCEPTION]
+            if last:
+                s = FailureSignature.from_json(last[-1].get("signature") or {})
+                if t.as_exception().matches(s.as_exception()):
+                    hit = [Failure(graph=None, graph_kind="dynamo", signature=s)]
+        verdict = bool(hit)
+        seconds = time.monotonic() - t0
+        step = {
+            "run": n,
+            "what": label,
+            "failed": verdict,
+            "seconds": round(seconds, 2),
+            "graph": hit[0].graph if hit else None,
+        }
+        self.steps.append(step)
+        self.observer.event({"event": Event.BISECT_STEP, **step})
+        self._known[key] = verdict
+        return verdict, {"failures": hit, "graphs": graphs, "counts": last_counts(result.events)}
+
+    def probe_many(self, specs: list[tuple[str, dict[str, Any]]]) -> list[bool]:
+        if self.jobs == 1 or len(specs) == 1:
+            return [self.probe(label, **kw)[0] for label, kw in specs]
+        with ThreadPoolExecutor(self.jobs) as pool:
+            return list(pool.map(lambda s: self.probe(s[0], **s[1])[0], specs))
+
+
+class _Sink:
+    def write(self, _: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+
+def _items(stage: str, counts: dict[str, list[str]]) -> list[Item]:
+    items = [Item("toggle", k, value=v) for k, v in TOGGLES.get(stage, {}).items()]
+    for sub in SUBSYSTEMS.get(stage, []):
+        for i, detail in enumerate(counts.get(sub, [])):
+            items.append(Item("application", sub, i, detail))
+    return items
+
+
+def _prefix_config(stage: str, items: list[Item], k: int) -> dict[str, Any]:
+    """Enable items[:k]; disable the rest (toggles changed, applications skipped).
+    A subsystem whose applications are all enabled gets no limit at all."""
+    limits: dict[str, int] = {}
+    toggles: dict[str, Any] = {}
+    for i, it in enumerate(items):
+        if it.kind == "toggle":
+            if i >= k:
+                toggles[it.name] = it.value
+        elif i >= k and it.name not in limits:
+            limits[it.name] = it.index  # its applications before this one stay enabled
+    return {"limits": limits, "toggles": toggles}
+
+
+def _bisect_first(lo: int, hi: int, fails: Any, jobs: int) -> int:
+    """Smallest k in (lo, hi] that fails, ``hi`` known failing, ``lo`` known passing
+    (or -1 for "unknown: nothing below"); evaluates up to ``jobs`` points a round,
+    splitting the interval evenly (the same answer as bisection when monotone)."""
+    while lo + 1 < hi:
+        n = min(jobs, hi - lo - 1)
+        pts = sorted({lo + (hi - lo) * (i + 1) // (n + 1) for i in range(n)} - {lo, hi})
+        results = fails(pts)
+        first_fail = next((p for p, r in zip(pts, results) if r), hi)
+        passed = [p for p, r in zip(pts, results) if not r and p < first_fail]
+        lo = max([lo, *passed])
+        hi = first_fail
+    return hi
+
+
+def run_bisect(
+    command: list[str],
+    *,
+    accuracy: str = "off",
+    match: str | None = None,
+    timeout: float | None = None,
+    jobs: int = 1,
+    out: str | None = None,
+    observer: Observer | None = None,
+    stdout: Any = None,
+    stderr: Any = None,
+) -> BisectReport:
+    """``tcompile bisect``: baseline, stage, graph, inside the stage, confirmation."""
+    observer = observer or NullObserver()
+    run_dir = Path(new_run_dir(out, "bisect"))
+    b = Bisector(
+        command, accuracy=accuracy, timeout=timeout, jobs=jobs, run_dir=run_dir, observer=observer
+    )
+    job = _Bisection(b, command, accuracy, match, stdout, stderr)
+    return job.run()
+
+
+class _Bisection:
+    """The steps of one bisection, each a method; ``done`` makes the report."""
+
+    def __init__(
+        self,
+        b: Bisector,
+        command: list[str],
+        accuracy: str,
+        match: str | None,
+        stdout: Any,
+        stderr: Any,
+    ) -> None:
+        self.b = b
+        self.command = command
+        self.accuracy = accuracy
+        self.match = match
+        self.stdout, self.stderr = stdout, stderr
+        self.t0 = time.monotonic()
+
+    def done(self, code: int, message: str, **kw: Any) -> BisectReport:
+        b = self.b
+        return BisectReport(
+            int(code),
+            message,
+            runs=b.runs,
+            seconds=time.monotonic() - self.t0,
+            steps=b.steps,
+            run_dir=str(b.run_dir),
+            **kw,
+        )
+
+    def run(self) -> BisectReport:
+        b = self.b
+        # 1. baseline
+        b.observer.status("baseline: the program as it is")
+        base = run_and_classify(
+            self.command,
+            out=str(b.run_dir),
+            accuracy=self.accuracy,
+            timeout=b.timeout,
+            observer=NullObserver(),
+            stdout=self.stdout,
+            stderr=self.stderr,
+            bisect={"limits": {}, "toggles": {}},
+        )
+        b.runs += 2 if os.path.isdir(os.path.join(base.run_dir, "plain")) else 1  # + plain run
+        b.steps.append(
+            {
+                "run": 1,
+                "what": "baseline (the program's own backend)",
+                "failed": bool(base.failures),
+                "seconds": round(base.seconds, 2),
+            }
+        )
+        if base.exit_code == ExitCode.NOT_COMPILER:
+            return self.done(ExitCode.NOT_COMPILER, base.explanation)
+        if not base.failures:
+            return self.done(
+                ExitCode.OK, "the program never fails under torch.compile: nothing to bisect"
+            )
+        failures = [f for f in base.failures if self.match is None or re.search(self.match, f.text)]
+        if not failures:
+            found = "; ".join(f.text for f in base.failures)
+            return self.done(ExitCode.OK, f"no failure matches {self.match!r} (found: {found})")
+        target = failures[0]
+        b.target = target.signature
+        b.graphless = target.graph is None
+        if target.kind == "capture":
+            return self.capture(target)
+        return self.search(target, base.graphs, base_counts(base))
+
+    def capture(self, target: Failure) -> BisectReport:
+        record = target.record
+        return self.done(
+            ExitCode.COMPILER_FAILURE,
+            "TorchDynamo fails to capture the frame (stage eager)"
+            + (f"; the frame is recorded in {record}" if record else ""),
+            stage="eager",
+            signature=target.text,
+            detail=target.frame,
+            record=record,
+            next_command=f"tcompile replay {record}" if record else None,
+        )
+
+    def search(
+        self, target: Failure, graphs: list[dict[str, Any]], counts: dict[str, list[str]]
+    ) -> BisectReport:
+        top = target.stage
+        sig_text = target.text
+        culprit_stage, target, counts = self.stage_ladder(top, target, counts)
+        graph, graph_kind = target.graph, target.graph_kind
+        stage_arg = None if culprit_stage == top and top not in LADDER else culprit_stage
+        # 3. graph
+        gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)
+        # 4. inside the stage, 5. confirmation
+        found = self.inside_stage(culprit_stage, stage_arg, gate, counts)
+        where = f"stage {culprit_stage}" + (
+            f", graph {graph} ({graph_kind})" if graph is not None else ""
+        )
+        if found.get("subsystem"):
+            where += (
+                f", {found['subsystem']}"
+                + (f" #{found['application']}" if found.get("application") is not None else "")
+                + (f": {found['detail']}" if found.get("detail") else "")
+            )
+        msg = ("FLAKY: " if found.get("flaky") else "") + where
+        return self.done(
+            ExitCode.COMPILER_FAILURE,
+            msg,
+            next_command=self.next_command(graph, culprit_stage, top),
+            stage=culprit_stage,
+            graph=graph,
+            graph_kind=graph_kind,
+            signature=sig_text,
+            **found,
+        )
+
+    def stage_ladder(
+        self, top: str, target: Failure, counts: dict[str, list[str]]
+    ) -> tuple[str, Failure, dict[str, list[str]]]:
+        """2. The ladder below the failing stage, walked down from the top; bugs usually
+        live in the last stage, so that order needs one run for them."""
+        ladder = [s for s in LADDER if s != top]
+        if top in LADDER:
+            ladder = list(LADDER[: LADDER.index(top)])
+        culprit = top
+        for stage in reversed(ladder):
+            self.b.observer.status(f"stage: does it fail with --backend {stage}?")
+            failed, info = self.b.probe(f"stage {stage}", stage=stage)
+            if not failed:
+                break
+            culprit = stage
+            target = info["failures"][0]
+            counts = info["counts"]
+        return culprit, target, counts
+
+    def only_graph(
+        self,
+        graph: int | None,
+        graphs: list[dict[str, Any]],
+        culprit_stage: str,
+        stage_arg: str | None,
+        counts: dict[str, list[str]],
+    ) -> tuple[list[int] | None, dict[str, list[str]]]:
+        """3. With several graphs, does compiling only the failing one reproduce it?"""
+        dynamo_graphs = [g for g in graphs if g.get("level") == "dynamo"]
+        if graph is None or len(dynamo_graphs) <= 1:
+            return None, counts
+        self.b.observer.status(f"graph: does compiling only graph {graph} reproduce it?")
+        failed, info = self.b.probe(
+            f"only graph {graph} compiled with {culprit_stage}", stage=stage_arg, gate=[graph]
+        )
+        if not failed:
+            return None, counts
+        return [graph], info["counts"]  # applications are numbered in the gated runs' order
+
+    def inside_stage(
+        self,
+        culprit_stage: str,
+        stage_arg: str | None,
+        gate: list[int] | None,
+        counts: dict[str, list[str]],
+    ) -> dict[str, Any]:
+        """4. One flat list (toggles, then each subsystem's applications) and one binary
+        search for the shortest enabled prefix that still fails; 5. confirmation."""
+        b = self.b
+        items = _items(culprit_stage, counts)
+        found: dict[str, Any] = dict(
+            subsystem=None,
+            application=None,
+            detail=None,
+            flaky=False,
+            flaky_detail=None,
+            good=None,
+            bad=None,
+        )
+        if not items:
+            return found
+        b.observer.status(
+            f"inside {culprit_stage}: {len(items)} toggles and applications to search"
+        )
+
+        def config(k: int) -> dict[str, Any]:
+            return {
+                "stage": stage_arg,
+                "gate": gate,
+                "bisect": _prefix_config(culprit_stage, items, k),
+            }
+
+        def fails(pts: list[int]) -> list[bool]:
+            return b.probe_many(
+                [
+                    (
+                        f"enable {p} of {len(items)} ({_describe(items[p - 1]) if p else 'none'})",
+                        config(p),
+                    )
+                    for p in pts
+                ]
+            )
+
+        k = _bisect_first(-1, len(items), fails, b.jobs)
+        if k == 0:
+            found["detail"] = (
+                "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"
+            )
+            return found
+        item = items[k - 1]
+        b.observer.status("confirming: running the culprit configuration and the one below again")
+        again_bad = b.probe("confirm: culprit enabled", reuse=False, **config(k))[0]
+        again_good = b.probe("confirm: culprit disabled", reuse=False, **config(k - 1))[0]
+        found["flaky"] = not again_bad or again_good
+        if found["flaky"]:
+            shown = 1 + int(again_bad)  # the search saw it fail once at the culprit config
+            found["flaky_detail"] = (
+                f"the culprit configuration failed {shown} of 2 runs; the one below "
+                f"failed {int(again_good)} of 2"
+            )
+        if item.kind == "toggle":
+            found.update(subsystem="config", detail=f"{item.name}={item.value!r} makes it pass")
+            return found
+        found.update(subsystem=item.name, application=item.index, detail=item.detail)
+        bad = {
+            "TORCH_BISECT_BACKEND": culprit_stage,
+            "TORCH_BISECT_SUBSYSTEM": item.name,
+            "TORCH_BISECT_MAX": str(item.index),
+        }
+        found.update(bad=bad, good={**bad, "TORCH_BISECT_MAX": str(item.index - 1)})
+        return found
+
+    def next_command(self, graph: int | None, culprit_stage: str, top: str) -> str:
+        nxt = "tcompile minify" + {"loose": " --accuracy", "strict": " --strict-accuracy"}.get(
+            self.accuracy, ""
+        )
+        if graph is not None:
+            nxt += f" --graph {graph}"
+        if culprit_stage != top:
+            nxt += f" --backend {culprit_stage}"
+        command = self.command
+        if command[0] == sys.executable:
+            nxt += " " + " ".join(shlex.quote(c) for c in command[1:])
+        else:
+            nxt += " -- " + " ".join(shlex.quote(c) for c in command)
+        return nxt.strip()
+
+
+def _describe(item: Item) -> str:
+    if item.kind == "toggle":
+        return f"{item.name}"
+    return f"{item.name} #{item.index} {item.detail[:60]}"

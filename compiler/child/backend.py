@@ -1,0 +1,159 @@
+"""The wrapping backend (DESIGN.md mechanisms 2-6).
+
+Every ``torch.compile`` call in the user's process is given a :class:`TcompileBackend`
+in place of its own backend.  For each graph Dynamo hands it, the backend
+
+1. numbers the graph (one counter per process) and describes it (frame, file:line,
+   compile id, node count);
+2. keeps a copy taken *before* compilation (passes mutate graphs in place);
+3. compiles it with the selected stage, or leaves it eager when the graph is gated off,
+   recording every AOT-level graph (forward / backward / inference) on the way;
+4. hands back a :class:`~.runners.GraphRunner`, which classifies what happens when the
+   graph runs (runtime errors, accuracy).
+
+A compile error falls back to the eager copy and the run goes on, so one run reports
+every failure.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import torch
+
+from .. import accuracy
+from ..protocol import Event
+from ..signature import FailureKind
+from ..stack import Stage, backend_name
+from .build import build_stage
+from .graphs import count_compute, describe_graph
+from .judge import CompileSpec
+from .recorder import PHASE_COMPILE, PHASE_IDLE
+from .runners import AotHooks, GraphRunner
+from .session import Session
+
+
+class TcompileBackend:
+    """Stands in for the backend of one ``torch.compile`` call."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        user_backend: Any = "inductor",
+        mode: str | None = None,
+        options: dict[str, Any] | None = None,
+        dynamic: bool | None = None,
+        fullgraph: bool = False,
+    ) -> None:
+        self.session = session
+        self.user_backend = user_backend
+        self.mode = mode
+        self.options = options
+        self.dynamic = dynamic
+        self.fullgraph = fullgraph
+        self.compiler_name = "tcompile"
+
+    @property
+    def stage(self) -> str:
+        return self.session.config.stage or backend_name(self.user_backend)
+
+    def spec(self) -> CompileSpec:
+        """How the program's torch.compile call compiles (for a minifier's judge)."""
+        return CompileSpec(self.user_backend, self.mode, self.options, self.dynamic)
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any], **_: Any) -> Any:
+        session, rec = self.session, self.session.recorder
+        index = rec.next_graph_index()
+        stage = self.stage
+        session.graph_stage[index] = stage
+        base = dict(index=index, kind="dynamo", nodes=count_compute(gm), **describe_graph(gm))
+        gate = session.config.gate
+        if gate is not None and index not in gate:
+            rec.emit(Event.GRAPH, stage=Stage.EAGER.value, gated=True, compile_seconds=0.0, **base)
+            return gm.forward
+        reference = copy.deepcopy(gm)
+        hooks = AotHooks(session, index, stage, backend=self)
+        explain = session.config.explain
+        if explain:
+            from .diagnostics import compile_metrics, ops_of
+
+            before = compile_metrics()
+            base["ops"] = ops_of(gm)
+        t0 = time.perf_counter()
+        compiled = self._compile(gm, example_inputs, index, stage, hooks)
+        seconds = time.perf_counter() - t0
+        if explain:
+            base["phases"] = session.phases(before, compile_metrics(), seconds, hooks.inner_seconds)
+        rec.emit(Event.GRAPH, stage=stage, compile_seconds=seconds, failed=compiled is None, **base)
+        session.emit_counts()
+        forward_kind = (
+            "inference"
+            if "inference" in hooks.kinds or not _wants_grad(example_inputs)
+            else "forward"
+        )
+        if compiled is None and not session.config.serve:
+            return reference.forward
+        return GraphRunner(session, index, stage, compiled, reference, forward_kind, backend=self)
+
+    def _compile(
+        self, gm: Any, example_inputs: list[Any], index: int, stage: str, hooks: AotHooks
+    ) -> Any:
+        """The compiled graph, or None when compiling failed (said as a failure)."""
+        session, rec = self.session, self.session.recorder
+        user_backend = None if stage != backend_name(self.user_backend) else self.user_backend
+        # random ops must draw eager's numbers while accuracy is judged; only then
+        # (fallback_random also changes which decompositions inductor uses, so the
+        # patch applies to every stage)
+        checking = session.config.accuracy != "off" and accuracy.has_random_ops(gm)
+        options = accuracy.with_fallback_random(self.options, checking=checking, stage=stage, gm=gm)
+        rec.mark(index, PHASE_COMPILE, "dynamo")
+        try:
+            compile_fn = build_stage(
+                stage,
+                hooks,
+                user_backend=user_backend,
+                mode=self.mode,
+                options=options or None,
+                dynamic=self.dynamic,
+            )
+            with _fallback_random(checking):
+                return compile_fn(gm, example_inputs)
+        except Exception as exc:
+            session.failure(
+                graph=index,
+                graph_kind=hooks.failed_kind or "dynamo",
+                kind=FailureKind.COMPILE,
+                stage=stage,
+                exc=exc,
+            )
+            return None
+        finally:
+            rec.mark(-1, PHASE_IDLE)
+
+
+def _wants_grad(example_inputs: list[Any]) -> bool:
+    return torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
+    )
+
+
+class _fallback_random:
+    """Random ops draw eager's numbers in compiled code while accuracy is checked."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self._patch: Any = None
+
+    def __enter__(self) -> None:
+        if self.on:
+            import torch._inductor.config as inductor_config
+
+            self._patch = inductor_config.patch(fallback_random=True)
+            self._patch.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._patch is not None:
+            self._patch.__exit__(*exc)

@@ -1,0 +1,76 @@
+"""Small facts about the FX graphs the program compiles, and the one graph-copy helper."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+COMPUTE_OPS = ("call_function", "call_method", "call_module")
+# node metadata of the trace a graph came from: fake tensors of another fake mode
+_TRACE_META = ("example_value", "val", "tensor_meta", "grapharg")
+
+
+def count_compute(gm: torch.fx.GraphModule) -> int:
+    """The number of compute nodes (what tcompile reports as a graph's ``nodes``)."""
+    return sum(1 for n in gm.graph.nodes if n.op in COMPUTE_OPS)
+
+
+def fresh_copy(gm: torch.fx.GraphModule, *, strip_trace_meta: bool = True) -> torch.fx.GraphModule:
+    """A new GraphModule over a new graph with the same nodes.
+
+    Compiler passes edit graphs in place (DESIGN.md mechanism 3): a pass run on the
+    copy leaves ``gm`` alone.  The copy is a plain GraphModule (an AOT graph remembers
+    make_fx's tracer, which does not pickle), and by default carries none of the
+    fake-tensor metadata of the original trace (it belongs to another fake mode; the
+    compiler derives it again from real inputs)."""
+    g = torch.fx.Graph()
+    g.output(g.graph_copy(gm.graph, {}))
+    if strip_trace_meta:
+        for n in g.nodes:
+            for key in _TRACE_META:
+                n.meta.pop(key, None)
+    return torch.fx.GraphModule(gm, g)
+
+
+def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
+    """Frame name, file and line of the user code a Dynamo graph was captured from."""
+    info: dict[str, Any] = {"frame": "", "file": "", "line": None}
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    stack = list(getattr(reason, "user_stack", None) or [])
+    if stack:
+        # the outermost frame that is the user's own (torch.compile(model) enters
+        # through torch's nn.Module plumbing first)
+        paths = [(fs, fs.filename.replace("\\", "/")) for fs in stack]
+        user = [fs for fs, p in paths if "/torch/" not in p]
+        modules = [fs for fs, p in paths if "/torch/_dynamo/" not in p]
+        top = (user or modules or stack)[0]
+        info.update(frame=top.name, file=top.filename, line=top.lineno)
+    else:
+        info.update(_frame_from_stack_trace(gm))
+    info["compile_id"] = str(gm.meta.get("dynamo_compile_id", "")) if hasattr(gm, "meta") else ""
+    if reason is not None and getattr(reason, "graph_break", False):
+        info["break_reason"] = str(getattr(reason, "reason", ""))[:300]
+        if stack:
+            info["break_file"], info["break_line"] = stack[-1].filename, stack[-1].lineno
+    return info
+
+
+def _frame_from_stack_trace(gm: torch.fx.GraphModule) -> dict[str, Any]:
+    """From the first node's ``stack_trace``: 'File "x.py", line 5, in f'."""
+    info: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        trace = node.meta.get("stack_trace")
+        if not trace:
+            continue
+        lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File")]
+        if lines:
+            parts = lines[0].split(",")
+            info["file"] = parts[0].split('"')[1] if '"' in parts[0] else ""
+            try:
+                info["line"] = int(parts[1].split()[-1])
+            except (IndexError, ValueError):
+                pass
+            info["frame"] = parts[-1].replace("in ", "").strip()
+        break
+    return info

@@ -1,0 +1,170 @@
+"""Judging one candidate graph, inside a worker (DESIGN.md mechanism 7).
+
+A worker is the user's own program, paused at the first call of the failing graph
+(see serve.py), so the candidate is compiled with exactly the state the failure had:
+the same backend object, mode and options, inductor config, custom passes and
+patched decompositions.  The :class:`Verdict` says whether the *same* failure shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from tcompile.minifier.verdict import Verdict
+
+from .. import accuracy
+from ..signature import FailureKind, FailureSignature
+from ..stack import backend_name
+from .build import build_stage
+from .graphs import fresh_copy
+
+
+@dataclasses.dataclass
+class CompileSpec:
+    """How the program's ``torch.compile`` call compiles: its backend, mode, options."""
+
+    user_backend: Any = None
+    mode: str | None = None
+    options: dict[str, Any] | None = None
+    dynamic: bool | None = None
+
+
+@dataclasses.dataclass
+class Target:
+    """The failure being minified and how to compile candidates."""
+
+    signature: FailureSignature
+    stage: str
+    accuracy: str  # off | loose | strict
+    spec: CompileSpec = dataclasses.field(default_factory=CompileSpec)
+    level: str = "dynamo"  # or "aot": candidates are AOT graphs, compiled by compile_fx_inner
+    graph_kind: str = "forward"
+
+    @property
+    def checking(self) -> bool:
+        return self.accuracy != "off" or self.signature.kind == FailureKind.ACCURACY.value
+
+    def verdict(self, sig: FailureSignature) -> Verdict:
+        return Verdict.SAME_FAILURE if sig.matches(self.signature) else Verdict.OTHER_FAILURE
+
+
+Judgement = tuple[Verdict, "dict[str, Any] | None"]
+
+
+class _PlainHooks:
+    def compile(
+        self, kind: str, gm: Any, example_inputs: Any, real_compile: Any, **kwargs: Any
+    ) -> Any:
+        return real_compile(gm, example_inputs, **kwargs)
+
+
+def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgement:
+    """The verdict on one candidate, and the signature of the failure it shows."""
+    if target.level == "aot":
+        return judge_aot(gm, inputs, target)
+    strict = target.accuracy == "strict"
+    rng = accuracy.RngState()
+    # the candidate must run eagerly: otherwise it is not a program, let alone a bug
+    try:
+        ref = accuracy.run_with_grads(gm, inputs)
+    except Exception:
+        return Verdict.INVALID, None
+    finally:
+        rng.restore()
+    forward_kind = "forward" if ref.grads else "inference"
+    compiled, compile_errors = _compile_through_dynamo(gm, target)
+    try:
+        res = accuracy.run_with_grads(compiled, inputs)
+        accuracy.cuda_sync(inputs)  # a kernel that faults shows here (a crash: see serve.py)
+    except Exception as exc:
+        kind = FailureKind.COMPILE if compile_errors else FailureKind.RUNTIME
+        sig = FailureSignature.from_exception(target.stage, kind, (compile_errors or [exc])[0])
+        return target.verdict(sig), sig.to_json()
+    finally:
+        rng.restore()
+    if target.checking:
+        fp64 = None if strict else accuracy.float64_outcome(gm, inputs, rng)
+        verdict = accuracy.judge_outcomes(
+            ref, res, fp64, strict=strict, stage=target.stage, forward_kind=forward_kind
+        )
+        if verdict is not None:
+            return target.verdict(verdict[0]), verdict[0].to_json()
+    return Verdict.PASS, None
+
+
+def _compile_through_dynamo(
+    gm: torch.fx.GraphModule, target: Target
+) -> tuple[Any, list[BaseException]]:
+    """The candidate compiled as repro.py compiles it: through Dynamo (symbolic sizes
+    stay symbolic with dynamic=True), with the stage and the program's options.
+    Compile errors surface at the first call; they are collected here."""
+    spec = target.spec
+    options = accuracy.with_fallback_random(
+        spec.options, checking=target.checking, stage=target.stage, gm=gm
+    )
+    # the program's own backend only when the stage is that backend (--backend
+    # overrides it, as in the run that found the failure)
+    own = spec.user_backend is not None and backend_name(spec.user_backend) == target.stage
+    compile_fn = build_stage(
+        target.stage,
+        _PlainHooks(),
+        user_backend=spec.user_backend if own else None,
+        mode=spec.mode,
+        options=options or None,
+        dynamic=spec.dynamic,
+    )
+    errors: list[BaseException] = []
+
+    def backend(g: Any, example_inputs: Any) -> Any:
+        try:
+            return compile_fn(g, example_inputs)
+        except Exception as exc:
+            errors.append(exc)
+            raise
+
+    # torch's own entry point: in a worker torch.compile is tcompile's.  The bound
+    # forward, not the module: GraphModule's call wrapper would be traced too.
+    import torch._dynamo
+
+    candidate = fresh_copy(gm)
+    compiled = torch._dynamo.optimize(backend, nopython=True, dynamic=spec.dynamic)(
+        candidate.forward
+    )
+    return compiled, errors
+
+
+def judge_aot(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgement:
+    """An AOT-level candidate: ATen ops, compiled by inductor's compile_fx_inner (as
+    inductor compiles the forward/backward/inference graphs it is handed)."""
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    strict = target.accuracy == "strict"
+
+    def clones() -> list[Any]:
+        return [accuracy.clone_input(x) for x in inputs]
+
+    with torch.no_grad():
+        try:
+            ref = accuracy.Outcome(accuracy.flatten(gm(*clones())), [])
+        except Exception:
+            return Verdict.INVALID, None
+        kind = FailureKind.COMPILE
+        try:
+            compiled = compile_fx_inner(fresh_copy(gm), clones())
+            kind = FailureKind.RUNTIME
+            res = accuracy.Outcome(accuracy.flatten(compiled(clones())), [])
+            accuracy.cuda_sync(inputs)
+        except Exception as exc:
+            sig = FailureSignature.from_exception(target.stage, kind, exc)
+            return target.verdict(sig), sig.to_json()
+        if target.checking:
+            fp64 = None if strict else accuracy.float64_outcome(gm, inputs, grads=False)
+            verdict = accuracy.judge_outcomes(
+                ref, res, fp64, strict=strict, stage=target.stage, forward_kind=target.graph_kind
+            )
+            if verdict is not None:
+                return target.verdict(verdict[0]), verdict[0].to_json()
+    return Verdict.PASS, None

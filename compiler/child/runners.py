@@ -1,0 +1,353 @@
+"""What runs in place of compiled graphs, and the AOT-level compile hooks.
+
+:class:`GraphRunner` is what Dynamo calls for a Dynamo graph: it runs the compiled
+graph, re-runs eagerly on a runtime error (a compiler failure only if eager passes),
+checks the first calls under ``--accuracy``, and quarantines a graph that failed (it
+runs eagerly from then on).  :class:`AotHooks` wraps each forward / backward /
+inference compile of one Dynamo graph; a backward graph runs in a
+:class:`_BackwardRunner` that falls back to the eager copy kept before compilation.
+In a minifier worker, the graph being minified *serves* at its first call (serve.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import accuracy
+from ..protocol import Event
+from ..signature import FailureKind, cuda_fatal_message
+from .graphs import count_compute, fresh_copy
+from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN
+from .session import Session, is_dynamo_exception
+
+
+class AotHooks:
+    """Wraps each AOT-level compile of one Dynamo graph (see build.AotHooks)."""
+
+    def __init__(self, session: Session, index: int, stage: str, backend: Any = None) -> None:
+        self.session = session
+        self.index = index
+        self.stage = stage
+        self.backend = backend
+        self.failed_kind: str | None = None
+        self.kinds: list[str] = []
+        self.inner_seconds = 0.0  # AOT-level compiles (inductor's compile_fx_inner) so far
+
+    def compile(
+        self,
+        kind: str,
+        gm: Any,
+        example_inputs: Any,
+        real_compile: Callable[..., Any],
+        **kwargs: Any,
+    ) -> Any:
+        rec = self.session.recorder
+        nodes = count_compute(gm)
+        serve = self.session.config.serve
+        if (
+            serve
+            and serve.get("level") == "aot"
+            and serve.get("graph") == self.index
+            and (serve.get("graph_kind") in (None, kind))
+        ):
+            # a minifier worker at the AOT level: no compile; stop at the first call of
+            # this graph and judge candidates there, with its real inputs
+            return _AotServer(self, fresh_copy(gm, strip_trace_meta=False), kind)
+        # Backward graphs are compiled lazily, during loss.backward(): keep an eager
+        # copy to fall back on, taken before the compiler's passes edit the graph.
+        keep = copy.deepcopy(gm) if kind == "backward" else None
+        rec.mark(self.index, PHASE_COMPILE, kind)
+        t0 = time.perf_counter()
+
+        def emit(failed: bool) -> float:
+            seconds = time.perf_counter() - t0
+            rec.emit(
+                Event.AOT_GRAPH,
+                index=self.index,
+                kind=kind,
+                nodes=nodes,
+                stage=self.stage,
+                compile_seconds=seconds,
+                failed=failed,
+            )
+            return seconds
+
+        try:
+            with _debug_artifacts(self.session.config.debug_dir, self.index, kind):
+                compiled = real_compile(gm, example_inputs, **kwargs)
+        except Exception as exc:
+            emit(failed=True)
+            if keep is None:
+                self.failed_kind = kind
+                raise
+            self.session.failure(
+                graph=self.index,
+                graph_kind=kind,
+                kind=FailureKind.COMPILE,
+                stage=self.stage,
+                exc=exc,
+            )
+            return _boxed_eager(keep)
+        finally:
+            rec.mark(-1, PHASE_IDLE)
+        self.inner_seconds += emit(failed=False)
+        self.kinds.append(kind)
+        if keep is not None:
+            return _BackwardRunner(self.session, self.index, self.stage, compiled, keep)
+        return compiled
+
+
+class _AotServer:
+    """Stands in for the AOT graph being minified: serves at its first call."""
+
+    _boxed_call = True
+
+    def __init__(self, hooks: AotHooks, gm: Any, kind: str) -> None:
+        self.hooks = hooks
+        self.reference = gm
+        self.kind = kind
+
+    def __call__(self, *call_args: Any) -> Any:
+        from .serve import serve
+
+        hooks = self.hooks
+        serve(
+            hooks.session.config,
+            self.reference,
+            [a.detach() if isinstance(a, torch.Tensor) else a for a in _unbox(call_args)],
+            index=hooks.index,
+            stage=hooks.stage,
+            forward_kind=self.kind,
+            spec=hooks.backend.spec(),
+            level="aot",
+        )
+
+
+def _debug_artifacts(debug_dir: str | None, index: int, kind: str) -> Any:
+    """inductor's debug trace for this AOT graph, in DIR/graph-NNN-kind/."""
+    import contextlib
+
+    if not debug_dir:
+        return contextlib.nullcontext()
+    import os
+
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(
+        {
+            "trace.enabled": True,
+            "trace.debug_dir": os.path.join(debug_dir, f"graph-{index:03d}-{kind}"),
+        }
+    )
+
+
+def _unbox(call_args: tuple[Any, ...]) -> list[Any]:
+    """AOTAutograd calls compiled graphs boxed (one list) or not, depending on the path."""
+    if len(call_args) == 1 and type(call_args[0]) is list:
+        return call_args[0]
+    return list(call_args)
+
+
+def _boxed_eager(gm: Any) -> Any:
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(gm.forward)
+
+
+def _call(fn: Any, args: list[Any]) -> Any:
+    if getattr(fn, "_boxed_call", False):
+        return fn(list(args))
+    return fn(*args)
+
+
+class _BackwardRunner:
+    """Runs a compiled backward graph; a runtime error falls back to the eager graph."""
+
+    _boxed_call = True
+
+    def __init__(
+        self, session: Session, index: int, stage: str, compiled: Any, eager_gm: Any
+    ) -> None:
+        self.session, self.index, self.stage = session, index, stage
+        self.compiled = compiled
+        self.eager = _boxed_eager(eager_gm)
+        self.quarantined = False
+
+    def __call__(self, *call_args: Any) -> Any:
+        # AOTAutograd calls backward compilers' results boxed or not, depending on
+        # the path: accept both.
+        args = _unbox(call_args)
+        if self.quarantined:
+            return self.eager(args)
+        saved = list(args)
+        rec = self.session.recorder
+        rec.mark(self.index, PHASE_RUN, "backward")
+        try:
+            return _call(self.compiled, args)
+        except Exception as exc:
+            fatal = cuda_fatal_message(exc)  # the CUDA context is dead: eager cannot run
+            result = None if fatal else self.eager(list(saved))  # eager raising: not ours
+            self.session.failure(
+                graph=self.index,
+                graph_kind="backward",
+                kind=FailureKind.RUNTIME,
+                stage=self.stage,
+                exc=exc,
+            )
+            if fatal:
+                raise
+            self.quarantined = True
+            return result
+        finally:
+            rec.mark(-1, PHASE_IDLE)
+
+
+class GraphRunner:
+    """What Dynamo calls in place of a compiled graph."""
+
+    def __init__(
+        self,
+        session: Session,
+        index: int,
+        stage: str,
+        compiled: Any,
+        reference: torch.fx.GraphModule,
+        forward_kind: str = "forward",
+        backend: Any = None,
+    ) -> None:
+        self.session, self.index, self.stage = session, index, stage
+        self.backend = backend  # the TcompileBackend (user backend, mode, options)
+        self.forward_kind = forward_kind  # "inference" when AOT compiled no backward
+        self.compiled = compiled
+        self.reference = reference
+        cfg = session.config
+        self.checks_left = cfg.check_calls if cfg.accuracy != "off" else 0
+        self.quarantined = compiled is None  # its compile failed: it runs eagerly
+        self.serve_here = (
+            bool(cfg.serve)
+            and cfg.serve.get("graph") == index
+            and cfg.serve.get("level", "dynamo") == "dynamo"
+        )
+        self._sync_first = True
+
+    def __call__(self, *call_args: Any) -> Any:
+        # Dynamo calls a backend's result with positional args, never boxed (and
+        # aot_module_simplified's forward carries a misleading `_boxed_call`).
+        args = list(call_args)
+        if self.serve_here:  # a minifier worker: stop here and judge candidates
+            from .serve import serve
+
+            serve(
+                self.session.config,
+                self.reference,
+                args,
+                index=self.index,
+                stage=self.stage,
+                forward_kind=self.forward_kind,
+                spec=self.backend.spec(),
+            )
+        if self.quarantined:
+            return self.reference(*args)
+        if self.checks_left > 0:
+            self.checks_left -= 1
+            self._check(args)
+            if self.quarantined:
+                return self.reference(*args)
+        rec = self.session.recorder
+        rec.mark(self.index, PHASE_RUN, self.forward_kind)
+        try:
+            out = self.compiled(*args)
+            if self._sync_first:
+                # the first call of a graph on the GPU waits for its kernels, so that a
+                # kernel that faults is caught here, in this graph, not at some later
+                # synchronisation in the program
+                self._sync_first = False
+                accuracy.cuda_sync(args)
+            return out
+        except Exception as exc:
+            if is_dynamo_exception(exc):
+                raise
+            if cuda_fatal_message(exc):
+                # the CUDA context is dead: not even eager can run in this process
+                self._runtime_failure(exc)
+                raise
+            result = self.reference(*args)  # eager raising too: the user's error, not ours
+            self._runtime_failure(exc)
+            return result
+        finally:
+            rec.mark(-1, PHASE_IDLE)
+
+    def _runtime_failure(self, exc: BaseException) -> None:
+        self.session.failure(
+            graph=self.index,
+            graph_kind=self.forward_kind,
+            kind=FailureKind.RUNTIME,
+            stage=self.stage,
+            exc=exc,
+        )
+        self.quarantined = True
+
+    def _compiled_fn(self, *args: Any) -> Any:
+        return self.compiled(*args)
+
+    def _check(self, args: list[Any]) -> None:
+        strict = self.session.config.accuracy == "strict"
+        rng = accuracy.RngState()
+        rec = self.session.recorder
+        rec.mark(self.index, PHASE_CHECK, "dynamo")
+        try:
+            ref = self._reference_outcome(args, rng)
+            if ref is None:
+                return
+            fp64 = None if strict else accuracy.float64_outcome(self.reference, args, rng)
+            try:
+                res = accuracy.run_with_grads(self._compiled_fn, args)
+                accuracy.cuda_sync(args)  # a faulting kernel shows here, not in compare()
+            except Exception as exc:
+                if is_dynamo_exception(exc):
+                    raise
+                self._runtime_failure(exc)
+                return
+            finally:
+                rng.restore()
+            verdict = accuracy.judge_outcomes(
+                ref, res, fp64, strict=strict, stage=self.stage, forward_kind=self.forward_kind
+            )
+            if verdict is not None:
+                sig, mismatch = verdict
+                self.session.failure(
+                    graph=self.index,
+                    graph_kind=accuracy.graph_kind_of(mismatch, self.forward_kind),
+                    kind=FailureKind.ACCURACY,
+                    stage=self.stage,
+                    signature=sig,
+                    message=str(mismatch),
+                )
+                self.quarantined = True
+        finally:
+            rec.mark(-1, PHASE_IDLE)
+
+    def _reference_outcome(self, args: list[Any], rng: accuracy.RngState) -> Any:
+        """Eager's outcome, or None when it cannot be judged: eager itself fails (the
+        program's own error shows on the real call) or is nondeterministic."""
+        try:
+            ref = accuracy.run_with_grads(self.reference, args)
+            rng.restore()
+            again = accuracy.run_with_grads(self.reference, args)
+        except Exception:
+            return None
+        finally:
+            rng.restore()
+        if not accuracy.outcomes_identical(ref, again):
+            self.session.note(
+                self.index,
+                "nondeterministic reference: two eager runs from the same RNG state differ; "
+                "accuracy not judged for this graph",
+            )
+            return None
+        return ref

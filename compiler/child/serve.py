@@ -1,0 +1,168 @@
+"""A minifier worker's serve loop (DESIGN.md mechanism 7).
+
+A worker is the user's command run once more under the hooks, told to stop at the
+first call of graph N (or, for a minifier_launcher.py, the launcher's graph).  There
+it saves the graph, its real inputs and the configuration in force (the capture,
+file names in protocol.py), then answers requests on two pipes: load a candidate,
+judge it (judge.py), reply.  It never continues the user's program.  The parent
+side is compiler/pool.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ..protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, HookConfig
+from ..signature import FailureSignature
+from .judge import CompileSpec, Target, judge
+from .torch_config import config_diffs, source_of
+
+
+def serve(
+    config: HookConfig,
+    graph: Any,
+    args: list[Any],
+    *,
+    index: int,
+    stage: str,
+    forward_kind: str,
+    spec: CompileSpec,
+    level: str = "dynamo",
+    meta_extra: dict[str, Any] | None = None,
+) -> NoReturn:
+    """Capture ``graph`` (the reference, before compilation) and its inputs, then judge
+    candidates until told to stop; the process then exits."""
+    from ..accuracy import clone_input
+
+    serve_spec = config.serve or {}
+    inputs = [clone_input(a) for a in args]
+    cap = Path(serve_spec["capture_dir"])
+    if not (cap / CAPTURE_META).exists():
+        meta = _capture_meta(graph, index, stage, forward_kind, spec, level)
+        meta.update(meta_extra or {})
+        _write_capture(cap, graph, inputs, meta)
+    target = Target(
+        signature=FailureSignature.from_json(serve_spec["signature"]),
+        stage=stage,
+        accuracy=config.accuracy,
+        spec=spec,
+        level=level,
+        graph_kind=forward_kind,
+    )
+    _answer(serve_spec["fds"], target)
+    os._exit(0)
+
+
+def _capture_meta(
+    graph: Any, index: int, stage: str, forward_kind: str, spec: CompileSpec, level: str
+) -> dict[str, Any]:
+    import torch
+
+    return {
+        "graph": index,
+        "stage": stage,
+        "forward_kind": forward_kind,
+        "config": config_diffs(),
+        "user_backend": _describe_backend(spec.user_backend),
+        "backend_source": source_of(spec.user_backend),
+        "mode": spec.mode,
+        "options": {k: v for k, v in (spec.options or {}).items() if _plain(v)},
+        "dynamic": spec.dynamic,
+        "grad_enabled": torch.is_grad_enabled(),  # the program's grad mode at the call
+        "level": level,
+        "torch": torch.__version__,
+    }
+
+
+def _write_capture(cap: Path, graph: Any, inputs: list[Any], meta: dict[str, Any]) -> None:
+    """Atomically: the parent reads the capture once capture.json exists."""
+    import torch
+
+    cap.mkdir(parents=True, exist_ok=True)
+    torch.save(graph, cap / (CAPTURE_GRAPH + ".tmp"))
+    torch.save(inputs, cap / (CAPTURE_INPUTS + ".tmp"))
+    (cap / (CAPTURE_META + ".tmp")).write_text(json.dumps(meta, indent=2, default=str))
+    for name in (CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META):
+        os.replace(cap / (name + ".tmp"), cap / name)
+
+
+def _answer(fds: list[int], target: Target) -> None:
+    import torch
+
+    rfd, wfd = fds
+    with os.fdopen(rfd, "r") as requests, os.fdopen(wfd, "w", buffering=1) as replies:
+        replies.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+        for line in requests:
+            req = json.loads(line)
+            if req.get("stop"):
+                break
+            try:
+                gm = torch.load(req["graph"], weights_only=False)  # written by our parent
+                cand_inputs = torch.load(req["inputs"], weights_only=False)
+                verdict, sig = judge(gm, cand_inputs, target)
+            except Exception as exc:  # a broken candidate, not a broken worker
+                verdict, sig = judge_error(exc)
+            # a sticky CUDA error (a kernel faulted) leaves this process's CUDA context
+            # unusable: answer, then retire, so that the next candidate runs in a
+            # fresh worker with a healthy context
+            retire = bool(sig) and sig.get("exc_type") == "CUDAError"
+            reply = {"id": req["id"], "verdict": verdict.value, "signature": sig, "retire": retire}
+            replies.write(json.dumps(reply) + "\n")
+            if retire:
+                break
+
+
+def judge_error(exc: BaseException) -> tuple[Any, dict[str, Any]]:
+    from tcompile.minifier.verdict import Verdict
+
+    return Verdict.INVALID, {"error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _plain(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool, type(None)))
+
+
+def _describe_backend(b: Any) -> str:
+    if isinstance(b, str):
+        return b
+    return getattr(b, "__name__", None) or type(b).__name__
+
+
+# ---- a worker for a minifier_launcher.py -------------------------------------------
+
+
+def serve_launcher() -> NoReturn:
+    """A worker for a minifier_launcher.py (protocol.LAUNCHER_WORKER, run under the
+    hooks; the parent read and checked the launcher and put its data in the serve
+    spec): restore the config and the program's backend, load the graph, serve."""
+    import torch
+
+    from ..protocol import CONFIG_ENV
+    from .torch_config import apply_config
+
+    config = HookConfig.from_env(os.environ[CONFIG_ENV])
+    launcher = (config.serve or {})["launcher"]
+    here = Path(launcher["dir"])
+    data = launcher["data"]
+    meta = data["meta"]
+    namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten}
+    apply_config(meta.get("config") or {}, namespace)
+    user_backend: Any = meta.get("user_backend") or meta.get("stage")
+    if meta.get("backend_source"):
+        exec(compile(meta["backend_source"], "<launcher backend>", "exec"), namespace)  # noqa: S102
+        user_backend = namespace.get(meta["user_backend"], user_backend)
+    gm = torch.load(here / data["graph_file"], weights_only=False)  # written by tcompile
+    inputs = torch.load(here / data["inputs_file"], weights_only=False)
+    serve(
+        config,
+        gm,
+        inputs,
+        index=0,
+        stage=meta["stage"],
+        forward_kind=meta.get("forward_kind", "forward"),
+        spec=CompileSpec(user_backend, meta.get("mode"), meta.get("options"), meta.get("dynamic")),
+        meta_extra={k: meta[k] for k in ("backend_source", "user_backend") if k in meta},
+    )

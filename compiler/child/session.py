@@ -1,0 +1,102 @@
+"""One per process under the hooks: the hook config, the event recorder, and the
+failures said so far (each said once).  Made on first use (hooks.session())."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ..protocol import STOP_EXIT, Event, HookConfig
+from ..signature import FailureKind, FailureSignature, first_lines, root_cause
+from .recorder import Recorder
+
+
+def is_dynamo_exception(exc: BaseException) -> bool:
+    """A TorchDynamo capture failure (not a backend failure wrapped by Dynamo)."""
+    try:
+        from torch._dynamo import exc as dexc
+    except Exception:  # pragma: no cover
+        return False
+    if isinstance(exc, dexc.BackendCompilerFailed):
+        return False
+    return isinstance(exc, dexc.TorchDynamoException)
+
+
+class Session:
+    def __init__(self, config: HookConfig) -> None:
+        self.config = config
+        self.recorder = Recorder(config.dir)
+        self._said: set[tuple[Any, ...]] = set()
+        self.graph_stage: dict[int, str] = {}  # graph index -> the stage compiling it
+        self._tracing_seen = 0.0
+        stop = config.stop_on
+        self._stop_on = FailureSignature.from_json(stop) if stop else None
+
+    def failure(
+        self,
+        *,
+        graph: int | None,
+        graph_kind: str,
+        kind: FailureKind,
+        stage: str,
+        exc: BaseException | None = None,
+        signature: FailureSignature | None = None,
+        message: str = "",
+    ) -> None:
+        if signature is None:
+            assert exc is not None
+            signature = FailureSignature.from_exception(stage, kind, exc)
+            message = message or f"{type(root_cause(exc)).__name__}: {root_cause(exc)}"
+        key = (graph, graph_kind, signature.kind, signature.exc_type, signature.message)
+        if key in self._said:
+            return
+        self._said.add(key)
+        self.recorder.emit(
+            Event.FAILURE,
+            graph=graph,
+            graph_kind=graph_kind,
+            kind=signature.kind,
+            stage=stage,
+            signature=signature.to_json(),
+            signature_text=str(signature),
+            message=first_lines(message, 12, 400),
+        )
+        if self._stop_on is not None and self._stop_on.matches(signature, any_stage=True):
+            self.emit_counts()
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(STOP_EXIT)  # the failure showed: the rest of the program is not needed
+
+    def emit_counts(self) -> None:
+        """Applications of inductor's subsystems so far (bisection runs only)."""
+        if self.config.bisect is None:
+            return
+        from .subsystems import counter
+
+        c = counter()
+        if c is not None and c.seen:
+            self.recorder.emit(Event.BISECT_COUNTS, counts=c.snapshot())
+
+    def phases(
+        self, before: dict[str, float], after: dict[str, float], total: float, inner: float
+    ) -> dict[str, float]:
+        """Compile seconds of one graph by phase (from torch's compile-time metrics)."""
+        tracing = before.get("bytecode_tracing", 0.0)
+        capture = max(0.0, tracing - self._tracing_seen)
+        self._tracing_seen = after.get("bytecode_tracing", tracing)
+        codegen = after.get("GraphLowering.compile_to_module", 0.0) - before.get(
+            "GraphLowering.compile_to_module", 0.0
+        )
+        return {
+            "dynamo_capture": round(capture, 4),
+            "aot_autograd": round(max(0.0, total - inner), 4),
+            "inductor": round(max(0.0, inner - codegen), 4),
+            "codegen": round(max(0.0, codegen), 4),
+        }
+
+    def note(self, graph: int | None, text: str) -> None:
+        key = ("note", graph, text)
+        if key not in self._said:
+            self._said.add(key)
+            self.recorder.emit(Event.NOTE, graph=graph, text=text)

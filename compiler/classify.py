@@ -1,0 +1,391 @@
+"""``tcompile run``: the command under the wrapped stack, every graph, every failure.
+
+The child's events (protocol.py) become graphs, :class:`~.failure.Failure` rows and
+notes (:func:`collect`).  A process that died says nothing more: its memory-mapped
+marker names the graph it was in.  Failures tcompile has not itself checked against
+eager (a capture failure the program died of, a crash outside any graph) are
+*unconfirmed* until a run without torch.compile says whether the program fails the
+same way anyway (then it is not a compiler bug: exit 3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import IO, Any
+
+from .crash import crash_message, signal_name
+from .exitcodes import ExitCode
+from .failure import Failure
+from .observer import NullObserver, Observer
+from .protocol import STOP_EXIT, Event, HookConfig, read_events
+from .runner import ProcessResult, new_run_dir, run_process, write_json
+from .signature import FailureKind, FailureSignature, normalize_message
+
+
+@dataclasses.dataclass
+class RunReport:
+    graphs: list[dict[str, Any]]
+    failures: list[Failure]
+    notes: list[dict[str, Any]]
+    exit_code: int
+    verdict: str  # "clean" | "compiler-failure" | "not-a-compiler-bug"
+    explanation: str
+    returncode: int | None
+    seconds: float
+    run_dir: str
+    command: list[str]
+    stage: str | None
+    accuracy: str
+    debug_index: list[dict[str, Any]] | None = None
+    # frames that failed in Dynamo, recorded for `tcompile replay` (child/frames.py)
+    records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
+        out["failures"] = [f.to_json() for f in self.failures]
+        return out
+
+
+_GRAPH_FIELDS = (
+    "index",
+    "frame",
+    "kind",
+    "nodes",
+    "stage",
+    "compile_seconds",
+    "file",
+    "line",
+    "compile_id",
+    "break_reason",
+)
+
+
+def collect(
+    result: ProcessResult,
+) -> tuple[list[dict[str, Any]], list[Failure], list[dict[str, Any]]]:
+    """Graphs, failures and notes out of a finished process's events and markers."""
+    failures: list[Failure] = []
+    notes: list[dict[str, Any]] = []
+    multi = len({e.get("pid") for e in result.events if e.get("event") == Event.GRAPH}) > 1
+    dynamo: dict[tuple[Any, Any], dict[str, Any]] = {}
+    children: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for e in result.events:
+        kind, pid = e.get("event"), e.get("pid")
+        if kind == Event.GRAPH:
+            g = {k: e.get(k) for k in _GRAPH_FIELDS}
+            g.update(level="dynamo", gated=bool(e.get("gated")), failed=bool(e.get("failed")))
+            dynamo[(pid, e.get("index"))] = g | ({"pid": pid} if multi else {})
+        elif kind == Event.AOT_GRAPH:
+            g = {k: e.get(k) for k in ("index", "kind", "nodes", "stage", "compile_seconds")}
+            g.update(level="aot", failed=bool(e.get("failed")))
+            children.setdefault((pid, e.get("index")), []).append(
+                g | ({"pid": pid} if multi else {})
+            )
+        elif kind == Event.FAILURE:
+            failures.append(_failure_from_event(e, multi))
+        elif kind == Event.NOTE:
+            notes.append({"graph": e.get("graph"), "text": e.get("text")})
+        elif kind == Event.EXCEPTION and e.get("after_graph") is not None:
+            f = _late_cuda_failure(e, failures, multi)
+            if f is not None:
+                failures.append(f)
+        elif kind == Event.EXCEPTION and e.get("dynamo"):
+            failures.append(_capture_failure(e, multi))
+    if result.timed_out or (result.returncode is not None and result.returncode < 0):
+        failures.extend(_dead_process_failures(result, dynamo))
+    return _graph_rows(dynamo, children), failures, notes
+
+
+def _graph_rows(
+    dynamo: dict[tuple[Any, Any], dict[str, Any]],
+    children: dict[tuple[Any, Any], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Each Dynamo graph followed by its AOT graphs."""
+    graphs: list[dict[str, Any]] = []
+    for key in sorted(
+        set(dynamo) | set(children), key=lambda k: (str(k[0]), k[1] if k[1] is not None else -1)
+    ):
+        parent = dynamo.get(key)
+        if parent is not None:
+            graphs.append(parent)
+        for child in children.get(key, []):
+            child["frame"] = parent["frame"] if parent else ""
+            graphs.append(child)
+    return graphs
+
+
+def _failure_from_event(e: dict[str, Any], multi: bool) -> Failure:
+    sig = FailureSignature.from_json(e.get("signature") or {})
+    return Failure(
+        graph=e.get("graph"),
+        graph_kind=e.get("graph_kind") or "dynamo",
+        signature=sig,
+        message=e.get("message", ""),
+        frame=sig.frame,
+        pid=e.get("pid") if multi else None,
+    )
+
+
+def _late_cuda_failure(e: dict[str, Any], failures: list[Failure], multi: bool) -> Failure | None:
+    """A sticky CUDA error the program died of, after graph N ran (child/hooks.py)."""
+    graph = e["after_graph"]
+    if any(f.graph == graph and f.kind == FailureKind.CRASH.value for f in failures):
+        return None  # the graph itself already reported it
+    raw = FailureSignature.from_json(e.get("signature") or {})
+    sig = dataclasses.replace(raw, stage=e.get("after_stage") or "unknown")
+    return Failure(
+        graph=graph,
+        graph_kind=e.get("after_graph_kind") or "dynamo",
+        signature=sig,
+        message=(e.get("message") or "")
+        + f"\n(reported at a later synchronisation; graph {graph} ran last)",
+        frame=sig.frame,
+        unconfirmed=True,
+        pid=e.get("pid") if multi else None,
+    )
+
+
+def _capture_failure(e: dict[str, Any], multi: bool) -> Failure:
+    """TorchDynamo failed to capture the frame the program died in."""
+    sig = FailureSignature.from_json(e.get("signature") or {})
+    return Failure(
+        graph=None,
+        graph_kind="dynamo",
+        signature=sig,
+        message=e.get("message", ""),
+        frame=e.get("user_frame") or sig.frame,
+        user_stack=e.get("user_stack") or [],
+        record=e.get("record"),
+        unconfirmed=True,
+        pid=e.get("pid") if multi else None,
+    )
+
+
+def _dead_process_failures(
+    result: ProcessResult, dynamo: dict[tuple[Any, Any], dict[str, Any]]
+) -> list[Failure]:
+    """A process that died (signal) or was killed (timeout) says nothing more: the
+    markers say which graph it was in."""
+    busy = {pid: m for pid, m in result.markers.items() if m["graph"] >= 0 and m["phase"] != "idle"}
+    kind = FailureKind.TIMEOUT if result.timed_out else FailureKind.CRASH
+    if result.timed_out:
+        exc_type, message = "Timeout", "the command ran past --timeout"
+    else:
+        exc_type = signal_name(result.returncode or 0)
+        message = crash_message(result.stderr_tail) or f"process killed by {exc_type}"
+    targets = list(busy.items()) or [(None, {"graph": None, "phase": "", "graph_kind": "dynamo"})]
+    out = []
+    for pid, m in targets:
+        g = dynamo.get((pid, m["graph"])) or next(
+            (d for (p, i), d in dynamo.items() if i == m["graph"]), None
+        )
+        sig = FailureSignature(
+            stage=g["stage"] if g else "unknown",
+            kind=kind.value,
+            exc_type=exc_type,
+            message=normalize_message(message),
+        )
+        out.append(
+            Failure(
+                graph=m["graph"],
+                graph_kind=m["graph_kind"],
+                signature=sig,
+                message=message,
+                phase=m["phase"],
+                frame=f"{m['phase']} of graph {m['graph']}" if m["graph"] is not None else "",
+                unconfirmed=m["graph"] is None,
+            )
+        )
+    return out
+
+
+def _last_exception(result: ProcessResult) -> dict[str, Any] | None:
+    exc = [e for e in result.events if e.get("event") == Event.EXCEPTION]
+    return exc[-1] if exc else None
+
+
+def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
+    """Same exit status, and the same exception (or the same cause Dynamo wrapped)."""
+    if compiled.timed_out or plain.timed_out:
+        return compiled.timed_out and plain.timed_out
+    if plain.returncode in (0, None) or plain.returncode != compiled.returncode:
+        return False
+    first, second = _last_exception(compiled), _last_exception(plain)
+    if first is None or second is None:
+        return first is None and second is None
+    theirs = FailureSignature.from_json(second["signature"])
+    ours = [FailureSignature.from_json(first["signature"])]
+    if first.get("cause_signature"):
+        ours.append(FailureSignature.from_json(first["cause_signature"]))
+    if any(o.as_exception().matches(theirs.as_exception()) for o in ours):
+        return True
+    # Dynamo hits the program's own error while tracing with fake tensors and words
+    # it differently (TorchRuntimeError); the same failing line of code is the tell.
+    where = _line_of(first.get("user_frame") or "")
+    return bool(where) and where == _line_of(theirs.frame)
+
+
+def _line_of(frame: str) -> str:
+    """'path/to/linear.py:134 in forward' -> 'linear.py:134'."""
+    head = frame.split(" in ", 1)[0].replace("\\", "/")
+    return head.rsplit("/", 1)[-1] if ":" in head else ""
+
+
+def run_and_classify(
+    command: list[str],
+    *,
+    out: str | None = None,
+    stage: str | None = None,
+    accuracy: str = "off",
+    timeout: float | None = None,
+    observer: Observer | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+    gate: list[int] | None = None,
+    bisect: dict[str, Any] | None = None,
+    debug_dir: str | None = None,
+    only: str | None = None,
+    record: str = "failures",
+    confirm: bool = True,
+) -> RunReport:
+    """``tcompile run``: the command under the wrapped stack, every graph, every failure."""
+    observer = observer or NullObserver()
+    run_dir = new_run_dir(out, "run")
+    config = HookConfig(
+        dir=os.path.join(run_dir, "compiled"),
+        stage=stage,
+        accuracy=accuracy,
+        gate=gate,
+        bisect=bisect,
+        debug_dir=debug_dir,
+        only=only,
+        record=record,
+    )
+    observer.status("running the command under tcompile")
+    result = run_process(
+        command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
+    )
+    graphs, failures, notes = collect(result)
+    records = _gather_records(result, run_dir, failures)
+    verdict, explanation, exit_code = "clean", "no compiler failure", ExitCode.OK
+    failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)
+    if failed and not any(not f.unconfirmed for f in failures) and confirm:
+        # The command failed and nothing tcompile checked explains it.  Does it fail
+        # the same way with torch.compile turned off?
+        observer.status("the command failed: running it again without torch.compile")
+        plain = HookConfig(dir=os.path.join(run_dir, "plain"), disable=True)
+        again = run_process(
+            command, plain, timeout=timeout, observer=NullObserver(), stdout=stdout, stderr=stderr
+        )
+        if fails_the_same_way(result, again):
+            explanation = _not_a_compiler_bug(result)
+            verdict, exit_code = "not-a-compiler-bug", ExitCode.NOT_COMPILER
+            notes.append({"graph": None, "text": explanation})
+            failures = []
+        elif not failures:
+            failures.append(_graphless_failure(result, graphs, stage))
+    for f in failures:
+        f.unconfirmed = False
+    if failures:
+        verdict, exit_code = "compiler-failure", ExitCode.COMPILER_FAILURE
+        kinds = sorted({f.kind for f in failures})
+        explanation = f"{len(failures)} compiler failure(s): {', '.join(kinds)}"
+    debug_index = None
+    if debug_dir:
+        from .debug_artifacts import index_debug_dir
+
+        debug_index = index_debug_dir(debug_dir)
+    report = RunReport(
+        graphs=graphs,
+        failures=failures,
+        notes=notes,
+        exit_code=int(exit_code),
+        verdict=verdict,
+        explanation=explanation,
+        returncode=result.returncode,
+        seconds=result.seconds,
+        run_dir=run_dir,
+        command=command,
+        stage=stage,
+        accuracy=accuracy,
+        debug_index=debug_index,
+        records=records,
+    )
+    write_json(os.path.join(run_dir, "result.json"), report.to_json())
+    return report
+
+
+def _not_a_compiler_bug(result: ProcessResult) -> str:
+    first = _last_exception(result)
+    what = (
+        first["signature_text"]
+        if first
+        else ("timeout" if result.timed_out else f"exit status {result.returncode}")
+    )
+    return f"the command fails the same way without torch.compile ({what}): not a compiler bug"
+
+
+def _graphless_failure(
+    result: ProcessResult, graphs: list[dict[str, Any]], stage: str | None
+) -> Failure:
+    """The program died of an exception outside any compiled graph, and does not
+    without torch.compile (e.g. reading a CUDA-graph output that a later replay
+    overwrote): a runtime failure of the stage the program compiled with."""
+    first = _last_exception(result)
+    sig = (
+        FailureSignature.from_json(first["signature"])
+        if first
+        else FailureSignature(
+            stage="unknown",
+            kind="runtime",
+            exc_type=f"exit status {result.returncode}",
+            message="",
+        )
+    )
+    stages = {g["stage"] for g in graphs if g.get("level") == "dynamo" and not g["gated"]}
+    program_stage = stages.pop() if len(stages) == 1 else "unknown"
+    sig = dataclasses.replace(sig, stage=stage or program_stage, kind=FailureKind.RUNTIME.value)
+    return Failure(
+        graph=None,
+        graph_kind="dynamo",
+        signature=sig,
+        message=first["message"] if first else "\n".join(result.stderr_tail[-5:]),
+        frame=sig.frame,
+    )
+
+
+def _gather_records(
+    result: ProcessResult, run_dir: str, failures: list[Failure]
+) -> list[dict[str, Any]]:
+    """Move the records the processes wrote to RUN_DIR/record.pkl, record-2.pkl, ...
+    and point the failures at their new paths."""
+    records: list[dict[str, Any]] = []
+    moved: dict[str, str] = {}
+    for e in result.events:
+        if e.get("event") != Event.RECORD or not os.path.exists(str(e.get("path"))):
+            continue
+        n = len(records) + 1
+        dest = os.path.join(run_dir, "record.pkl" if n == 1 else f"record-{n}.pkl")
+        os.replace(e["path"], dest)
+        moved[e["path"]] = dest
+        records.append(
+            {"path": dest, "function": e.get("function"), "signature": e.get("signature_text")}
+        )
+    for f in failures:
+        if f.record:
+            f.record = moved.get(f.record, f.record)
+    return records
+
+
+def base_counts(report: RunReport) -> dict[str, list[str]]:
+    """Applications of inductor's subsystems in the compiled run of ``report``."""
+    return last_counts(read_events(os.path.join(report.run_dir, "compiled")))
+
+
+def last_counts(events: list[dict[str, Any]]) -> dict[str, list[str]]:
+    counts: dict[str, list[str]] = {}
+    for e in events:
+        if e.get("event") == Event.BISECT_COUNTS and e.get("counts"):
+            counts = e["counts"]
+    return counts

@@ -1,0 +1,72 @@
+"""A row of ``failures[]``: one compiler failure, classified, in one place.
+
+Made by the parent (runner.py) out of the child's events; rendered by the CLI; its
+:meth:`Failure.to_json` is the public ``--json`` shape (fields are only ever added).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .signature import FailureSignature
+
+
+@dataclasses.dataclass
+class Failure:
+    graph: int | None  # the Dynamo graph's index; None before any graph exists
+    graph_kind: str  # dynamo | forward | backward | inference: where it showed
+    signature: FailureSignature
+    message: str = ""  # the first lines of the error, for people
+    frame: str = ""  # where: the innermost user frame, or "run of graph N"
+    pid: int | None = None  # the process, when several compiled
+    phase: str | None = None  # compile / run / check: what a crashed process was doing
+    user_stack: list[str] | None = None  # a capture failure's user stack
+    record: str | None = None  # a capture failure's frame, for `tcompile replay`
+    not_a_compiler_bug: bool | None = None
+    # not yet checked against a run without torch.compile (the parent decides)
+    unconfirmed: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.signature.kind
+
+    @property
+    def stage(self) -> str:
+        return self.signature.stage
+
+    @property
+    def text(self) -> str:
+        """The signature as people read it: ``stage/kind: ExcType: message``."""
+        return str(self.signature)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "graph": self.graph,
+            "graph_kind": self.graph_kind,
+            "kind": self.kind,
+            "stage": self.stage,
+            "signature": self.text,
+            "signature_fields": self.signature.to_json(),
+            "message": self.message,
+            "frame": self.frame,
+        }
+        for key in ("pid", "phase", "user_stack", "record", "not_a_compiler_bug"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Failure:
+        return cls(
+            graph=data.get("graph"),
+            graph_kind=data.get("graph_kind") or "dynamo",
+            signature=FailureSignature.from_json(data.get("signature_fields") or {}),
+            message=data.get("message") or "",
+            frame=data.get("frame") or "",
+            **{
+                k: data.get(k)
+                for k in ("pid", "phase", "user_stack", "record", "not_a_compiler_bug")
+            },
+        )

@@ -1,0 +1,74 @@
+"""The torch.compile stack as data: its stages, inductor's subsystems and toggles.
+
+=============================  ============================================================
+``eager``                      Dynamo's graph runs as captured (capture bugs show here)
+``aot_eager``                  + AOTAutograd forward/backward tracing, run eagerly
+``aot_eager_decomp_partition`` + inductor's decompositions and min-cut partitioner
+``inductor``                   + lowering, scheduling and codegen (C++ on CPU, Triton on GPU)
+anything else                  the user's own backend (a registered name or a callable)
+=============================  ============================================================
+
+How each stage is *built* (with recording AOT compilers) is child/build.py; this
+module imports no torch at import time.
+
+``SUBSYSTEMS`` are the counted hook points of torch's ``CompilerBisector``, per stage,
+in the order things happen; ``TOGGLES`` are the config changes torch's bisector tries
+("does turning this off fix it?").  bisection.py searches them; child/subsystems.py
+counts and limits them inside the program.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+
+class Stage(str, enum.Enum):
+    EAGER = "eager"
+    AOT_EAGER = "aot_eager"
+    AOT_EAGER_DECOMP_PARTITION = "aot_eager_decomp_partition"
+    INDUCTOR = "inductor"
+
+
+#: The stages in the order the stack runs them (the backend ladder of the seeds).
+LADDER: tuple[str, ...] = tuple(s.value for s in Stage)
+
+SUBSYSTEMS: dict[str, list[str]] = {
+    "aot_eager_decomp_partition": ["decomposition"],
+    "inductor": [
+        "pre_grad_passes",
+        "joint_graph_passes",
+        "post_grad_passes",
+        "cudagraphs",
+        "lowerings",
+    ],
+}
+TOGGLES: dict[str, dict[str, Any]] = {
+    "aot_eager_decomp_partition": {"functorch.cse": False},
+    "inductor": {
+        "fallback_random": True,
+        "emulate_precision_casts": True,
+        "layout_optimization": False,
+        "comprehensive_padding": False,
+    },
+}
+
+
+def known_backend_names() -> list[str]:
+    """Every backend name torch knows (including debug ones), plus the stages."""
+    from torch._dynamo.backends.registry import list_backends
+
+    return sorted(set(list_backends(exclude_tags=())) | set(LADDER))
+
+
+def backend_name(backend: Any) -> str:
+    """The stage name tcompile reports for a backend given to ``torch.compile``."""
+    if backend is None:
+        return Stage.INDUCTOR.value
+    if isinstance(backend, str):
+        return backend
+    return (
+        getattr(backend, "compiler_name", None)
+        or getattr(backend, "__name__", None)
+        or type(backend).__name__
+    )

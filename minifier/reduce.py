@@ -1,0 +1,88 @@
+"""``minify()``: the engine's entry point: a start case, the schedule, checkpoints."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import checkpoint as ckpt
+from .engine import MinifyResult, Oracle, Problem, Progress, Step, Stop, Stopped
+from .graph import Case, make_case
+from .passes import DEFAULT_SCHEDULE
+from .verdict import Verdict
+
+
+def minify(
+    gm: Any,
+    inputs: Sequence[Any],
+    oracle: Oracle,
+    *,
+    jobs: int = 1,
+    stop: Stop | Callable[[], bool] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    schedule: Sequence[Callable[[Problem, Case], Case | None]] | None = None,
+    max_rounds: int = 20,
+) -> MinifyResult:
+    """Shrink ``gm`` to the smallest graph on which ``oracle`` still fails the same way.
+
+    ``oracle(gm, inputs)`` returns a :class:`Verdict` or a bool (True: it fails).
+    The input graph is never mutated.  ``checkpoint`` is a directory: the best case is
+    written there after each accepted step, and a later call resumes from it.
+    """
+    t0 = time.monotonic()
+    original = make_case(gm, list(inputs))
+    nodes_before = original.size
+    start = original
+    history: list[Step] = []
+    calls_before = 0
+    if checkpoint is not None:
+        saved = ckpt.load(checkpoint)
+        if saved is not None:
+            start, history, calls_before = saved
+    save = (lambda c, h, n: ckpt.save(checkpoint, c, h, n + calls_before)) if checkpoint else None
+    problem = Problem(start, oracle, jobs=jobs, stop=stop, on_progress=on_progress, checkpoint=save)
+    problem.history = list(history)
+    try:
+        # Sanity: the start must fail (asked directly: the gate only admits smaller).
+        problem.pass_name = "sanity"
+        problem.sanity_check(start, overlap=jobs > 1)
+        stopped = False
+        try:
+            for _ in range(max_rounds):
+                progress = False
+                for pass_fn in schedule or DEFAULT_SCHEDULE:
+                    problem.pass_name = pass_fn.__name__
+                    found = pass_fn(problem, problem.best)
+                    if found is not None and found.order_key() < problem.best.order_key():
+                        problem.accept(found)
+                        progress = True
+                if not progress:
+                    break
+            problem.finish_sanity()
+        except Stopped:
+            stopped = True
+            if problem.smallest_seen.order_key() < problem.best.order_key():
+                problem.pass_name += " (interrupted)"
+                problem.accept(problem.smallest_seen)
+        best = problem.best
+        final = Verdict.SAME_FAILURE
+        if not stopped and best is not start:
+            final = problem.final_check(best)
+        return MinifyResult(
+            gm=best.gm,
+            inputs=list(best.inputs),
+            calls=problem.calls + calls_before,
+            history=problem.history,
+            nodes_before=nodes_before,
+            nodes_after=best.size,
+            cache_hits=problem.cache_hits,
+            seconds=time.monotonic() - t0,
+            stopped=stopped,
+            verified=final is Verdict.SAME_FAILURE and not stopped,
+            final_verdict=final,
+        )
+    finally:
+        problem.close()

@@ -1,0 +1,30 @@
+"""The oracle's answer: one enum from the judge in a worker to the engine's gate.
+
+No torch import: the contract between compiler/ (which judges) and the engine (which
+decides) is this module alone.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+
+class Verdict(str, enum.Enum):
+    SAME_FAILURE = "same_failure"  # the failure being minified shows: keep the candidate
+    PASS = "pass"  # compiles, runs and (if judged) agrees with eager
+    OTHER_FAILURE = "other_failure"  # another failure: a different bug, not this one
+    CRASH = "crash"  # the process judging it died (and not of this failure)
+    TIMEOUT = "timeout"  # the process judging it ran past its time
+    INVALID = "invalid"  # not a program: the candidate does not run eagerly
+
+
+def as_verdict(value: Any) -> Verdict:
+    """Oracles may return a Verdict (or its value) or a bool (True: fails)."""
+    if isinstance(value, Verdict):
+        return value
+    if isinstance(value, bool):
+        return Verdict.SAME_FAILURE if value else Verdict.PASS
+    if isinstance(value, str):
+        return Verdict(value)
+    raise TypeError(f"oracle returned {value!r}; expected a Verdict or a bool")

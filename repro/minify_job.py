@@ -1,0 +1,514 @@
+"""``tcompile minify``: from a failing program to a verified standalone repro.py.
+
+Steps: (1) run the program once under the hooks and pick the failure to minify;
+(2) start workers -- the program again, paused at the first call of the failing graph
+(compiler/pool.py) -- the first of which saves the graph, its real inputs and the
+configuration in force; (3) write minifier_launcher.py; (4) shrink the graph with the
+minifier engine, each candidate judged by a worker; (5) write repro.py and verify it
+(verify.py).  Everything goes under one run directory.
+
+This is the one module that joins compiler/ (running, workers, judging), minifier/
+(search) and repro/ (artifacts); it prints nothing and reports to an observer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler.classify import run_and_classify
+from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.failure import Failure
+from tcompile.compiler.observer import NullObserver, Observer
+from tcompile.compiler.protocol import (
+    CAPTURE_GRAPH,
+    CAPTURE_INPUTS,
+    CAPTURE_META,
+    LAUNCHER_WORKER,
+    Event,
+    HookConfig,
+)
+from tcompile.compiler.runner import new_run_dir, write_json
+from tcompile.compiler.signature import FailureSignature
+
+from .verify import repro_reproduces, verify_repro
+
+
+@dataclasses.dataclass
+class MinifyReport:
+    exit_code: int
+    message: str
+    repro: str | None = None
+    launcher: str | None = None
+    nodes_before: int | None = None
+    nodes_after: int | None = None
+    calls: int | None = None
+    seconds: float = 0.0
+    signature: str | None = None
+    verified: bool = False
+    eager_passes: bool | None = None
+    real_inputs: bool = False
+    graph: int | None = None
+    graph_kind: str | None = None
+    stage: str | None = None
+    after: str = "dynamo"
+    run_dir: str | None = None
+    interrupted: bool = False
+    worker_restarts: int = 0
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    record: str | None = None  # a capture failure's frame, for `tcompile replay`
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class _Job:
+    """One minification: what to run, where to write, how to report."""
+
+    command: list[str]  # the program the workers run (or a launcher's worker)
+    config: HookConfig  # the workers' hook config (with the serve spec)
+    signature: FailureSignature
+    graph: int
+    graph_kind: str | None
+    run_dir: Path
+    jobs: int
+    timeout: float | None
+    real_inputs: bool
+    accuracy: str
+    observer: Observer
+    t0: float
+    write_launcher: bool = True
+    command_for_repro: list[str] | None = None
+
+    def report(self, code: int, message: str, **kw: Any) -> MinifyReport:
+        return MinifyReport(
+            int(code),
+            message,
+            signature=str(self.signature),
+            run_dir=str(self.run_dir),
+            graph=self.graph,
+            seconds=time.monotonic() - self.t0,
+            **kw,
+        )
+
+
+def _pick_failure(failures: list[Failure], graph: int | None, match: str | None) -> Failure | None:
+    for f in failures:
+        if graph is not None and f.graph != graph:
+            continue
+        if match is not None and not re.search(match, f.text):
+            continue
+        return f
+    return None
+
+
+def run_minify(
+    command: list[str],
+    *,
+    after: str = "auto",
+    accuracy: str = "off",
+    backend: str | None = None,
+    graph: int | None = None,
+    match: str | None = None,
+    jobs: int = 1,
+    timeout: float | None = None,
+    real_inputs: bool = False,
+    out: str | None = None,
+    observer: Observer | None = None,
+    stdout: Any = None,
+    stderr: Any = None,
+) -> MinifyReport:
+    observer = observer or NullObserver()
+    t0 = time.monotonic()
+    if match is not None:
+        try:
+            re.compile(match)
+        except re.error as exc:
+            raise UsageError(f"--match is not a valid regular expression: {exc}") from None
+    run_dir = Path(new_run_dir(out, "minify"))
+    observer.status(f"running the program once to find the failing graph ({run_dir})")
+    report = run_and_classify(
+        command,
+        out=str(run_dir),
+        stage=backend,
+        accuracy=accuracy,
+        timeout=timeout,
+        observer=observer,
+        stdout=stdout,
+        stderr=stderr,
+    )
+    try:
+        target = _choose(report, graph, match, after)
+    except UsageError:
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing to report: leave no files
+        raise
+    if target is None or isinstance(target, MinifyReport):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if target is None:
+            return MinifyReport(
+                ExitCode.OK, "no compiler failure: nothing to minify", seconds=time.monotonic() - t0
+            )
+        target.seconds = time.monotonic() - t0
+        return target
+    if target.graph is None:
+        record = target.record
+        return MinifyReport(
+            ExitCode.COMPILER_FAILURE,
+            "the failure is in TorchDynamo's capture, before any graph exists: nothing to minify "
+            f"({target.text})"
+            + (f"; the failing frame is recorded: tcompile replay {record}" if record else ""),
+            signature=target.text,
+            record=record,
+            run_dir=str(run_dir),
+            seconds=time.monotonic() - t0,
+        )
+    sig = target.signature
+    # auto: the Dynamo graph, where every failure shows (a decomposition bug is
+    # already inside the AOT graph, DESIGN.md mechanism 5)
+    level = "aot" if after == "aot" else "dynamo"
+    observer.status(f"minifying graph {target.graph} ({target.graph_kind}): {sig}")
+    config = HookConfig(
+        dir=str(run_dir / "workers" / "events"),
+        stage=backend,
+        accuracy=accuracy,
+        serve={
+            "graph": target.graph,
+            "capture_dir": str(run_dir / "capture"),
+            "signature": sig.to_json(),
+            "level": level,
+            "graph_kind": target.graph_kind,
+        },
+    )
+    job = _Job(
+        command=command,
+        config=config,
+        signature=sig,
+        graph=int(target.graph),
+        graph_kind=target.graph_kind,
+        run_dir=run_dir,
+        jobs=jobs,
+        timeout=timeout,
+        real_inputs=real_inputs,
+        accuracy=accuracy,
+        observer=observer,
+        t0=t0,
+    )
+    return _minify_captured(job)
+
+
+def _choose(
+    report: Any, graph: int | None, match: str | None, after: str
+) -> Failure | MinifyReport | None:
+    """The failure to minify; a report when there is nothing to do (not a compiler
+    bug), None when there is no failure at all.  Bad choices are UsageErrors."""
+    if report.exit_code == ExitCode.NOT_COMPILER:
+        return MinifyReport(ExitCode.NOT_COMPILER, report.explanation)
+    dynamo_graphs = [g for g in report.graphs if g.get("level") == "dynamo"]
+    if graph is not None and graph >= len(dynamo_graphs):
+        raise UsageError(
+            f"--graph {graph}: the program compiled {len(dynamo_graphs)} graph(s) "
+            f"(0..{len(dynamo_graphs) - 1})"
+        )
+    if not report.failures:
+        return None
+    target = _pick_failure(report.failures, graph, match)
+    if target is None:
+        what = []
+        if graph is not None:
+            what.append(f"in graph {graph}")
+        if match is not None:
+            what.append(f"matching {match!r}")
+        found = "; ".join(f.text for f in report.failures)
+        raise UsageError(f"no failure {' and '.join(what)} (found: {found})")
+    if (
+        after == "aot"
+        and target.graph is not None
+        and (
+            target.stage != "inductor"
+            or target.graph_kind not in ("forward", "backward", "inference")
+        )
+    ):
+        raise UsageError(
+            f"--after aot needs a failure in an AOT graph compiled by inductor; this one is "
+            f"in the {target.graph_kind} graph of stage {target.stage} "
+            "(use --after dynamo)"
+        )
+    return target
+
+
+class _Interrupts:
+    """Ctrl-C during the search stops it (the best graph so far is kept)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: Any = None
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, lambda *a: self.event.set())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _minify_captured(job: _Job) -> MinifyReport:
+    from tcompile.compiler.pool import WorkerPool
+    from tcompile.minifier import MinifyError
+
+    pool = WorkerPool(
+        job.command,
+        job.config,
+        jobs=job.jobs,
+        work_dir=str(job.run_dir / "workers"),
+        target=job.signature,
+        startup_timeout=job.timeout or 900.0,
+    )
+    launcher = None
+    try:
+        with _Interrupts() as interrupts:
+            job.observer.status(
+                "starting a worker (the program again, paused at the failing graph)"
+            )
+            pool.start()
+            gm, inputs, meta = _read_capture(Path(job.config.serve["capture_dir"]))  # type: ignore[index]
+            if job.write_launcher:
+                launcher = _write_launcher(job, gm, inputs, meta)
+            try:
+                result = _search(job, pool, gm, inputs, meta, interrupts.event)
+            except MinifyError as exc:
+                return job.report(
+                    ExitCode.COMPILER_FAILURE,
+                    f"could not minify: {exc}",
+                    stage=meta["stage"],
+                    launcher=launcher,
+                )
+    finally:
+        pool.close()
+    job.observer.status(
+        f"minified {result.nodes_before} -> {result.nodes_after} nodes in {result.calls} "
+        "calls; writing and verifying repro.py"
+    )
+    repro, verified, eager_ok, use_real = _write_and_verify(job, result, meta)
+    write_json(
+        job.run_dir / "minify.json",
+        {
+            "signature": str(job.signature),
+            "nodes_before": result.nodes_before,
+            "nodes_after": result.nodes_after,
+            "calls": result.calls,
+            "verified": verified,
+        },
+    )
+    msg = (
+        "verified"
+        if verified
+        else "NOT verified: the repro did not reproduce the failure in a fresh process"
+    )
+    return job.report(
+        ExitCode.COMPILER_FAILURE,
+        msg,
+        repro=str(repro),
+        launcher=launcher,
+        nodes_before=result.nodes_before,
+        nodes_after=result.nodes_after,
+        calls=result.calls,
+        verified=verified,
+        eager_passes=eager_ok,
+        real_inputs=use_real,
+        graph_kind=job.graph_kind,
+        stage=meta["stage"],
+        interrupted=result.stopped,
+        worker_restarts=pool.restarts,
+        history=[dataclasses.asdict(h) for h in result.history],
+    )
+
+
+def _read_capture(capture_dir: Path) -> tuple[Any, list[Any], dict[str, Any]]:
+    import torch
+
+    gm = torch.load(capture_dir / CAPTURE_GRAPH, weights_only=False)  # written by our worker
+    inputs = torch.load(capture_dir / CAPTURE_INPUTS, weights_only=False)
+    meta = json.loads((capture_dir / CAPTURE_META).read_text())
+    return gm, inputs, meta
+
+
+def _write_launcher(job: _Job, gm: Any, inputs: list[Any], meta: dict[str, Any]) -> str:
+    from .launcher import write_launcher
+
+    path = write_launcher(
+        job.run_dir / "minifier_launcher.py",
+        gm=gm,
+        inputs=inputs,
+        meta=meta,
+        signature=job.signature,
+        accuracy=job.accuracy,
+        command=job.command,
+    )
+    return str(path)
+
+
+def _search(
+    job: _Job, pool: Any, gm: Any, inputs: list[Any], meta: dict[str, Any], stop: threading.Event
+) -> Any:
+    import torch
+
+    from tcompile.minifier import minify
+
+    def progress(p: Any) -> None:
+        job.observer.event(
+            {
+                "event": Event.MINIFY_PROGRESS,
+                "nodes": p.nodes,
+                "calls": p.calls,
+                "pass": p.pass_name,
+            }
+        )
+
+    # intermediate values lifted to inputs are computed in the program's grad mode
+    with torch.set_grad_enabled(meta.get("grad_enabled", True)):
+        return minify(
+            gm,
+            inputs,
+            lambda g, i: pool.evaluate(g, i)[0],
+            jobs=job.jobs,
+            stop=stop.is_set,
+            checkpoint=job.run_dir / "checkpoint",
+            on_progress=progress,
+        )
+
+
+def _write_and_verify(
+    job: _Job, result: Any, meta: dict[str, Any]
+) -> tuple[Path, bool, bool | None, bool]:
+    """repro.py with seeded random inputs; with the real values when those do not
+    reproduce.  (path, verified, eager passes, real inputs used)"""
+    from .writer import write_repro
+
+    repro = job.run_dir / "repro.py"
+    use_real, verified = job.real_inputs, False
+    for attempt in (False, True) if not job.real_inputs else (True,):
+        use_real = attempt
+        write_repro(
+            repro,
+            gm=result.gm,
+            inputs=result.inputs,
+            signature=str(job.signature),
+            stage=meta["stage"],
+            accuracy=job.accuracy,
+            meta=meta,
+            command=job.command_for_repro or job.command,
+            real_inputs=use_real,
+        )
+        verified = verify_repro(repro, str(job.signature))
+        if verified:
+            break
+    eager_ok = None
+    if verified:
+        eager_ok = not repro_reproduces(repro, backend="eager")
+        verified = bool(eager_ok)
+    return repro, verified, eager_ok, use_real
+
+
+# ---- minifier_launcher.py --------------------------------------------------------
+def launch(
+    path: str,
+    argv: list[str] | None = None,
+    *,
+    jobs: int = 1,
+    out: str | None = None,
+    real_inputs: bool = False,
+    observer: Observer | None = None,
+) -> MinifyReport:
+    """Minify again from a launcher (``run``: only check that the failure reproduces)."""
+    from .launcher import read_launcher
+
+    argv = argv or []
+    try:
+        data = read_launcher(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    here = Path(path).resolve().parent
+    for key in ("graph_file", "inputs_file"):
+        if not (here / data[key]).is_file():
+            raise UsageError(f"{path}: {data[key]} is missing beside it")
+    t0 = time.monotonic()
+    observer = observer or NullObserver()
+    sig = FailureSignature.from_json(data["signature"])
+    run_dir = Path(new_run_dir(out or str(here), "launcher"))
+    # the worker: a launcher's graph served under the hooks (child/serve.py)
+    command = [sys.executable, "-c", LAUNCHER_WORKER]
+    config = HookConfig(
+        dir=str(run_dir / "events"),
+        accuracy=data["accuracy"],
+        serve={
+            "graph": 0,
+            "capture_dir": str(run_dir / "capture"),
+            "signature": sig.to_json(),
+            "launcher": {"dir": str(here), "data": data},
+        },
+    )
+    if argv and argv[0] == "run":
+        return _launcher_check(command, config, sig, here, data, run_dir, t0)
+    job = _Job(
+        command=command,
+        config=config,
+        signature=sig,
+        graph=0,
+        graph_kind=data["meta"].get("forward_kind"),
+        run_dir=run_dir,
+        jobs=jobs,
+        timeout=None,
+        real_inputs=real_inputs,
+        accuracy=data["accuracy"],
+        observer=observer,
+        t0=t0,
+        write_launcher=False,
+        command_for_repro=data.get("command"),
+    )
+    return _minify_captured(job)
+
+
+def _launcher_check(
+    command: list[str],
+    config: HookConfig,
+    sig: FailureSignature,
+    here: Path,
+    data: dict[str, Any],
+    run_dir: Path,
+    t0: float,
+) -> MinifyReport:
+    """``python minifier_launcher.py run``: does the full graph still fail the same way?"""
+    import torch
+
+    from tcompile.compiler.pool import WorkerPool
+    from tcompile.minifier.verdict import Verdict
+
+    pool = WorkerPool(command, config, jobs=1, work_dir=str(run_dir / "workers"), target=sig)
+    try:
+        pool.start()
+        gm = torch.load(here / data["graph_file"], weights_only=False)  # our own file
+        inputs = torch.load(here / data["inputs_file"], weights_only=False)
+        verdict, got = pool.evaluate(gm, inputs)
+    finally:
+        pool.close()
+    same = verdict is Verdict.SAME_FAILURE
+    got_text = str(FailureSignature.from_json(got)) if got and "stage" in got else "no failure"
+    return MinifyReport(
+        ExitCode.COMPILER_FAILURE if same else ExitCode.OK,
+        f"REPRODUCED: {sig}" if same else f"NOT REPRODUCED (got: {got_text})",
+        signature=str(sig),
+        verified=same,
+        run_dir=str(run_dir),
+        seconds=time.monotonic() - t0,
+    )
