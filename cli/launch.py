@@ -11,11 +11,11 @@ def launch_main(path: str, data: dict[str, Any], argv: list[str]) -> int:
     """``python minifier_launcher.py [run]``.  ``data`` is the launcher's own literal;
     the launcher file is read again (and checked) by the job."""
     from tcompile.compiler.exitcodes import ExitCode, UsageError
-    from tcompile.repro.minify_job import launch
+    from tcompile.repro.launcher_job import launch
 
     del data
     try:
-        report = launch(path, argv)
+        report = launch(path, argv, trust=True)  # running the script is the act of trust
     except UsageError as exc:
         print(f"tcompile: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE

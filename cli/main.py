@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -19,13 +18,15 @@ from typing import Any, NoReturn
 import click
 
 from tcompile import __version__
-from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.exitcodes import ExitCode, InternalError, UsageError
 
+from . import args
 from .options import (
     PROGRAM,
     After,
     accuracy_options,
     backend_option,
+    exit_codes,
     jobs_option,
     json_option,
     match_option,
@@ -36,42 +37,17 @@ from .options import (
 )
 
 
-def _command_from_args(argv: tuple[str, ...]) -> list[str]:
-    """``SCRIPT [ARGS]`` runs with this Python; anything else is a command (``-- COMMAND``)."""
-    from tcompile.compiler.runner import check_script
-
-    if not argv:
-        raise UsageError("missing SCRIPT (or -- COMMAND ...)")
-    first = argv[0]
-    if first.startswith("-") and first != "-":
-        raise UsageError(f"no such option: {first} (tcompile's options go before SCRIPT)")
-    if first.endswith(".py") or (os.path.exists(first) and not shutil.which(first)):
-        check_script(first)
-        return [sys.executable, first, *argv[1:]]
-    if shutil.which(first) is None:
-        raise UsageError(f"command not found: {first}")
-    # `python script.py ...`: check the script too, so that a typo is a usage error
-    if os.path.basename(first).startswith("python"):
-        for arg in argv[1:]:
-            if arg.endswith(".py"):
-                check_script(arg)
-                break
-            if not arg.startswith("-"):
-                break
-    return list(argv)
-
-
-def _streams(as_json: bool) -> dict[str, Any]:
-    """Where the program's own output goes: under --json, stdout is tcompile's."""
-    return {"stdout": sys.stderr if as_json else sys.stdout, "stderr": sys.stderr}
-
-
 def _observer(quiet: bool = False) -> Any:
-    from rich.console import Console
+    from .render import ConsoleObserver, console
 
-    from .render import ConsoleObserver
+    return ConsoleObserver(console(stderr=True), quiet=quiet)
 
-    return ConsoleObserver(Console(stderr=True), quiet=quiet)
+
+def _common(
+    out: str | None, timeout: float | None, as_json: bool, quiet: bool = False
+) -> dict[str, Any]:
+    """The keyword arguments every job takes the same way."""
+    return {"out": out, "timeout": timeout, "observer": _observer(quiet), **args.streams(as_json)}
 
 
 def _finish(
@@ -83,16 +59,33 @@ def _finish(
         report = job()
     except UsageError as exc:
         _fail_usage(str(exc))
+    except InternalError as exc:
+        click.echo(f"tcompile: internal error: {exc}", err=True)
+        sys.exit(ExitCode.INTERNAL)
     except KeyboardInterrupt:
         click.echo("tcompile: interrupted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, default=str))
-    else:
-        from rich.console import Console
+    try:
+        if as_json:
+            click.echo(json.dumps(report.to_json(), indent=2, default=str))
+        else:
+            from .render import console
 
-        render(report, Console())
+            render(report, console())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `tcompile run x.py | head -1`: the reader went away; the answer stands
+        _quiet_stdout()
     sys.exit(int(report.exit_code))
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader is gone: send the rest (and the flush at exit) nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
 
 
 def _fail_usage(message: str) -> NoReturn:
@@ -100,13 +93,37 @@ def _fail_usage(message: str) -> NoReturn:
     sys.exit(ExitCode.USAGE)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
 class _Group(click.Group):
-    """Turns an unexpected error of tcompile itself into one line and exit 4, with the
+    """One error format: a usage error is ``tcompile: error: ...`` on one line (exit
+    2); an unexpected error of tcompile itself is one line and exit 4, with the
     traceback kept in a file (a bug report for tcompile, not a crash in the user's face)."""
+
+    def main(self, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
+        try:
+            return super().main(*a, standalone_mode=False, **kw)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+            sys.exit(ExitCode.USAGE)
+        except click.UsageError as exc:
+            hint = (
+                f" (see tcompile {exc.ctx.info_name} --help)" if exc.ctx and exc.ctx.parent else ""
+            )
+            _fail_usage(_one_line(exc.format_message()) + hint)
+        except click.ClickException as exc:
+            _fail_usage(_one_line(exc.format_message()))
+        except click.Abort:
+            click.echo("tcompile: interrupted", err=True)
+            sys.exit(ExitCode.INTERRUPTED)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -119,7 +136,8 @@ class _Group(click.Group):
             KeyboardInterrupt,
         ):
             raise
-        except BrokenPipeError:  # `tcompile ... | head`: the reader went away
+        except BrokenPipeError:  # `tcompile env | head`: the reader went away
+            _quiet_stdout()
             sys.exit(ExitCode.OK)
         except Exception as exc:
             import tempfile
@@ -136,8 +154,26 @@ class _Group(click.Group):
             sys.exit(ExitCode.INTERNAL)
 
 
+def _version() -> str:
+    """``tcompile X.Y.Z`` and the torch it found (read without importing torch)."""
+    from importlib import metadata
+
+    try:
+        found = f"torch {metadata.version('torch')}"
+    except metadata.PackageNotFoundError:
+        found = "torch not found"
+    return f"tcompile {__version__} ({found}, Python {sys.version.split()[0]})"
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="tcompile")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    help="Show tcompile's version and the torch it found, and exit.",
+    callback=lambda ctx, _param, value: value and (click.echo(_version()), ctx.exit(0)),
+)
 def main() -> None:
     """Find, classify and shrink bugs in PyTorch's torch.compile stack.
 
@@ -150,17 +186,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-def _abs_dir(path: str | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
-    return os.path.abspath(path)
-
-
-@main.command(context_settings=PROGRAM)
+@main.command(context_settings=PROGRAM, epilog=exit_codes("run"))
 @backend_option("Compile every graph with this stage or backend instead of the script's own")
 @accuracy_options()
 @timeout_option("Kill the command (its whole process group)")
@@ -201,21 +227,15 @@ def run(
 
     def job() -> Any:
         from tcompile.compiler.classify import run_and_classify
-        from tcompile.compiler.runner import check_backend
 
-        command = _command_from_args(argv)
-        check_backend(backend)
         return run_and_classify(
-            command,
-            out=out,
+            args.program(argv, backend),
             stage=backend,
             accuracy=accuracy,
-            timeout=timeout,
-            observer=_observer(),
-            debug_dir=_abs_dir(debug_dir),
+            debug_dir=args.abs_dir(debug_dir),
             only=only,
             record="all" if record_all else "failures",
-            **_streams(as_json),
+            **_common(out, timeout, as_json),
         )
 
     from .render import run_result
@@ -223,7 +243,7 @@ def run(
     _finish(job, as_json=as_json, render=run_result)
 
 
-@main.command(context_settings=PROGRAM)
+@main.command(context_settings=PROGRAM, epilog=exit_codes("explain"))
 @json_option
 @click.option(
     "--code",
@@ -250,13 +270,10 @@ def explain(
         from tcompile.compiler.explain import explain as run_explain
 
         return run_explain(
-            _command_from_args(argv),
-            out=out,
-            timeout=timeout,
-            observer=_observer(quiet=True),
-            debug_dir=_abs_dir(code_dir),
+            args.command_from_args(argv),
+            debug_dir=args.abs_dir(code_dir),
             only=only,
-            **_streams(as_json),
+            **_common(out, timeout, as_json, quiet=True),
         )
 
     from .render import explain_result
@@ -264,7 +281,7 @@ def explain(
     _finish(job, as_json=as_json, render=explain_result)
 
 
-@main.command()
+@main.command(epilog=exit_codes("replay"))
 @backend_option("Compile the frame with this stage or backend instead of the recorded one")
 @click.option(
     "--no-fullgraph",
@@ -277,6 +294,12 @@ def explain(
     "--info",
     is_flag=True,
     help="Print the record's metadata only: nothing is unpickled or executed.",
+)
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Replay a record this user's tcompile did not sign (someone else's, or torch's "
+    "own): replaying executes the code it holds.",
 )
 @click.option(
     "--minify",
@@ -293,6 +316,7 @@ def replay(
     no_fullgraph: bool,
     accuracy: str,
     info: bool,
+    trust: bool,
     then_minify: bool,
     timeout: float | None,
     as_json: bool,
@@ -307,7 +331,9 @@ def replay(
     fails the same way without torch.compile (not a compiler bug).
 
     Replaying EXECUTES the recorded program's code (its functions, its pickled
-    objects): replay only records you trust.  --info executes nothing.
+    objects).  Records tcompile writes are signed with a key in your cache directory;
+    any other record (someone else's, torch's own, an altered one) is refused, exit 2,
+    unless you pass --trust.  --info executes and unpickles nothing.
     """
     if info:
         from tcompile.compiler.replay import load_info
@@ -330,33 +356,28 @@ def replay(
             backend=backend,
             fullgraph=False if no_fullgraph else None,
             accuracy=accuracy,
-            timeout=timeout,
-            out=out,
-            observer=_observer(),
-            **_streams(as_json),
+            trust=trust,
+            **_common(out, timeout, as_json),
         )
         for warning in report.warnings:
             click.echo(f"tcompile: warning: {warning}", err=True)
         if then_minify:
-            args = report.minify_args()
-            if args is None and report.failures:
+            then = report.minify_args()
+            if then is None and report.failures:
                 click.echo(
                     "tcompile: the replayed failure is in Dynamo's capture, before any graph: "
                     "nothing to minify",
                     err=True,
                 )
-            elif args is not None:
+            elif then is not None:
                 from tcompile.repro.minify_job import run_minify
 
                 report.minify = run_minify(
                     report.command,
                     accuracy=accuracy,
                     backend=backend,
-                    timeout=timeout,
-                    out=out,
-                    observer=_observer(),
-                    **args,
-                    **_streams(as_json),
+                    **then,
+                    **_common(out, timeout, as_json),
                 )
         return report
 
@@ -397,7 +418,7 @@ def env(as_json: bool) -> None:
             click.echo(f"{key.ljust(width)}  {value}")
 
 
-@main.command(context_settings=PROGRAM)
+@main.command(context_settings=PROGRAM, epilog=exit_codes("minify"))
 @click.option(
     "--after",
     type=click.Choice([a.value for a in After]),
@@ -418,6 +439,12 @@ def env(as_json: bool) -> None:
 @jobs_option("Workers judging candidates in parallel (each one a paused copy of the program)")
 @timeout_option("Time limit for a run of the program: kill it")
 @click.option("--real-inputs", is_flag=True, help="Embed the real input values in repro.py.")
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Minify from a minifier_launcher.py this user's tcompile did not sign: its data "
+    "files are pickles, which execute code when loaded.",
+)
 @json_option
 @out_option
 @program_argument
@@ -430,6 +457,7 @@ def minify(
     jobs: int,
     timeout: float | None,
     real_inputs: bool,
+    trust: bool,
     as_json: bool,
     out: str | None,
     argv: tuple[str, ...],
@@ -440,10 +468,10 @@ def minify(
     """
 
     def job() -> Any:
-        from tcompile.compiler.runner import check_backend
-        from tcompile.repro.minify_job import launch, run_minify
+        from tcompile.repro.launcher_job import launch
+        from tcompile.repro.minify_job import run_minify
 
-        if argv and argv[0].endswith(".py") and _is_launcher(argv[0]):
+        if argv and argv[0].endswith(".py") and args.is_launcher(argv[0]):
             return launch(
                 argv[0],
                 list(argv[1:]),
@@ -451,22 +479,18 @@ def minify(
                 out=out,
                 real_inputs=real_inputs,
                 observer=_observer(),
+                trust=trust,
             )
-        command = _command_from_args(argv)
-        check_backend(backend)
         return run_minify(
-            command,
+            args.program(argv, backend),
             after=after,
             accuracy=accuracy,
             backend=backend,
             graph=graph,
             match=match,
             jobs=jobs,
-            timeout=timeout,
             real_inputs=real_inputs,
-            out=out,
-            observer=_observer(),
-            **_streams(as_json),
+            **_common(out, timeout, as_json),
         )
 
     from .render import minify_result
@@ -474,18 +498,7 @@ def minify(
     _finish(job, as_json=as_json, render=minify_result)
 
 
-def _is_launcher(path: str) -> bool:
-    from tcompile.repro.launcher import MARKER
-
-    try:
-        with open(path, errors="replace") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return MARKER in head or os.path.basename(path) == "minifier_launcher.py"
-
-
-@main.command(context_settings=PROGRAM)
+@main.command(context_settings=PROGRAM, epilog=exit_codes("bisect"))
 @accuracy_options("Bisect an accuracy failure: judge")
 @match_option
 @timeout_option("Time limit for each run of the program: kill it")
@@ -509,30 +522,24 @@ def bisect(
     def job() -> Any:
         from tcompile.compiler.bisection import run_bisect
 
-        command = _command_from_args(argv)
+        command = args.command_from_args(argv)
         report = run_bisect(
             command,
             accuracy=accuracy,
             match=match,
-            timeout=timeout,
             jobs=jobs,
-            out=out,
-            observer=_observer(),
-            **_streams(as_json),
+            **_common(out, timeout, as_json),
         )
-        args = report.minify_args() if then_minify else None
-        if args is not None:
+        then = report.minify_args() if then_minify else None
+        if then is not None:
             from tcompile.repro.minify_job import run_minify
 
             report.minify = run_minify(
                 command,
                 accuracy=accuracy,
                 jobs=jobs,
-                timeout=timeout,
-                out=report.run_dir,
-                observer=_observer(),
-                **args,
-                **_streams(as_json),
+                **then,
+                **_common(report.run_dir, timeout, as_json),
             ).to_json()
         return report
 

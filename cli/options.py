@@ -52,24 +52,53 @@ def _apply(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     return wrap
 
 
-def json_option(f: F) -> F:
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        help="Print one JSON document on stdout (the script's own stdout goes to stderr).",
-    )(f)
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document on stdout (the script's own stdout goes to stderr).",
+)
+out_option = click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    envvar=ENV["out"],
+    help="Directory for everything tcompile writes (default: a new temporary directory). "
+    f"Env: {ENV['out']}.",
+)
+only_option = click.option(
+    "--only",
+    "only",
+    default=None,
+    metavar="FUNCTION",
+    help="Compile only frames of this function name (like TORCHDYNAMO_DEBUG_FUNCTION).",
+)
+match_option = click.option(
+    "--match", default=None, help="Only the failure whose signature matches this regex."
+)
+# SCRIPT [ARGS]... or -- COMMAND [ARGS]...: everything after SCRIPT is the script's
+program_argument = click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 
 
-def out_option(f: F) -> F:
-    return click.option(
-        "--out",
-        type=click.Path(file_okay=False),
-        default=None,
-        envvar=ENV["out"],
-        help="Directory for everything tcompile writes (default: a new temporary directory). "
-        f"Env: {ENV['out']}.",
-    )(f)
+class Seconds(click.ParamType):
+    """A time limit: a finite number of seconds, more than 0 and at most a week."""
+
+    name = "seconds"
+    MAX = 7 * 24 * 3600.0
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        import math
+
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or not 0 < seconds <= self.MAX:
+            self.fail(f"{value!r} is not between 0 and {self.MAX:.0f} seconds", param, ctx)
+        return seconds
+
+
+MAX_JOBS = 256  # workers or runs in parallel: each one is a copy of the program
 
 
 def timeout_option(
@@ -77,7 +106,7 @@ def timeout_option(
 ) -> Callable[[F], F]:
     return click.option(
         "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=Seconds(),
         default=None,
         envvar=ENV["timeout"],
         help=f"{what} after this many seconds. Env: {ENV['timeout']}.",
@@ -97,7 +126,7 @@ def backend_option(what: str) -> Callable[[F], F]:
 def jobs_option(what: str) -> Callable[[F], F]:
     return click.option(
         "--jobs",
-        type=click.IntRange(min=1),
+        type=click.IntRange(min=1, max=MAX_JOBS),
         default=1,
         show_default=True,
         envvar=ENV["jobs"],
@@ -123,22 +152,19 @@ def accuracy_options(what: str = "Check") -> Callable[[F], F]:
     )
 
 
-def only_option(f: F) -> F:
-    return click.option(
-        "--only",
-        "only",
-        default=None,
-        metavar="FUNCTION",
-        help="Compile only frames of this function name (like TORCHDYNAMO_DEBUG_FUNCTION).",
-    )(f)
+_CODES = {
+    "run": "0 no compiler failure; 1 a compiler failure was found",
+    "bisect": "0 no compiler failure (nothing to bisect); 1 the culprit was named",
+    "minify": "0 no compiler failure (nothing written); 1 a failure was minified (or could not be)",
+    "replay": "0 the frame runs without a failure; 1 it fails (the same failure or another)",
+    "explain": "0 the report was made (whatever the program did)",
+}
 
 
-def match_option(f: F) -> F:
-    return click.option(
-        "--match", default=None, help="Only the failure whose signature matches this regex."
-    )(f)
-
-
-def program_argument(f: F) -> F:
-    """SCRIPT [ARGS]... or -- COMMAND [ARGS]...: everything after SCRIPT is the script's."""
-    return click.argument("argv", nargs=-1, type=click.UNPROCESSED)(f)
+def exit_codes(command: str) -> str:
+    """The epilog of a command's --help: its exit codes."""
+    rest = "2 bad input (a script, a flag, a file); "
+    if command in ("run", "bisect", "minify", "replay"):
+        rest += "3 the program fails the same way without torch.compile: not a compiler bug; "
+    rest += "4 tcompile itself failed; 130 interrupted (Ctrl-C, SIGTERM)"
+    return f"\b\nExit codes: {_CODES[command]};\n{rest}."

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+
+def console(stderr: bool = False) -> Console:
+    """A console for people; piped or redirected output is never cut to 80 columns
+    (full names and signatures: a reader may be a script or a bug report)."""
+    c = Console(stderr=stderr)
+    if not c.is_terminal:
+        c = Console(stderr=stderr, width=10_000)
+    return c
 
 
 class ConsoleObserver:
@@ -54,9 +64,19 @@ class ConsoleObserver:
                 highlight=False,
             )
         elif kind == "note":
-            self.console.print(
-                f"[yellow]tcompile: graph {e.get('graph')}: {e.get('text')}[/yellow]"
-            )
+            self.console.print(Text(f"tcompile: {_note(e)}", style="yellow"))
+
+
+def _note(note: dict[str, Any]) -> str:
+    graph = note.get("graph")
+    return (f"graph {graph}: " if graph is not None else "") + str(note.get("text"))
+
+
+def at(file: str | None, line: Any) -> str:
+    """``file.py:12``, or ``file.py`` when the line is unknown, or ''."""
+    if not file:
+        return ""
+    return _short(file) + (f":{line}" if line is not None else "")
 
 
 def graphs_table(graphs: list[dict[str, Any]]) -> Table:
@@ -66,7 +86,7 @@ def graphs_table(graphs: list[dict[str, Any]]) -> Table:
     for g in graphs:
         where = g.get("frame") or ""
         if g.get("level") == "dynamo" and g.get("file"):
-            where = f"{where} ({_short(g['file'])}:{g.get('line')})"
+            where = f"{where} ({at(g['file'], g.get('line'))})"
         stage = g.get("stage") or ""
         if g.get("gated"):
             stage += " (gated)"
@@ -112,19 +132,20 @@ def explain_tables(report: Any) -> list[Any]:
     summary.add_row("recompilations", str(len(report.recompilations)))
     summary.add_row("compile seconds", f"{report.compile_seconds.get('total', 0):.2f}")
     out.append(summary)
-    if report.graph_breaks:
-        t = Table(title="Graph breaks (most frequent first)", title_justify="left", show_lines=True)
-        for col in ("count", "where", "reason"):
+    listed = (
+        ("Graph breaks (most frequent first)", "count", report.graph_breaks),
+        ("Recompilations", "frame", report.recompilations),
+    )
+    for title, first, rows in listed:
+        if not rows:
+            continue
+        last = "reason" if first == "count" else "guard that failed"
+        t = Table(title=title, title_justify="left", show_lines=True)
+        for col in (first, "where", last):
             t.add_column(col)
-        for b in report.graph_breaks:
-            t.add_row(str(b["count"]), f"{_short(b['file'])}:{b['line']}", Text(b["reason"][:300]))
-        out.append(t)
-    if report.recompilations:
-        t = Table(title="Recompilations", title_justify="left", show_lines=True)
-        for col in ("frame", "where", "guard that failed"):
-            t.add_column(col)
-        for r in report.recompilations:
-            t.add_row(r["frame"], f"{_short(r['file'])}:{r['line']}", Text(r["reason"][:300]))
+        for row in rows:
+            where = at(row["file"], row["line"])
+            t.add_row(str(row[first]), where, Text(row["reason"][:300]))
         out.append(t)
     for lim in report.recompile_limit:
         t = Table(title="Recompile limit hit", title_justify="left")
@@ -141,7 +162,7 @@ def explain_tables(report: Any) -> list[Any]:
         ops = ", ".join(f"{k.rsplit('.', 1)[-1]}x{v}" for k, v in list(g["ops"].items())[:4])
         t.add_row(
             str(g["index"]),
-            f"{g.get('frame')} ({_short(g.get('file') or '')}:{g.get('line')})",
+            f"{g.get('frame')} ({at(g.get('file'), g.get('line'))})",
             str(g.get("nodes")),
             f"{p.get('dynamo_capture', 0):.2f}",
             f"{p.get('aot_autograd', 0):.2f}",
@@ -153,17 +174,32 @@ def explain_tables(report: Any) -> list[Any]:
     return out
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(value: Any) -> Text:
+    """Text from a file someone else wrote: never markup, never terminal control
+    sequences (an escape character is shown as a visible ``\\x1b``)."""
+    text = str(value)
+    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+
+
 def record_info(info: Any, console: Console) -> None:
-    """``tcompile replay --info``: the metadata of a record (nothing unpickled)."""
+    """``tcompile replay --info``: the metadata of a record (nothing unpickled).  Every
+    value comes from the file, so every value is printed as plain text."""
     meta = info.meta
     if info.kind == "torch":
-        console.print(f"record:    {info.path} (written by torch's replay_record_enabled)")
-        console.print(f"function:  {meta.get('function', '?')} (line {meta.get('line', '?')})")
-        if meta.get("signature_text"):
-            console.print(f"failure:   {meta['signature_text']}", highlight=False)
-        console.print(f"size:      {meta.get('payload_bytes')} bytes")
+        rows = [
+            ("record", f"{info.path} (written by torch's replay_record_enabled)"),
+            ("function", f"{meta.get('function', '?')} (line {meta.get('line', '?')})"),
+            ("failure", meta.get("signature_text", "")),
+            ("size", f"{meta.get('payload_bytes')} bytes"),
+            ("signed", "no: torch's records carry no signature (replay needs --trust)"),
+        ]
+        _rows(console, rows)
         console.print("[dim]torch's records carry no metadata: the rest is in the pickle[/dim]")
         return
+    sizes = meta.get("sizes") or {}
     rows = [
         ("record", f"{info.path} (format {meta.get('format')})"),
         ("function", f"{meta.get('function')} at {meta.get('file')}:{meta.get('line')}"),
@@ -177,28 +213,35 @@ def record_info(info: Any, console: Console) -> None:
         ),
         (
             "program",
-            f"{' '.join(meta.get('argv') or [])} (the frame failed "
+            f"{' '.join(map(str, meta.get('argv') or []))} (the frame failed "
             f"{meta.get('seconds_into_program', '?')}s into it)",
         ),
-    ]
-    sizes = meta.get("sizes") or {}
-    rows.append(
         (
             "size",
             f"{meta.get('payload_bytes')} bytes; {sizes.get('tensors', 0)} tensors, "
             f"{sizes.get('tensor_bytes', 0)} bytes of tensor data",
-        )
-    )
-    width = max(len(k) for k, _ in rows) + 1
-    for key, value in rows:
-        console.print(f"{(key + ':').ljust(width)} {value}", highlight=False)
+        ),
+        (
+            "signed",
+            "yes: by this user's tcompile"
+            if info.trusted
+            else "NO: not by this user's tcompile (replay needs --trust)",
+        ),
+    ]
+    _rows(console, rows)
     args = meta.get("arguments") or {}
     if args:
         console.print("arguments:")
         for name, text in args.items():
-            console.print(f"  {name}: {text}", highlight=False)
+            console.print(Text("  ") + plain(f"{name}: {text}"))
     for name, why in (meta.get("unrecorded") or {}).items():
-        console.print(f"[yellow]not recorded: {name} ({why})[/yellow]", highlight=False)
+        console.print(plain(f"not recorded: {name} ({why})"), style="yellow")
+
+
+def _rows(console: Console, rows: list[tuple[str, Any]]) -> None:
+    width = max(len(k) for k, _ in rows) + 1
+    for key, value in rows:
+        console.print(Text(f"{(key + ':').ljust(width)} ") + plain(value))
 
 
 def explain_result(report: Any, console: Console) -> None:
@@ -206,6 +249,12 @@ def explain_result(report: Any, console: Console) -> None:
         console.print(table)
     if report.debug_index is not None:
         debug_index(report.debug_index, console)
+    _files(report.run_dir, console)
+
+
+def _files(run_dir: str | None, console: Console) -> None:
+    if run_dir:
+        console.print(Text(f"files in {run_dir}", style="dim"))
 
 
 def replay_result(report: Any, console: Console) -> None:
@@ -300,6 +349,7 @@ def bisect_result(report: Any, console: Console) -> None:
         )
     elif report.next_command:
         console.print(f"next: {report.next_command}", highlight=False)
+    _files(report.run_dir, console)
 
 
 def minify_result(report: Any, console: Console) -> None:
@@ -332,8 +382,14 @@ def minify_result(report: Any, console: Console) -> None:
 
 def run_result(report: Any, console: Console) -> None:
     console.print()
+    in_graph = [f for f in report.failures if f.graph is not None]
     if report.graphs:
         console.print(graphs_table(report.graphs))
+    elif in_graph:
+        console.print(
+            f"Graph {in_graph[0].graph} never finished compiling ({in_graph[0].kind} while "
+            f"{in_graph[0].phase or 'compiling'} it)."
+        )
     elif any(f.kind == "capture" for f in report.failures):
         console.print("No graph was compiled: TorchDynamo failed before capturing one.")
     else:
@@ -344,14 +400,13 @@ def run_result(report: Any, console: Console) -> None:
         console.print(failures_table(report.failures))
     _records(getattr(report, "records", None) or [], console)
     for note in report.notes:
-        console.print(f"[yellow]note: graph {note['graph']}: {note['text']}[/yellow]")
+        console.print(Text(f"note: {_note(note)}", style="yellow"))
     colour = {"clean": "green", "compiler-failure": "red", "not-a-compiler-bug": "yellow"}[
         report.verdict
     ]
+    files = f", files in {report.run_dir}" if report.run_dir else ""
     console.print(
-        f"[{colour}]{report.explanation}[/{colour}]  "
-        f"({report.seconds:.1f}s, files in {report.run_dir})",
-        highlight=False,
+        Text(f"{report.explanation}", style=colour) + Text(f"  ({report.seconds:.1f}s{files})")
     )
     if report.debug_index is not None:
         debug_index(report.debug_index, console)

@@ -37,7 +37,7 @@ from .exitcodes import ExitCode
 from .failure import Failure
 from .observer import NullObserver, Observer
 from .protocol import Event, HookConfig
-from .runner import new_run_dir, run_process
+from .runner import CANCEL, new_run_dir, run_process
 from .signature import FailureSignature
 from .stack import LADDER, SUBSYSTEMS, TOGGLES
 
@@ -64,6 +64,8 @@ class BisectReport:
     run_dir: str | None = None
     minify: dict[str, Any] | None = None
     record: str | None = None  # a capture failure's frame, for `tcompile replay`
+    interrupted: bool = False  # stopped by Ctrl-C / SIGTERM: the narrowest answer so far
+    candidates: list[str] | None = None  # interrupted: the culprit is one of these
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -170,8 +172,14 @@ class Bisector:
     def probe_many(self, specs: list[tuple[str, dict[str, Any]]]) -> list[bool]:
         if self.jobs == 1 or len(specs) == 1:
             return [self.probe(label, **kw)[0] for label, kw in specs]
-        with ThreadPoolExecutor(self.jobs) as pool:
+        pool = ThreadPoolExecutor(self.jobs)
+        try:
             return list(pool.map(lambda s: self.probe(s[0], **s[1])[0], specs))
+        except KeyboardInterrupt:
+            CANCEL.set()  # the runs in other threads stop too (runner.run_process)
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
 
 class _Sink:
@@ -204,11 +212,16 @@ def _prefix_config(stage: str, items: list[Item], k: int) -> dict[str, Any]:
     return {"limits": limits, "toggles": toggles}
 
 
-def _bisect_first(lo: int, hi: int, fails: Any, jobs: int) -> int:
+def _bisect_first(
+    lo: int, hi: int, fails: Any, jobs: int, track: dict[str, int] | None = None
+) -> int:
     """Smallest k in (lo, hi] that fails, ``hi`` known failing, ``lo`` known passing
     (or -1 for "unknown: nothing below"); evaluates up to ``jobs`` points a round,
-    splitting the interval evenly (the same answer as bisection when monotone)."""
+    splitting the interval evenly (the same answer as bisection when monotone).
+    ``track`` holds the narrowest (lo, hi) so far (an interrupted search reports it)."""
+    track = {} if track is None else track
     while lo + 1 < hi:
+        track.update(lo=lo, hi=hi)
         n = min(jobs, hi - lo - 1)
         pts = sorted({lo + (hi - lo) * (i + 1) // (n + 1) for i in range(n)} - {lo, hi})
         results = fails(pts)
@@ -216,6 +229,7 @@ def _bisect_first(lo: int, hi: int, fails: Any, jobs: int) -> int:
         passed = [p for p, r in zip(pts, results) if not r and p < first_fail]
         lo = max([lo, *passed])
         hi = first_fail
+    track.update(lo=lo, hi=hi)
     return hi
 
 
@@ -259,6 +273,10 @@ class _Bisection:
         self.match = match
         self.stdout, self.stderr = stdout, stderr
         self.t0 = time.monotonic()
+        # what is known so far, for a report when interrupted
+        self.partial: dict[str, Any] = {}
+        self.track: dict[str, int] = {}
+        self.items: list[Item] = []
 
     def done(self, code: int, message: str, **kw: Any) -> BisectReport:
         b = self.b
@@ -310,7 +328,35 @@ class _Bisection:
         b.graphless = target.graph is None
         if target.kind == "capture":
             return self.capture(target)
-        return self.search(target, base.graphs, base_counts(base))
+        self.partial = dict(
+            stage=target.stage,
+            graph=target.graph,
+            graph_kind=target.graph_kind,
+            signature=target.text,
+        )
+        try:
+            return self.search(target, base.graphs, base_counts(base))
+        except KeyboardInterrupt:
+            return self.interrupted()
+
+    def interrupted(self) -> BisectReport:
+        """Ctrl-C or SIGTERM after the baseline: the narrowest answer found so far."""
+        p = dict(self.partial)
+        where = f"stage {p.get('stage')}" + (
+            f", graph {p['graph']} ({p.get('graph_kind')})" if p.get("graph") is not None else ""
+        )
+        candidates = None
+        if self.items and "hi" in self.track:
+            lo, hi = self.track["lo"], self.track["hi"]
+            candidates = [_describe(it) for it in self.items[max(lo, 0) : hi]]
+            where += f"; the culprit is one of {len(candidates)} (items {max(lo, 0) + 1}..{hi})"
+        return self.done(
+            ExitCode.COMPILER_FAILURE,
+            f"INTERRUPTED: narrowest so far: {where}",
+            interrupted=True,
+            candidates=candidates,
+            **p,
+        )
 
     def capture(self, target: Failure) -> BisectReport:
         record = target.record
@@ -332,6 +378,7 @@ class _Bisection:
         sig_text = target.text
         culprit_stage, target, counts = self.stage_ladder(top, target, counts)
         graph, graph_kind = target.graph, target.graph_kind
+        self.partial.update(stage=culprit_stage, graph=graph, graph_kind=graph_kind)
         stage_arg = None if culprit_stage == top and top not in LADDER else culprit_stage
         # 3. graph
         gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)
@@ -375,6 +422,7 @@ class _Bisection:
             culprit = stage
             target = info["failures"][0]
             counts = info["counts"]
+            self.partial["stage"] = culprit
         return culprit, target, counts
 
     def only_graph(
@@ -407,7 +455,7 @@ class _Bisection:
         """4. One flat list (toggles, then each subsystem's applications) and one binary
         search for the shortest enabled prefix that still fails; 5. confirmation."""
         b = self.b
-        items = _items(culprit_stage, counts)
+        items = self.items = _items(culprit_stage, counts)
         found: dict[str, Any] = dict(
             subsystem=None,
             application=None,
@@ -441,7 +489,7 @@ class _Bisection:
                 ]
             )
 
-        k = _bisect_first(-1, len(items), fails, b.jobs)
+        k = _bisect_first(-1, len(items), fails, b.jobs, self.track)
         if k == 0:
             found["detail"] = (
                 "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"

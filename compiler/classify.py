@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 from typing import IO, Any
 
 from .crash import crash_message, signal_name
-from .exitcodes import ExitCode
+from .exitcodes import ExitCode, InternalError
 from .failure import Failure
 from .observer import NullObserver, Observer
 from .protocol import STOP_EXIT, Event, HookConfig, read_events
@@ -33,7 +34,7 @@ class RunReport:
     explanation: str
     returncode: int | None
     seconds: float
-    run_dir: str
+    run_dir: str | None  # None: nothing was kept (a clean run in a temporary directory)
     command: list[str]
     stage: str | None
     accuracy: str
@@ -266,6 +267,12 @@ def run_and_classify(
     result = run_process(
         command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
     )
+    internal = [e for e in result.events if e.get("event") == Event.INTERNAL]
+    if internal:
+        raise InternalError(
+            f"{internal[0].get('message')} (this torch is not one tcompile supports; "
+            f"the run's files are in {run_dir})"
+        )
     graphs, failures, notes = collect(result)
     records = _gather_records(result, run_dir, failures)
     verdict, explanation, exit_code = "clean", "no compiler failure", ExitCode.OK
@@ -296,6 +303,25 @@ def run_and_classify(
         from .debug_artifacts import index_debug_dir
 
         debug_index = index_debug_dir(debug_dir)
+    if out is None and exit_code != ExitCode.COMPILER_FAILURE and not records:
+        # a temporary directory holding nothing the user is told about: not kept
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return RunReport(
+            graphs,
+            failures,
+            notes,
+            int(exit_code),
+            verdict,
+            explanation,
+            result.returncode,
+            result.seconds,
+            None,
+            command,
+            stage,
+            accuracy,
+            debug_index,
+            records,
+        )
     report = RunReport(
         graphs=graphs,
         failures=failures,

@@ -29,7 +29,7 @@ from tcompile.minifier.verdict import Verdict
 
 from .crash import crash_signature
 from .protocol import HookConfig
-from .runner import child_env
+from .runner import STDIN, child_env
 from .signature import FailureKind, FailureSignature
 
 
@@ -50,15 +50,17 @@ class _Worker:
         full_env = child_env(cfg, env)
         self.log = log
         self._logf = open(log, "wb")
+        stdin, feed = STDIN.for_run()  # the program's stdin, as its first run read it
         self.proc = subprocess.Popen(
             command,
             env=full_env,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=self._logf,
             stderr=subprocess.STDOUT,
             pass_fds=(p2c_r, c2p_w),
             start_new_session=True,
         )
+        feed(self.proc)
         os.close(p2c_r)
         os.close(c2p_w)
         self.to_child = os.fdopen(p2c_w, "w", buffering=1)

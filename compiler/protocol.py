@@ -40,6 +40,7 @@ class Event(str, enum.Enum):
     BISECT_COUNTS = "bisect_counts"  # applications of inductor's subsystems so far
     RECOMPILE = "recompile"  # a guard failed: the frame is compiled again
     RECOMPILE_LIMIT = "recompile_limit"  # the frame hit the recompile limit
+    INTERNAL = "internal"  # tcompile's own stack could not be built (a torch API it needs)
     BISECT_STEP = "bisect_step"  # (parent) one probe run of `tcompile bisect`
     MINIFY_PROGRESS = "minify_progress"  # (parent) the minifier's best so far
 

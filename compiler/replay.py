@@ -16,11 +16,18 @@ import sys
 from typing import IO, Any
 
 from .classify import RunReport, run_and_classify
-from .exitcodes import ExitCode, UsageError
+from .exitcodes import ExitCode, InternalError, UsageError
 from .failure import Failure
 from .observer import NullObserver, Observer
 from .protocol import REPLAY_DRIVER
-from .record_format import RecordError, RecordInfo, read_info
+from .record_format import (
+    RecordError,
+    RecordInfo,
+    check_payload,
+    is_trusted,
+    read_info,
+    read_payload,
+)
 from .runner import new_run_dir
 from .signature import FailureSignature
 
@@ -62,10 +69,36 @@ class ReplayReport:
 
 
 def load_info(path: str) -> RecordInfo:
+    """The record's metadata, its payload checked against the checksum (nothing is
+    unpickled or executed)."""
     try:
-        return read_info(path)
+        info = read_info(path)
+        check_payload(info)
     except RecordError as exc:
         raise UsageError(str(exc)) from None
+    return info
+
+
+def check_trust(info: RecordInfo, trust: bool) -> None:
+    """Replaying executes the record's code: only records this user's tcompile signed,
+    unless the user says ``--trust``.  Checked before a byte is unpickled; the outer
+    container is then read with an unpickler that loads no class."""
+    if not trust:
+        if info.kind == "torch":
+            raise UsageError(
+                f"{info.path} is one of torch's own records, which carry no signature; "
+                "replaying executes the code it holds: pass --trust if you trust it"
+            )
+        if not is_trusted(info):
+            raise UsageError(
+                f"{info.path} is not signed by this user's tcompile (a record from elsewhere, "
+                "or altered); replaying executes the code it holds: pass --trust if you trust it"
+            )
+    if info.kind == "tcompile":
+        try:
+            read_payload(info)
+        except RecordError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def check_versions(info: RecordInfo) -> list[str]:
@@ -116,9 +149,11 @@ def replay(
     observer: Observer | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
+    trust: bool = False,
 ) -> ReplayReport:
     observer = observer or NullObserver()
     info = load_info(path)
+    check_trust(info, trust)
     warnings = check_versions(info)
     path = os.path.abspath(path)
     run_dir = new_run_dir(out, "replay")
@@ -127,6 +162,8 @@ def replay(
     if fullgraph is not None:
         command.append("--fullgraph" if fullgraph else "--no-fullgraph")
     command += ["--status", status_path]
+    if info.kind == "tcompile":  # the driver reads exactly the payload checked here
+        command += ["--sha256", str(info.meta.get("payload_sha256"))]
     observer.status(f"replaying {info.meta.get('function', '?')} from {path}")
     report = run_and_classify(
         command,
@@ -148,6 +185,13 @@ def replay(
         pass
     if status.get("error"):
         raise UsageError(f"{path}: {status['error']}")
+    if status.get("driver_error"):
+        raise InternalError(f"the replay driver failed on {path}: {status['driver_error']}")
+    if not status and report.returncode not in (0, None):
+        raise InternalError(
+            f"the replay driver failed before running the frame (exit status "
+            f"{report.returncode}); its run is in {report.run_dir}"
+        )
     if status.get("missing"):
         warnings.append(
             "the record has no value for argument(s) "
@@ -186,12 +230,17 @@ def _judge(
     elif failures:
         outcome, code = "different", ExitCode.COMPILER_FAILURE
         explanation = (
-            f"a different failure: {failures[0].text} "
-            f"(recorded: {recorded_text or 'unknown'})"
+            f"a different failure: {failures[0].text} (recorded: {recorded_text or 'unknown'})"
         )
         if recorded is None:  # torch's records say little of the failure
             outcome = "failed"
             explanation = f"the frame fails: {failures[0].text}"
+    elif status.get("raised") and not status.get("finished"):
+        outcome, code = "different" if recorded_text else "failed", ExitCode.COMPILER_FAILURE
+        explanation = (
+            f"the frame fails outside any compiled graph ({status['raised']}), and not "
+            "without torch.compile"
+        )
     else:
         outcome, code = "none", ExitCode.OK
         explanation = "the frame compiles and runs without a failure"

@@ -86,8 +86,26 @@ def check_backend(name: str | None) -> None:
         )
 
 
+PARENT_ENV = "TCOMPILE_PARENT"
+# set on Ctrl-C / SIGTERM: runs in other threads (bisect's parallel probes) stop too
+CANCEL = threading.Event()
+
+
+def parent_identity(pid: int | None = None) -> str:
+    """``pid:start-time`` of a process (tcompile's own by default): a child checks that
+    this very process is alive, not merely some process that reused its pid."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            start = f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        start = "?"
+    return f"{pid}:{start}"
+
+
 def child_env(config: HookConfig, base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
+    env[PARENT_ENV] = parent_identity()  # children exit when tcompile is gone (child/hooks.py)
     if config.only:
         env["TORCHDYNAMO_DEBUG_FUNCTION"] = config.only  # Dynamo compiles only frames of that name
     env[CONFIG_ENV] = config.to_env()
@@ -114,11 +132,13 @@ def run_process(
     os.makedirs(config.dir, exist_ok=True)
     env = child_env(config)
     t0 = time.monotonic()
+    stdin, feed = STDIN.for_run()
     try:
         proc = subprocess.Popen(
             command,
             env=env,
             cwd=cwd,
+            stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
@@ -128,6 +148,7 @@ def run_process(
         )
     except OSError as exc:
         raise UsageError(f"cannot run {command[0]}: {exc.strerror or exc}") from None
+    feed(proc)
     tail: deque[str] = deque(maxlen=60)
     pumps = [
         threading.Thread(target=_pump, args=(proc.stdout, stdout, None), daemon=True),
@@ -144,6 +165,8 @@ def run_process(
                 break
             except subprocess.TimeoutExpired:
                 reader.poll()
+                if CANCEL.is_set():
+                    raise KeyboardInterrupt from None
                 if timeout is not None and time.monotonic() - t0 > timeout:
                     timed_out = True
                     _kill_group(proc)
@@ -158,6 +181,7 @@ def run_process(
             t.join(timeout=5)
     reader.poll()
     _kill_group(proc)  # anything the command left behind in its group
+    STDIN.ran()
     return ProcessResult(
         returncode=proc.returncode,
         seconds=time.monotonic() - t0,
@@ -167,6 +191,104 @@ def run_process(
         markers=read_markers(config.dir),
         run_dir=config.dir,
     )
+
+
+class Stdin:
+    """What the program reads on stdin, the same in every run of it (captured once).
+
+    A terminal is passed through to every run (the user types again).  Anything else
+    (a pipe, a file) is *teed* in the first run: the bytes delivered to the program
+    are kept, and every later run (the run without torch.compile, bisect's probes,
+    minify's workers) gets exactly those bytes, then end-of-file.  stdin is read only
+    while the first run runs, by a background thread (a stdin that never ends does
+    not block tcompile)."""
+
+    def __init__(self, fd: int = 0) -> None:
+        self.fd = fd
+        self._lock = threading.Lock()
+        self._delivered = bytearray()
+        self._frozen: bytes | None = None
+        self.ended = False  # the first run's stdin reached end-of-file
+        self._tee_running = False
+
+    def _mode(self) -> str:
+        try:
+            os.fstat(self.fd)
+        except OSError:
+            return "none"
+        return "tty" if os.isatty(self.fd) else "data"
+
+    def for_run(self) -> tuple[Any, Any]:
+        """(stdin for Popen, a function that starts feeding it once the process runs)."""
+        mode = self._mode()
+        if mode == "none":
+            return subprocess.DEVNULL, lambda proc: None
+        if mode == "tty":
+            return None, lambda proc: None
+        with self._lock:
+            first = self._frozen is None and not self._tee_running
+            if first:
+                self._tee_running = True
+        if first:
+            return subprocess.PIPE, self._tee
+        data = self.snapshot()
+        return subprocess.PIPE, lambda proc: _feed(proc, data)
+
+    def snapshot(self) -> bytes:
+        with self._lock:
+            if self._frozen is None:
+                self._frozen = bytes(self._delivered)
+            return self._frozen
+
+    def ran(self) -> None:
+        """A run ended: after the first, what it was given is what every run gets."""
+        if self._tee_running:
+            self.snapshot()
+
+    def _tee(self, proc: subprocess.Popen[Any]) -> None:
+        def run() -> None:
+            sink = _binary(proc.stdin)
+            while True:
+                try:
+                    chunk = os.read(self.fd, 1 << 16)
+                except OSError:
+                    chunk = b""
+                try:
+                    if chunk:
+                        sink.write(chunk)
+                        sink.flush()
+                    else:
+                        sink.close()
+                except (OSError, ValueError):
+                    return  # the program is gone or closed its stdin
+                with self._lock:
+                    if self._frozen is not None:
+                        return  # the first run is over: what is read now is no one's
+                    if not chunk:
+                        self.ended = True
+                        return
+                    self._delivered += chunk
+
+        threading.Thread(target=run, daemon=True).start()
+
+
+def _binary(stream: Any) -> Any:
+    return stream.buffer if hasattr(stream, "buffer") else stream
+
+
+def _feed(proc: subprocess.Popen[Any], data: bytes) -> None:
+    def run() -> None:
+        try:
+            sink = _binary(proc.stdin)
+            sink.write(data)
+            sink.close()
+        except (OSError, ValueError):
+            pass
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+STDIN = Stdin()
 
 
 def _pump(src: IO[str] | None, dst: IO[str], tail: deque[str] | None) -> None:
@@ -218,10 +340,11 @@ class _EventTail:
 
 
 def new_run_dir(out: str | None, prefix: str = "run") -> str:
-    """A fresh directory for one tcompile job: under ``out`` or a new temporary one."""
+    """A fresh directory for one tcompile job: under ``out`` or a new temporary one.
+    Always an absolute path: it is handed to processes that run elsewhere."""
     if out is None:
-        return tempfile.mkdtemp(prefix=f"tcompile-{prefix}-")
-    base = Path(out)
+        return os.path.abspath(tempfile.mkdtemp(prefix=f"tcompile-{prefix}-"))
+    base = Path(out).absolute()
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -54,6 +54,29 @@ TOGGLES: dict[str, dict[str, Any]] = {
 }
 
 
+#: torch releases (major.minor) this repository's suite has been run against (README
+#: "Versions"); others run, with one warning line.
+TESTED_TORCH: tuple[str, ...] = ("2.11", "2.13", "2.14")
+
+
+def torch_version_warning() -> str | None:
+    """One line when the installed torch is not one tcompile was tested with (read
+    from the package metadata: torch is not imported)."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None  # said where torch is needed
+    release = ".".join(version.split("+")[0].split(".")[:2])
+    if release in TESTED_TORCH:
+        return None
+    return (
+        f"torch {version} is not a release tcompile was tested with "
+        f"({', '.join(TESTED_TORCH)}): if tcompile fails on it, that is tcompile's failure"
+    )
+
+
 def known_backend_names() -> list[str]:
     """Every backend name torch knows (including debug ones), plus the stages."""
     from torch._dynamo.backends.registry import list_backends

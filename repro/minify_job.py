@@ -18,7 +18,6 @@ import json
 import re
 import shutil
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -32,7 +31,6 @@ from tcompile.compiler.protocol import (
     CAPTURE_GRAPH,
     CAPTURE_INPUTS,
     CAPTURE_META,
-    LAUNCHER_WORKER,
     Event,
     HookConfig,
 )
@@ -202,7 +200,7 @@ def run_minify(
         observer=observer,
         t0=t0,
     )
-    return _minify_captured(job)
+    return minify_captured(job)
 
 
 def _choose(
@@ -246,23 +244,25 @@ def _choose(
 
 
 class _Interrupts:
-    """Ctrl-C during the search stops it (the best graph so far is kept)."""
+    """Ctrl-C or SIGTERM during the search stops it: the best graph so far is kept,
+    written and reported (``interrupted``)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _Interrupts:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, lambda *a: self.event.set())
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, lambda *a: self.event.set())
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
 
 
-def _minify_captured(job: _Job) -> MinifyReport:
+def minify_captured(job: _Job) -> MinifyReport:
     from tcompile.compiler.pool import WorkerPool
     from tcompile.minifier import MinifyError
 
@@ -276,14 +276,12 @@ def _minify_captured(job: _Job) -> MinifyReport:
     )
     launcher = None
     try:
+        job.observer.status("starting a worker (the program again, paused at the failing graph)")
+        pool.start()  # interrupted here: nothing found yet (exit 130)
+        gm, inputs, meta = _read_capture(Path(job.config.serve["capture_dir"]))  # type: ignore[index]
+        if job.write_launcher:
+            launcher = _write_launcher(job, gm, inputs, meta)
         with _Interrupts() as interrupts:
-            job.observer.status(
-                "starting a worker (the program again, paused at the failing graph)"
-            )
-            pool.start()
-            gm, inputs, meta = _read_capture(Path(job.config.serve["capture_dir"]))  # type: ignore[index]
-            if job.write_launcher:
-                launcher = _write_launcher(job, gm, inputs, meta)
             try:
                 result = _search(job, pool, gm, inputs, meta, interrupts.event)
             except MinifyError as exc:
@@ -299,7 +297,8 @@ def _minify_captured(job: _Job) -> MinifyReport:
         f"minified {result.nodes_before} -> {result.nodes_after} nodes in {result.calls} "
         "calls; writing and verifying repro.py"
     )
-    repro, verified, eager_ok, use_real = _write_and_verify(job, result, meta)
+    repro, verified, eager_ok, use_real, cut = _write_and_verify(job, result, meta)
+    interrupted = result.stopped or cut
     write_json(
         job.run_dir / "minify.json",
         {
@@ -308,16 +307,13 @@ def _minify_captured(job: _Job) -> MinifyReport:
             "nodes_after": result.nodes_after,
             "calls": result.calls,
             "verified": verified,
+            "interrupted": interrupted,
+            "repro": str(repro),
         },
-    )
-    msg = (
-        "verified"
-        if verified
-        else "NOT verified: the repro did not reproduce the failure in a fresh process"
     )
     return job.report(
         ExitCode.COMPILER_FAILURE,
-        msg,
+        _message(verified, result.stopped, cut, repro),
         repro=str(repro),
         launcher=launcher,
         nodes_before=result.nodes_before,
@@ -328,10 +324,21 @@ def _minify_captured(job: _Job) -> MinifyReport:
         real_inputs=use_real,
         graph_kind=job.graph_kind,
         stage=meta["stage"],
-        interrupted=result.stopped,
+        interrupted=interrupted,
         worker_restarts=pool.restarts,
         history=[dataclasses.asdict(h) for h in result.history],
     )
+
+
+def _message(verified: bool, stopped: bool, cut: bool, repro: Path) -> str:
+    if cut:
+        return f"interrupted while verifying: {repro} is NOT verified (the search had finished)"
+    if stopped:
+        state = "verified" if verified else "NOT verified"
+        return f"interrupted: {repro} holds the smallest graph found so far ({state})"
+    if verified:
+        return "verified"
+    return "NOT verified: the repro did not reproduce the failure in a fresh process"
 
 
 def _read_capture(capture_dir: Path) -> tuple[Any, list[Any], dict[str, Any]]:
@@ -390,15 +397,17 @@ def _search(
 
 def _write_and_verify(
     job: _Job, result: Any, meta: dict[str, Any]
-) -> tuple[Path, bool, bool | None, bool]:
+) -> tuple[Path, bool, bool | None, bool, bool]:
     """repro.py with seeded random inputs; with the real values when those do not
-    reproduce.  (path, verified, eager passes, real inputs used)"""
-    from .writer import write_repro
+    reproduce.  (path, verified, eager passes, real inputs used, interrupted)
 
+    An interrupt (Ctrl-C, SIGTERM) while verifying keeps the repro written so far and
+    reports it as not verified."""
     repro = job.run_dir / "repro.py"
-    use_real, verified = job.real_inputs, False
-    for attempt in (False, True) if not job.real_inputs else (True,):
-        use_real = attempt
+
+    def write(real: bool) -> None:
+        from .writer import write_repro
+
         write_repro(
             repro,
             gm=result.gm,
@@ -408,107 +417,23 @@ def _write_and_verify(
             accuracy=job.accuracy,
             meta=meta,
             command=job.command_for_repro or job.command,
-            real_inputs=use_real,
+            real_inputs=real,
         )
-        verified = verify_repro(repro, str(job.signature))
+
+    attempts = (True,) if job.real_inputs else (False, True)
+    write(attempts[0])  # a repro exists before anything can interrupt its check
+    use_real, verified, eager_ok = attempts[0], False, None
+    try:
+        for n, attempt in enumerate(attempts):
+            use_real = attempt
+            if n:
+                write(attempt)
+            verified = verify_repro(repro, str(job.signature))
+            if verified:
+                break
         if verified:
-            break
-    eager_ok = None
-    if verified:
-        eager_ok = not repro_reproduces(repro, backend="eager")
-        verified = bool(eager_ok)
-    return repro, verified, eager_ok, use_real
-
-
-# ---- minifier_launcher.py --------------------------------------------------------
-def launch(
-    path: str,
-    argv: list[str] | None = None,
-    *,
-    jobs: int = 1,
-    out: str | None = None,
-    real_inputs: bool = False,
-    observer: Observer | None = None,
-) -> MinifyReport:
-    """Minify again from a launcher (``run``: only check that the failure reproduces)."""
-    from .launcher import read_launcher
-
-    argv = argv or []
-    try:
-        data = read_launcher(path)
-    except (OSError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    here = Path(path).resolve().parent
-    for key in ("graph_file", "inputs_file"):
-        if not (here / data[key]).is_file():
-            raise UsageError(f"{path}: {data[key]} is missing beside it")
-    t0 = time.monotonic()
-    observer = observer or NullObserver()
-    sig = FailureSignature.from_json(data["signature"])
-    run_dir = Path(new_run_dir(out or str(here), "launcher"))
-    # the worker: a launcher's graph served under the hooks (child/serve.py)
-    command = [sys.executable, "-c", LAUNCHER_WORKER]
-    config = HookConfig(
-        dir=str(run_dir / "events"),
-        accuracy=data["accuracy"],
-        serve={
-            "graph": 0,
-            "capture_dir": str(run_dir / "capture"),
-            "signature": sig.to_json(),
-            "launcher": {"dir": str(here), "data": data},
-        },
-    )
-    if argv and argv[0] == "run":
-        return _launcher_check(command, config, sig, here, data, run_dir, t0)
-    job = _Job(
-        command=command,
-        config=config,
-        signature=sig,
-        graph=0,
-        graph_kind=data["meta"].get("forward_kind"),
-        run_dir=run_dir,
-        jobs=jobs,
-        timeout=None,
-        real_inputs=real_inputs,
-        accuracy=data["accuracy"],
-        observer=observer,
-        t0=t0,
-        write_launcher=False,
-        command_for_repro=data.get("command"),
-    )
-    return _minify_captured(job)
-
-
-def _launcher_check(
-    command: list[str],
-    config: HookConfig,
-    sig: FailureSignature,
-    here: Path,
-    data: dict[str, Any],
-    run_dir: Path,
-    t0: float,
-) -> MinifyReport:
-    """``python minifier_launcher.py run``: does the full graph still fail the same way?"""
-    import torch
-
-    from tcompile.compiler.pool import WorkerPool
-    from tcompile.minifier.verdict import Verdict
-
-    pool = WorkerPool(command, config, jobs=1, work_dir=str(run_dir / "workers"), target=sig)
-    try:
-        pool.start()
-        gm = torch.load(here / data["graph_file"], weights_only=False)  # our own file
-        inputs = torch.load(here / data["inputs_file"], weights_only=False)
-        verdict, got = pool.evaluate(gm, inputs)
-    finally:
-        pool.close()
-    same = verdict is Verdict.SAME_FAILURE
-    got_text = str(FailureSignature.from_json(got)) if got and "stage" in got else "no failure"
-    return MinifyReport(
-        ExitCode.COMPILER_FAILURE if same else ExitCode.OK,
-        f"REPRODUCED: {sig}" if same else f"NOT REPRODUCED (got: {got_text})",
-        signature=str(sig),
-        verified=same,
-        run_dir=str(run_dir),
-        seconds=time.monotonic() - t0,
-    )
+            eager_ok = not repro_reproduces(repro, backend="eager")
+            verified = bool(eager_ok)
+    except KeyboardInterrupt:
+        return repro, False, None, use_real, True
+    return repro, verified, eager_ok, use_real, False

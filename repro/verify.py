@@ -6,6 +6,7 @@ with ``--backend eager`` it must not reproduce."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,13 +32,30 @@ def repro_output(
         if not k.startswith(("TCOMPILE", "TORCHINDUCTOR_", "TORCH_COMPILE"))
     }
     env.pop("PYTHONPATH", None)
-    args = [sys.executable, "-c", _NO_TCOMPILE, str(repro)] + (
+    args = [sys.executable, "-c", _NO_TCOMPILE, str(Path(repro).resolve())] + (
         ["--backend", backend] if backend else []
     )
     with_tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    return subprocess.run(
-        args, capture_output=True, text=True, env=env, timeout=timeout, cwd=str(with_tmp)
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(with_tmp),
+        start_new_session=True,  # the repro's own check process dies with it
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:  # a timeout, Ctrl-C, SIGTERM: nothing is left running
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def verify_repro(repro: Path, signature: str) -> bool:

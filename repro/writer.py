@@ -321,9 +321,9 @@ def write_repro(
     compile_kwargs: dict[str, Any] = {}
     if meta.get("mode") and meta["mode"] != "default":
         compile_kwargs["mode"] = meta["mode"]
-    options = dict(meta.get("options") or {})
-    if accuracy != "off" and stage == "inductor" and _acc.has_random_ops(gm):
-        options.setdefault("fallback_random", True)
+    options = _acc.with_fallback_random(
+        meta.get("options"), checking=accuracy != "off", stage=stage, gm=gm
+    )
     if options and "mode" not in compile_kwargs:
         compile_kwargs["options"] = options
     extra_source = "\n\n".join(x for x in (extra, backend_fn) if x)

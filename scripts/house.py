@@ -18,8 +18,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # the client's folders and the import package they install as (pyproject.toml)
-PACKAGES = {"pkg": "tcompile", "cli": "tcompile.cli", "compiler": "tcompile.compiler",
-            "minifier": "tcompile.minifier", "repro": "tcompile.repro"}
+PACKAGES = {
+    "pkg": "tcompile",
+    "cli": "tcompile.cli",
+    "compiler": "tcompile.compiler",
+    "minifier": "tcompile.minifier",
+    "repro": "tcompile.repro",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -128,7 +133,7 @@ def cycles(g: dict[str, dict[str, bool]]) -> list[list[str]]:
 def sizes() -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     """(lines, module) largest first; (lines, function) longest first."""
     mods, funcs = [], []
-    for name, path in modules().items():
+    for path in modules().values():
         text = path.read_text()
         mods.append((len(text.splitlines()), str(path.relative_to(ROOT))))
         for node in ast.walk(ast.parse(text)):

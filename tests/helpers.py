@@ -15,13 +15,23 @@ def tcompile_cmd() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "tcompile.cli.main"]
 
 
-def run_tcompile(*args: str, timeout: float = 600, cwd: str | None = None, env: dict | None = None):
+def run_tcompile(
+    *args: str,
+    timeout: float = 600,
+    cwd: str | None = None,
+    env: dict | None = None,
+    stdin: bytes | None = None,
+):
+    """tcompile in a subprocess.  Its stdin is ``stdin`` or /dev/null: never the test
+    runner's (an xdist worker's stdin is its control channel)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run(
         [*tcompile_cmd(), *args],
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        input=stdin,
         capture_output=True,
-        text=True,
+        text=stdin is None,
         timeout=timeout,
         cwd=cwd,
         env=full_env,

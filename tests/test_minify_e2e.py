@@ -137,7 +137,11 @@ def test_dynamic_shapes_kept(tmp_path):
 def test_launcher_run_and_corrupt_launchers(tmp_path, compile_error_minified):
     launcher = compile_error_minified["launcher"]
     proc = subprocess.run(
-        [sys.executable, launcher, "run"], capture_output=True, text=True, timeout=600
+        [sys.executable, launcher, "run"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 1 and "REPRODUCED" in proc.stdout
     foreign = tmp_path / "minifier_launcher.py"

@@ -1,7 +1,7 @@
 import pytest
 
-from tcompile.compiler.protocol import HookConfig, read_events, read_markers
 from tcompile.compiler.child.recorder import Recorder
+from tcompile.compiler.protocol import HookConfig, read_events, read_markers
 
 
 def test_config_roundtrip_and_schema():

@@ -109,7 +109,6 @@ class TcompileBackend:
         # patch applies to every stage)
         checking = session.config.accuracy != "off" and accuracy.has_random_ops(gm)
         options = accuracy.with_fallback_random(self.options, checking=checking, stage=stage, gm=gm)
-        rec.mark(index, PHASE_COMPILE, "dynamo")
         try:
             compile_fn = build_stage(
                 stage,
@@ -119,6 +118,20 @@ class TcompileBackend:
                 options=options or None,
                 dynamic=self.dynamic,
             )
+        except (ImportError, AttributeError, NameError, TypeError) as exc:
+            # torch lacks an API tcompile's stack is built from: tcompile's failure,
+            # not the compiler's (the graph runs eagerly; the parent exits 4)
+            import torch
+
+            session.recorder.emit(
+                Event.INTERNAL,
+                graph=index,
+                message=f"cannot build the {stage} stage on torch {torch.__version__}: "
+                f"{type(exc).__name__}: {exc}",
+            )
+            return None
+        rec.mark(index, PHASE_COMPILE, "dynamo")
+        try:
             with _fallback_random(checking):
                 return compile_fn(gm, example_inputs)
         except Exception as exc:

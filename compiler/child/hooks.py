@@ -40,12 +40,57 @@ def install_from_environment() -> bool:
         sys.stderr.write(f"tcompile: ignoring bad {CONFIG_ENV}: {exc}\n")
         return False
     _installed = True
+    _watch_parent()
     if "torch" in sys.modules:
         _patch_torch(sys.modules["torch"], config)
     else:
         sys.meta_path.insert(0, _TorchImportHook(config))
     _chain_excepthook(config)
     return True
+
+
+def _watch_parent() -> None:
+    """Exit when tcompile is gone (killed with SIGKILL, say): the user's program, its
+    workers and minifier workers must not outlive it, nor keep running on the GPU.
+    The parent is named by ``pid:start-time`` (runner.parent_identity), so a pid reused
+    by another process does not keep a child alive."""
+    import threading
+
+    ident = os.environ.get("TCOMPILE_PARENT", "")
+    pid_text, _, start = ident.partition(":")
+    if not pid_text.isdigit():
+        return
+    pid = int(pid_text)
+
+    def alive() -> bool:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except FileNotFoundError:
+            return False
+        except OSError:
+            try:
+                os.kill(pid, 0)
+                return True
+            except ProcessLookupError:
+                return False
+            except OSError:
+                return True
+        fields = stat.rsplit(b")", 1)[1].split()
+        if fields and fields[0] == b"Z":  # a zombie: dead, not yet reaped
+            return False
+        return start == "?" or (len(fields) > 19 and fields[19].decode() == start)
+
+    def watch() -> None:
+        import signal
+        import time
+
+        while True:
+            time.sleep(0.5)
+            if not alive():
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="tcompile-parent-watch", daemon=True).start()
 
 
 class _TorchImportHook(importlib.abc.MetaPathFinder):

@@ -27,7 +27,6 @@ from typing import Any
 from ..exitcodes import ExitCode
 
 
-
 class BadRecord(Exception):
     pass
 
@@ -38,12 +37,12 @@ def _status(path: str | None, **fields: Any) -> None:
             json.dump(fields, f, default=str)
 
 
-def _load_tcompile(info: Any) -> dict[str, Any]:
+def _load_tcompile(info: Any, sha256: str | None) -> dict[str, Any]:
     import dill
 
     from ..record_format import read_payload
 
-    parts = read_payload(info)
+    parts = read_payload(info, expect_sha256=sha256)
     # the program's own modules (classes defined next to the script) import from
     # where the program ran
     if "sys_path" in parts:
@@ -70,10 +69,54 @@ def _load_tcompile(info: Any) -> dict[str, Any]:
         elif kind == "local":
             out["locals"][name] = value
         elif kind == "cell":
+            if not name.isdigit():
+                raise BadRecord(f"malformed record: a closure cell named {name!r}")
             out["cells"][int(name)] = value
         else:
             out[kind] = value
+    _check_loaded(out)
     return out
+
+
+# the parts of a record and the types they must have once loaded
+_PART_TYPES: dict[str, tuple[type, ...]] = {
+    "code": (types.CodeType,),
+    "module": (str,),
+    "compile": (dict,),
+    "builtins": (dict,),
+    "dynamo_config": (dict,),
+    "inductor_config": (dict,),
+}
+
+
+def _check_loaded(loaded: dict[str, Any]) -> None:
+    """A record with a part of the wrong type is malformed (exit 2), not a crash of
+    the driver, and never a frame that "runs without a failure"."""
+    if "code" not in loaded:
+        raise BadRecord("malformed record: it has no code object")
+    for key, want in _PART_TYPES.items():
+        if key in loaded and not isinstance(loaded[key], want):
+            raise BadRecord(
+                f"malformed record: its {key} is a {type(loaded[key]).__name__}, "
+                f"not a {want[0].__name__}"
+            )
+    options = loaded.get("compile") or {}
+    backend = options.get("backend", "inductor")
+    if not (isinstance(backend, str) or callable(backend)):
+        raise BadRecord(f"malformed record: its backend is a {type(backend).__name__}")
+    for key, want in (("fullgraph", (bool,)), ("dynamic", (bool, type(None)))):
+        if key in options and not isinstance(options[key], want):
+            raise BadRecord(f"malformed record: compile option {key} is {options[key]!r}")
+    code = loaded["code"]
+    names = list(code.co_varnames)
+    n = code.co_argcount + code.co_kwonlyargcount
+    if code.co_flags & 0x04 and names[n] in loaded["locals"]:
+        if not isinstance(loaded["locals"][names[n]], (tuple, list)):
+            raise BadRecord("malformed record: its *args is not a sequence")
+        n += 1
+    if code.co_flags & 0x08 and names[n] in loaded["locals"]:
+        if not isinstance(loaded["locals"][names[n]], dict):
+            raise BadRecord("malformed record: its **kwargs is not a dict")
 
 
 def _load_torch(path: str) -> dict[str, Any]:
@@ -202,6 +245,26 @@ def _eager_fails_same(fn: Any, spare: Any, exc: BaseException) -> str:
     return ""
 
 
+def _prepare(ns: Any) -> tuple[dict[str, Any], Any, list[Any], dict[str, Any], list[str]]:
+    """Read the record and rebuild the frame's function and arguments."""
+    import torch  # noqa: F401  (tcompile's hooks patch torch.compile on import)
+
+    from ..record_format import RecordError, read_info
+    from .torch_config import apply_module_diffs
+
+    try:
+        info = read_info(ns.record)
+        loaded = (
+            _load_tcompile(info, ns.sha256) if info.kind == "tcompile" else _load_torch(ns.record)
+        )
+    except RecordError as exc:
+        raise BadRecord(str(exc)) from None
+    apply_module_diffs("torch._dynamo.config", loaded.get("dynamo_config") or {})
+    apply_module_diffs("torch._inductor.config", loaded.get("inductor_config") or {})
+    fn, args, kwargs, missing = build(loaded)
+    return loaded, fn, args, kwargs, missing
+
+
 def main(argv: list[str]) -> int:
     import argparse
 
@@ -210,22 +273,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fullgraph", dest="fullgraph", action="store_true", default=None)
     parser.add_argument("--no-fullgraph", dest="fullgraph", action="store_false")
     parser.add_argument("--status")
+    parser.add_argument("--sha256")
     ns = parser.parse_args(argv)
 
-    import torch  # tcompile's hooks patch torch.compile on import
-
-    from ..record_format import RecordError, read_info
-    from .torch_config import apply_module_diffs
-
     try:
-        info = read_info(ns.record)
-        loaded = _load_tcompile(info) if info.kind == "tcompile" else _load_torch(ns.record)
-        apply_module_diffs("torch._dynamo.config", loaded.get("dynamo_config") or {})
-        apply_module_diffs("torch._inductor.config", loaded.get("inductor_config") or {})
-        fn, args, kwargs, missing = build(loaded)
-    except (RecordError, BadRecord) as exc:
+        loaded, fn, args, kwargs, missing = _prepare(ns)
+    except BadRecord as exc:
         _status(ns.status, error=str(exc))
         return int(ExitCode.USAGE)
+    except Exception as exc:  # the driver's own failure: never "no failure"
+        _status(ns.status, driver_error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        return int(ExitCode.INTERNAL)
+    import torch
+
     options = dict(loaded.get("compile") or {})
     fullgraph = options.get("fullgraph", False) if ns.fullgraph is None else ns.fullgraph
     kw: dict[str, Any] = {
@@ -251,8 +311,9 @@ def main(argv: list[str]) -> int:
         compiled(*args, **kwargs)
     except Exception as exc:
         same = _eager_fails_same(fn, spare, exc)
-        if same:
-            _status(ns.status, eager_fails_same=same, **status)
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raised = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        _status(ns.status, eager_fails_same=same, raised=raised, **status)
         raise
     _status(ns.status, finished=True, **status)
     return 0

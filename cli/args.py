@@ -1,0 +1,93 @@
+"""What follows tcompile's options: SCRIPT [ARGS] or -- COMMAND [ARGS], checked once."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+from tcompile.compiler.exitcodes import UsageError
+
+
+def command_from_args(argv: tuple[str, ...]) -> list[str]:
+    """``SCRIPT [ARGS]`` runs with this Python; anything else is a command (``-- COMMAND``)."""
+    from tcompile.compiler.runner import check_script
+
+    warn_misplaced(argv)
+    if not argv:
+        raise UsageError("missing SCRIPT (or -- COMMAND ...)")
+    first = argv[0]
+    if first.startswith("-") and first != "-":
+        raise UsageError(f"no such option: {first} (tcompile's options go before SCRIPT)")
+    if first.endswith(".py") or (os.path.exists(first) and not shutil.which(first)):
+        check_script(first)
+        return [sys.executable, first, *argv[1:]]
+    if shutil.which(first) is None:
+        raise UsageError(f"command not found: {first}")
+    # `python script.py ...`: check the script too, so that a typo is a usage error
+    if os.path.basename(first).startswith("python"):
+        for arg in argv[1:]:
+            if arg.endswith(".py"):
+                check_script(arg)
+                break
+            if not arg.startswith("-"):
+                break
+    return list(argv)
+
+
+def streams(as_json: bool) -> dict[str, Any]:
+    """Where the program's own output goes: under --json, stdout is tcompile's."""
+    return {"stdout": sys.stderr if as_json else sys.stdout, "stderr": sys.stderr}
+
+
+def abs_dir(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
+    return os.path.abspath(path)
+
+
+def is_launcher(path: str) -> bool:
+    from tcompile.repro.launcher import MARKER
+
+    try:
+        with open(path, errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return MARKER in head or os.path.basename(path) == "minifier_launcher.py"
+
+
+def program(argv: tuple[str, ...], backend: str | None = None) -> list[str]:
+    """The command to run, with ``--backend`` checked too: bad input fails here, once."""
+    from tcompile.compiler.runner import check_backend
+
+    command = command_from_args(argv)
+    check_backend(backend)
+    return command
+
+
+def warn_misplaced(argv: tuple[str, ...]) -> None:
+    """``tcompile run x.py --accuracy``: the option goes to the script (that is the
+    contract: everything after SCRIPT is the script's), but say so in one line."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or not argv:
+        return
+    ours = {name for p in ctx.command.params for name in getattr(p, "opts", [])}
+    ours -= {"-h", "--help"}
+    for arg in argv[1:]:
+        if arg == "--":
+            break
+        if arg.split("=", 1)[0] in ours:
+            click.echo(
+                f"tcompile: warning: {arg} comes after {argv[0]}, so it goes to the script; "
+                f"tcompile's options go before SCRIPT",
+                err=True,
+            )
+            return

@@ -1,0 +1,23 @@
+"""tcompile.compiler.child: code that runs inside the user's interpreter.
+
+Nothing in this package runs in tcompile's own process.  It is imported by the start-up
+hook (``compiler/bootstrap/sitecustomize.py``) of a process tcompile runs, and by the
+entry points whose names the parent passes as strings (protocol.REPLAY_DRIVER,
+protocol.LAUNCHER_WORKER).  It talks back only through the protocol: events, markers,
+capture files and the worker's pipes.
+
+  hooks.py          start-up: patch torch.compile, chain sys.excepthook
+  session.py        one per process: config, recorder, failures said once
+  recorder.py       events out, the live marker
+  backend.py        TcompileBackend: number, copy, compile each Dynamo graph
+  runners.py        what runs in place of compiled graphs; the AOT-level hooks
+  build.py          the stages built as backends
+  subsystems.py     inductor's bisection hook points, counted and limited
+  judge.py          a minifier worker's verdict on one candidate
+  serve.py          a minifier worker's serve loop (and a launcher's worker)
+  frames.py         recording frames that fail in Dynamo
+  replay_driver.py  the program `tcompile replay` runs
+  diagnostics.py    recompilations and compile metrics for `tcompile explain`
+  torch_config.py   the compiler config in force, read and applied
+  graphs.py         small facts about FX graphs; the one graph-copy helper
+"""

@@ -1,0 +1,109 @@
+"""Minifying again from a minifier_launcher.py (``tcompile minify minifier_launcher.py``,
+``python minifier_launcher.py [run]``): the launcher's graph, inputs and config are
+served by a worker (compiler/child/serve.py), and the minify job goes on from there."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.observer import NullObserver, Observer
+from tcompile.compiler.protocol import LAUNCHER_WORKER, HookConfig
+from tcompile.compiler.runner import new_run_dir
+from tcompile.compiler.signature import FailureSignature
+
+from .minify_job import MinifyReport, _Job, minify_captured
+
+
+def launch(
+    path: str,
+    argv: list[str] | None = None,
+    *,
+    jobs: int = 1,
+    out: str | None = None,
+    real_inputs: bool = False,
+    observer: Observer | None = None,
+    trust: bool = False,
+) -> MinifyReport:
+    """Minify again from a launcher (``run``: only check that the failure reproduces)."""
+    from .launcher import check_files, read_launcher
+
+    argv = argv or []
+    try:
+        data = read_launcher(path)
+        here = check_files(path, data, trusted=trust)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    t0 = time.monotonic()
+    observer = observer or NullObserver()
+    sig = FailureSignature.from_json(data["signature"])
+    run_dir = Path(new_run_dir(out or str(here), "launcher"))
+    # the worker: a launcher's graph served under the hooks (child/serve.py)
+    command = [sys.executable, "-c", LAUNCHER_WORKER]
+    config = HookConfig(
+        dir=str(run_dir / "events"),
+        accuracy=data["accuracy"],
+        serve={
+            "graph": 0,
+            "capture_dir": str(run_dir / "capture"),
+            "signature": sig.to_json(),
+            "launcher": {"dir": str(here), "data": data},
+        },
+    )
+    if argv and argv[0] == "run":
+        return _launcher_check(command, config, sig, here, data, run_dir, t0)
+    job = _Job(
+        command=command,
+        config=config,
+        signature=sig,
+        graph=0,
+        graph_kind=data["meta"].get("forward_kind"),
+        run_dir=run_dir,
+        jobs=jobs,
+        timeout=None,
+        real_inputs=real_inputs,
+        accuracy=data["accuracy"],
+        observer=observer,
+        t0=t0,
+        write_launcher=False,
+        command_for_repro=data.get("command"),
+    )
+    return minify_captured(job)
+
+
+def _launcher_check(
+    command: list[str],
+    config: HookConfig,
+    sig: FailureSignature,
+    here: Path,
+    data: dict[str, Any],
+    run_dir: Path,
+    t0: float,
+) -> MinifyReport:
+    """``python minifier_launcher.py run``: does the full graph still fail the same way?"""
+    import torch
+
+    from tcompile.compiler.pool import WorkerPool
+    from tcompile.minifier.verdict import Verdict
+
+    pool = WorkerPool(command, config, jobs=1, work_dir=str(run_dir / "workers"), target=sig)
+    try:
+        pool.start()
+        gm = torch.load(here / data["graph_file"], weights_only=False)  # our own file
+        inputs = torch.load(here / data["inputs_file"], weights_only=False)
+        verdict, got = pool.evaluate(gm, inputs)
+    finally:
+        pool.close()
+    same = verdict is Verdict.SAME_FAILURE
+    got_text = str(FailureSignature.from_json(got)) if got and "stage" in got else "no failure"
+    return MinifyReport(
+        ExitCode.COMPILER_FAILURE if same else ExitCode.OK,
+        f"REPRODUCED: {sig}" if same else f"NOT REPRODUCED (got: {got_text})",
+        signature=str(sig),
+        verified=same,
+        run_dir=str(run_dir),
+        seconds=time.monotonic() - t0,
+    )

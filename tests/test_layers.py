@@ -1,0 +1,105 @@
+"""The house's rules (README "Layout"), checked on the source: no compiles, no torch.
+
+* no import cycles between files (a deferred import counts: a cycle that survives only
+  because an import is deferred is still a cycle);
+* compiler/child/ runs only inside the user's process: nothing outside it imports it
+  (the bootstrap and the strings naming a child entry point aside);
+* only cli/ imports rich and click; minifier/ imports nothing of tcompile but itself;
+* the contract and the parent-side modules do not import torch when imported;
+* no module over 500 lines, no function over 100.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import house  # noqa: E402
+
+GRAPH = house.graph()
+MODULES = house.modules()
+
+
+def _external_imports(name: str) -> set[str]:
+    """Top names of every import in a module (rich, click, torch, ...)."""
+    import ast
+
+    tree = ast.parse(MODULES[name].read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_no_import_cycles():
+    assert house.cycles(GRAPH) == []
+
+
+def test_child_is_imported_only_from_child():
+    child = "tcompile.compiler.child"
+    offenders = {
+        mod: sorted(m for m in deps if m.startswith(child))
+        for mod, deps in GRAPH.items()
+        if not mod.startswith(child) and any(m.startswith(child) for m in deps)
+    }
+    assert offenders == {}
+
+
+@pytest.mark.parametrize("lib", ["rich", "click"])
+def test_only_cli_imports(lib):
+    users = sorted(m for m in MODULES if lib in _external_imports(m))
+    assert users and all(m.startswith("tcompile.cli") for m in users), users
+
+
+def test_minifier_imports_nothing_of_tcompile():
+    for mod, deps in GRAPH.items():
+        if mod.startswith("tcompile.minifier"):
+            assert all(d.startswith("tcompile.minifier") for d in deps), (mod, deps)
+
+
+def test_compiler_needs_only_the_minifiers_verdict():
+    for mod, deps in GRAPH.items():
+        if mod.startswith("tcompile.compiler"):
+            outside = {d for d in deps if not d.startswith("tcompile.compiler")}
+            assert outside <= {"tcompile", "tcompile.minifier", "tcompile.minifier.verdict"}, (
+                mod,
+                outside,
+            )
+
+
+def test_dependency_direction():
+    """cli -> {repro, compiler}; repro -> {compiler, minifier}; nothing -> cli."""
+    for mod, deps in GRAPH.items():
+        if not mod.startswith("tcompile.cli"):
+            assert not any(d.startswith("tcompile.cli") for d in deps), (mod, deps)
+        if not mod.startswith(("tcompile.cli", "tcompile.repro")):
+            assert not any(d.startswith("tcompile.repro") for d in deps), (mod, deps)
+
+
+def test_parent_side_imports_no_torch():
+    parent = [
+        m
+        for m in MODULES
+        if m.startswith(("tcompile.compiler", "tcompile.cli", "tcompile.minifier.verdict"))
+        and not m.startswith("tcompile.compiler.child")
+    ] + ["tcompile.repro.minify_job", "tcompile.repro.verify"]
+    code = (
+        "import importlib, json, sys\n"
+        f"bad = [m for m in {parent!r} if importlib.import_module(m) and 'torch' in sys.modules]\n"
+        "print(json.dumps(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_sizes():
+    mods, funcs = house.sizes()
+    assert [m for m in mods if m[0] > 500] == []
+    assert [f for f in funcs if f[0] > 100] == []

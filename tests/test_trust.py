@@ -1,0 +1,237 @@
+"""Trust under bad input, interrupts and dying parents (issue 13): each test here
+failed on the code before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import FIXTURES, run_tcompile, tcompile_cmd
+
+
+def test_relative_out_dir_repro_is_verified(tmp_path, monkeypatch):
+    """Verification ran the repro by its relative path from another directory."""
+    from tcompile.repro.verify import verify_repro
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rel").mkdir()
+    repro = Path("rel") / "repro.py"
+    repro.write_text("import sys\nprint('REPRODUCED: a/b: C')\nsys.exit(1)\n")
+    assert verify_repro(repro, "a/b: C")
+
+
+def test_run_dirs_are_absolute(tmp_path, monkeypatch):
+    from tcompile.compiler.runner import new_run_dir
+
+    monkeypatch.chdir(tmp_path)
+    assert os.path.isabs(new_run_dir("out", "minify"))
+
+
+def test_killed_tcompile_takes_its_program_with_it(tmp_path):
+    """SIGKILL to tcompile: the program notices its parent is gone and exits."""
+    script = tmp_path / "sleeper.py"
+    pidfile = tmp_path / "pid"
+    script.write_text(
+        "import os, sys, time\n"
+        f"open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [*tcompile_cmd(), "run", "--out", str(tmp_path / "out"), str(script)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline, "the program never started"
+        time.sleep(0.1)
+    child = int(pidfile.read_text())
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child):
+        assert time.monotonic() < deadline, "the program outlived tcompile"
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_program_reading_stdin_gets_the_same_stdin_in_every_run(tmp_path):
+    """The plain re-run got an empty stdin, passed, and the script's own error was
+    reported as a compiler failure."""
+    script = tmp_path / "reads_stdin.py"
+    script.write_text(
+        "import sys\n"
+        "data = sys.stdin.read()\n"
+        "if 'boom' in data:\n"
+        "    raise ValueError('bad input line: ' + data.strip())\n"
+        "print('ok')\n"
+    )
+    r = run_tcompile(
+        "run", "--json", "--out", str(tmp_path / "out"), str(script), stdin=b"boom\n"
+    )
+    doc = json.loads(r.stdout)
+    assert r.returncode == 3, r.stderr
+    assert doc["verdict"] == "not-a-compiler-bug"
+
+
+def test_closed_pipe_keeps_the_exit_code(tmp_path):
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import torch\n"
+        "print('\\n'.join(str(i) for i in range(3000)))\n"
+        "f = torch.compile(lambda x: torch.relu(x) + 1, backend='relu_compile_error_TESTING_ONLY')\n"
+        "f(torch.randn(4))\n"
+    )
+    shell = (
+        f"{' '.join(tcompile_cmd())} run --out {tmp_path / 'out'} {script} 2>/dev/null | head -1;"
+        " echo rc=${PIPESTATUS[0]}"
+    )
+    out = subprocess.run(
+        ["bash", "-c", shell], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert "rc=1" in out.stdout, out.stdout
+
+
+@pytest.mark.slow
+def test_missing_torch_api_is_an_internal_error_not_a_compiler_bug(tmp_path):
+    script = tmp_path / "drift.py"
+    script.write_text(
+        "import torch\n"
+        "del torch._TorchCompileInductorWrapper  # as if a future torch dropped it\n"
+        "print(torch.compile(lambda x: x.relu() + 1)(torch.randn(4)))\n"
+    )
+    r = run_tcompile("run", "--out", str(tmp_path / "out"), str(script))
+    assert r.returncode == 4, r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("tcompile: internal error")]
+    assert len(errors) == 1 and "torch 2." in errors[0]
+
+
+def _record(tmp_path: Path, parts: dict, **meta) -> Path:
+    import pickle
+
+    import dill
+
+    from tcompile.compiler import record_format as rec
+
+    path = tmp_path / "record.pkl"
+    payload = pickle.dumps({k: dill.dumps(v) for k, v in parts.items()})
+    base = {"function": "f", "python": ".".join(map(str, sys.version_info[:3]))}
+    rec.write_record(path, {**base, **meta}, payload)
+    return path
+
+
+def _code():
+    def f(x):
+        return x + 1
+
+    return f.__code__
+
+
+@pytest.mark.slow
+def test_malformed_record_with_a_valid_checksum_is_exit_2(tmp_path):
+    """The driver crashed on it, and replay said 'runs without a failure' (exit 0)."""
+    for parts in ({"code": 42}, {"code": _code(), "compile": "inductor"}, {"module": 3}):
+        path = _record(tmp_path, parts)
+        r = run_tcompile("replay", "--out", str(tmp_path / "out"), str(path))
+        assert r.returncode == 2, (parts, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tcompile: error:")]
+        assert lines and "malformed record" in lines[0], r.stderr
+
+
+@pytest.mark.slow
+def test_replay_driver_failure_is_exit_4_never_no_failure(tmp_path):
+    """An unexpected error of the driver itself (here: dill broken) is tcompile's failure."""
+    path = _record(tmp_path, {"code": _code(), "local:x": 1})
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "dill.py").write_text("raise RuntimeError('dill is broken here')\n")
+    r = run_tcompile(
+        "replay", "--out", str(tmp_path / "out"), str(path), env={"PYTHONPATH": str(broken)}
+    )
+    assert r.returncode == 4, r.stderr
+    assert "dill is broken here" in r.stderr
+
+
+def _wait_for(path: Path, text: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never showed in {path}")
+
+
+@pytest.mark.slow
+def test_sigterm_during_minify_keeps_the_best_graph(tmp_path):
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as e:
+        proc = subprocess.Popen(
+            [
+                *tcompile_cmd(),
+                "minify",
+                "--json",
+                "--out",
+                str(tmp_path / "out"),
+                str(FIXTURES / "block_accuracy.py"),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=e,
+            text=True,
+        )
+        _wait_for(err, "nodes after")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=600)
+    doc = json.loads(out)
+    assert doc["interrupted"] is True and proc.returncode == 1, err.read_text()[-2000:]
+    assert os.path.isfile(doc["repro"])
+    saved = json.loads((Path(doc["run_dir"]) / "minify.json").read_text())
+    assert saved["interrupted"] is True
+    # every repro.py tcompile writes runs: it reproduces or not, it never errors (exit 2)
+    run = subprocess.run(
+        [sys.executable, doc["repro"]], capture_output=True, text=True, timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode in (0, 1), run.stdout + run.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_during_bisect_reports_the_narrowest_range(tmp_path):
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as e:
+        proc = subprocess.Popen(
+            [
+                *tcompile_cmd(),
+                "bisect",
+                "--json",
+                "--out",
+                str(tmp_path / "out"),
+                str(FIXTURES / "cpp_relu_compile_error.py"),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=e,
+            text=True,
+        )
+        _wait_for(err, "run 4:")  # a few probes inside the stage
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=300)
+    doc = json.loads(out)
+    assert doc["interrupted"] is True, err.read_text()[-2000:]
+    assert doc["stage"] == "inductor" and doc["candidates"]
+    assert doc["message"].startswith("INTERRUPTED")
