@@ -1,6 +1,6 @@
 """The ``tcompile`` command line.  Parses, calls a job, renders.  No policy.
 
-Every command hands its job to :func:`_finish`, the one place that turns an outcome
+Every command hands its job to :func:`app.finish`, the one place that turns an outcome
 into output and an exit code (compiler/exitcodes.py).  Rendering is render.py; the
 shared options are options.py.  torch is imported lazily inside commands so that
 ``tcompile --help`` is instant.
@@ -9,18 +9,14 @@ shared options are options.py.  torch is imported lazily inside commands so that
 from __future__ import annotations
 
 import json
-import os
 import signal
-import sys
-from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from tcompile import __version__
-from tcompile.compiler.exitcodes import ExitCode, InternalError, UsageError
+from tcompile.compiler.exitcodes import ExitCode
 
-from . import args
+from . import app, args
 from .options import (
     PROGRAM,
     After,
@@ -37,142 +33,14 @@ from .options import (
 )
 
 
-def _observer(quiet: bool = False) -> Any:
-    from .render import ConsoleObserver, console
-
-    return ConsoleObserver(console(stderr=True), quiet=quiet)
-
-
-def _common(
-    out: str | None, timeout: float | None, as_json: bool, quiet: bool = False
-) -> dict[str, Any]:
-    """The keyword arguments every job takes the same way."""
-    return {"out": out, "timeout": timeout, "observer": _observer(quiet), **args.streams(as_json)}
-
-
-def _finish(
-    job: Callable[[], Any], *, as_json: bool, render: Callable[[Any, Any], None]
-) -> NoReturn:
-    """Run a job; print its report (JSON or rich) and exit with its exit code.  Bad
-    input is one line and exit 2; Ctrl-C (or SIGTERM) is exit 130."""
-    try:
-        report = job()
-    except UsageError as exc:
-        _fail_usage(str(exc))
-    except InternalError as exc:
-        click.echo(f"tcompile: internal error: {exc}", err=True)
-        sys.exit(ExitCode.INTERNAL)
-    except KeyboardInterrupt:
-        click.echo("tcompile: interrupted", err=True)
-        sys.exit(ExitCode.INTERRUPTED)
-    try:
-        if as_json:
-            click.echo(json.dumps(report.to_json(), indent=2, default=str))
-        else:
-            from .render import console
-
-            render(report, console())
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # `tcompile run x.py | head -1`: the reader went away; the answer stands
-        _quiet_stdout()
-    sys.exit(int(report.exit_code))
-
-
-def _quiet_stdout() -> None:
-    """stdout's reader is gone: send the rest (and the flush at exit) nowhere."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
-
-
-def _fail_usage(message: str) -> NoReturn:
-    click.echo(f"tcompile: error: {message}", err=True)
-    sys.exit(ExitCode.USAGE)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-class _Group(click.Group):
-    """One error format: a usage error is ``tcompile: error: ...`` on one line (exit
-    2); an unexpected error of tcompile itself is one line and exit 4, with the
-    traceback kept in a file (a bug report for tcompile, not a crash in the user's face)."""
-
-    def main(self, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
-        try:
-            return super().main(*a, standalone_mode=False, **kw)
-        except click.exceptions.Exit as exc:
-            sys.exit(exc.exit_code)
-        except click.exceptions.NoArgsIsHelpError as exc:
-            click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
-            sys.exit(ExitCode.USAGE)
-        except click.UsageError as exc:
-            hint = (
-                f" (see tcompile {exc.ctx.info_name} --help)" if exc.ctx and exc.ctx.parent else ""
-            )
-            _fail_usage(_one_line(exc.format_message()) + hint)
-        except click.ClickException as exc:
-            _fail_usage(_one_line(exc.format_message()))
-        except click.Abort:
-            click.echo("tcompile: interrupted", err=True)
-            sys.exit(ExitCode.INTERRUPTED)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (
-            click.exceptions.Exit,
-            click.ClickException,
-            click.Abort,
-            SystemExit,
-            KeyboardInterrupt,
-        ):
-            raise
-        except BrokenPipeError:  # `tcompile env | head`: the reader went away
-            _quiet_stdout()
-            sys.exit(ExitCode.OK)
-        except Exception as exc:
-            import tempfile
-            import traceback
-
-            fd, path = tempfile.mkstemp(prefix="tcompile-internal-error-", suffix=".txt")
-            with os.fdopen(fd, "w") as f:
-                f.write(f"tcompile {__version__}\nargv: {sys.argv}\n\n")
-                traceback.print_exc(file=f)
-            click.echo(
-                f"tcompile: internal error: {type(exc).__name__}: {exc} (traceback in {path})",
-                err=True,
-            )
-            sys.exit(ExitCode.INTERNAL)
-
-
-def _version() -> str:
-    """``tcompile X.Y.Z`` and the torch it found (read without importing torch)."""
-    from importlib import metadata
-
-    try:
-        found = f"torch {metadata.version('torch')}"
-    except metadata.PackageNotFoundError:
-        found = "torch not found"
-    return f"tcompile {__version__} ({found}, Python {sys.version.split()[0]})"
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=app.Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--version",
     is_flag=True,
     expose_value=False,
     is_eager=True,
     help="Show tcompile's version and the torch it found, and exit.",
-    callback=lambda ctx, _param, value: value and (click.echo(_version()), ctx.exit(0)),
+    callback=lambda ctx, _param, value: value and (click.echo(app.version()), ctx.exit(0)),
 )
 def main() -> None:
     """Find, classify and shrink bugs in PyTorch's torch.compile stack.
@@ -183,7 +51,7 @@ def main() -> None:
     """
     # SIGTERM (a CI timeout, `kill`) ends tcompile like Ctrl-C: the programs it runs,
     # each in its own process group, are killed on the way out.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, app.raise_interrupt)
 
 
 @main.command(context_settings=PROGRAM, epilog=exit_codes("run"))
@@ -235,12 +103,12 @@ def run(
             debug_dir=args.abs_dir(debug_dir),
             only=only,
             record="all" if record_all else "failures",
-            **_common(out, timeout, as_json),
+            **app.common(out, timeout, as_json),
         )
 
     from .render import run_result
 
-    _finish(job, as_json=as_json, render=run_result)
+    app.finish(job, as_json=as_json, render=run_result)
 
 
 @main.command(context_settings=PROGRAM, epilog=exit_codes("explain"))
@@ -273,12 +141,12 @@ def explain(
             args.command_from_args(argv),
             debug_dir=args.abs_dir(code_dir),
             only=only,
-            **_common(out, timeout, as_json, quiet=True),
+            **app.common(out, timeout, as_json, quiet=True),
         )
 
     from .render import explain_result
 
-    _finish(job, as_json=as_json, render=explain_result)
+    app.finish(job, as_json=as_json, render=explain_result)
 
 
 @main.command(epilog=exit_codes("replay"))
@@ -340,7 +208,7 @@ def replay(
 
         from .render import record_info
 
-        _finish(
+        app.finish(
             lambda: _InfoReport(load_info(record)),
             as_json=as_json,
             render=lambda report, console: record_info(report.info, console),
@@ -357,7 +225,7 @@ def replay(
             fullgraph=False if no_fullgraph else None,
             accuracy=accuracy,
             trust=trust,
-            **_common(out, timeout, as_json),
+            **app.common(out, timeout, as_json),
         )
         for warning in report.warnings:
             click.echo(f"tcompile: warning: {warning}", err=True)
@@ -377,13 +245,13 @@ def replay(
                     accuracy=accuracy,
                     backend=backend,
                     **then,
-                    **_common(out, timeout, as_json),
+                    **app.common(out, timeout, as_json),
                 )
         return report
 
     from .render import replay_result
 
-    _finish(job, as_json=as_json, render=replay_result)
+    app.finish(job, as_json=as_json, render=replay_result)
 
 
 class _InfoReport:
@@ -478,7 +346,7 @@ def minify(
                 jobs=jobs,
                 out=out,
                 real_inputs=real_inputs,
-                observer=_observer(),
+                observer=app.observer(),
                 trust=trust,
             )
         return run_minify(
@@ -490,12 +358,12 @@ def minify(
             match=match,
             jobs=jobs,
             real_inputs=real_inputs,
-            **_common(out, timeout, as_json),
+            **app.common(out, timeout, as_json),
         )
 
     from .render import minify_result
 
-    _finish(job, as_json=as_json, render=minify_result)
+    app.finish(job, as_json=as_json, render=minify_result)
 
 
 @main.command(context_settings=PROGRAM, epilog=exit_codes("bisect"))
@@ -528,7 +396,7 @@ def bisect(
             accuracy=accuracy,
             match=match,
             jobs=jobs,
-            **_common(out, timeout, as_json),
+            **app.common(out, timeout, as_json),
         )
         then = report.minify_args() if then_minify else None
         if then is not None:
@@ -539,13 +407,13 @@ def bisect(
                 accuracy=accuracy,
                 jobs=jobs,
                 **then,
-                **_common(report.run_dir, timeout, as_json),
+                **app.common(report.run_dir, timeout, as_json),
             ).to_json()
         return report
 
     from .render import bisect_result
 
-    _finish(job, as_json=as_json, render=bisect_result)
+    app.finish(job, as_json=as_json, render=bisect_result)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,18 +28,16 @@ import re
 import shlex
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .classify import base_counts, collect, last_counts, run_and_classify
+from .classify import base_counts, run_and_classify
 from .exitcodes import ExitCode
 from .failure import Failure
 from .observer import NullObserver, Observer
-from .protocol import Event, HookConfig
-from .runner import CANCEL, new_run_dir, run_process
-from .signature import FailureSignature
-from .stack import LADDER, SUBSYSTEMS, TOGGLES
+from .probe import Bisector, Item, bisect_first, describe, items_of, prefix_config
+from .runner import new_run_dir
+from .stack import LADDER
 
 
 @dataclasses.dataclass
@@ -76,161 +74,6 @@ class BisectReport:
         if self.exit_code != ExitCode.COMPILER_FAILURE or self.graph is None:
             return None
         return {"graph": self.graph, "backend": self.stage if self.stage != "inductor" else None}
-
-
-@dataclasses.dataclass
-class Item:
-    kind: str  # "toggle" | "application"
-    name: str  # config key, or subsystem
-    index: int = 0  # application number within its subsystem
-    detail: str = ""
-    value: Any = None  # a toggle's changed value
-
-
-class Bisector:
-    def __init__(
-        self,
-        command: list[str],
-        *,
-        accuracy: str,
-        timeout: float | None,
-        jobs: int,
-        run_dir: Path,
-        observer: Observer,
-    ) -> None:
-        self.command = command
-        self.accuracy = accuracy
-        self.timeout = timeout
-        self.jobs = max(1, jobs)
-        self.run_dir = run_dir
-        self.observer = observer
-        self.runs = 0
-        self.steps: list[dict[str, Any]] = []
-        self.target: FailureSignature | None = None
-        self.graphless = False  # the target failure showed outside any compiled graph
-        self._known: dict[str, bool] = {}
-
-    def probe(
-        self,
-        label: str,
-        *,
-        stage: str | None = None,
-        gate: list[int] | None = None,
-        bisect: dict[str, Any] | None = None,
-        reuse: bool = True,
-    ) -> tuple[bool, dict[str, Any]]:
-        """Run the program once under a configuration: does the target failure show?"""
-        key = repr((stage, gate, bisect))
-        if reuse and key in self._known:
-            return self._known[key], {"reused": True}
-        self.runs += 1
-        n = self.runs
-        t = self.target
-        config = HookConfig(
-            dir=str(self.run_dir / f"probe-{n:03d}"),
-            stage=stage,
-            accuracy=self.accuracy,
-            gate=gate,
-            bisect=bisect if bisect is not None else {"limits": {}, "toggles": {}},
-            stop_on=t.to_json() if t else None,
-        )
-        t0 = time.monotonic()
-        result = run_process(
-            self.command,
-            config,
-            timeout=self.timeout,
-            observer=NullObserver(),
-            stdout=_Sink(),
-            stderr=_Sink(),
-        )
-        graphs, failures, _ = collect(result)
-        assert t is not None
-        hit = [f for f in failures if t.matches(f.signature, any_stage=True)]
-        if not hit and self.graphless:
-            # a failure that surfaced outside any compiled graph (the baseline showed it
-            # is not the program's own: it passes without torch.compile): the program
-            # dying of the same exception is the failure showing
-            last = [e for e in result.events if e.get("event") == Event.EXCEPTION]
-            if last:
-                s = FailureSignature.from_json(last[-1].get("signature") or {})
-                if t.as_exception().matches(s.as_exception()):
-                    hit = [Failure(graph=None, graph_kind="dynamo", signature=s)]
-        verdict = bool(hit)
-        seconds = time.monotonic() - t0
-        step = {
-            "run": n,
-            "what": label,
-            "failed": verdict,
-            "seconds": round(seconds, 2),
-            "graph": hit[0].graph if hit else None,
-        }
-        self.steps.append(step)
-        self.observer.event({"event": Event.BISECT_STEP, **step})
-        self._known[key] = verdict
-        return verdict, {"failures": hit, "graphs": graphs, "counts": last_counts(result.events)}
-
-    def probe_many(self, specs: list[tuple[str, dict[str, Any]]]) -> list[bool]:
-        if self.jobs == 1 or len(specs) == 1:
-            return [self.probe(label, **kw)[0] for label, kw in specs]
-        pool = ThreadPoolExecutor(self.jobs)
-        try:
-            return list(pool.map(lambda s: self.probe(s[0], **s[1])[0], specs))
-        except KeyboardInterrupt:
-            CANCEL.set()  # the runs in other threads stop too (runner.run_process)
-            raise
-        finally:
-            pool.shutdown(wait=True)
-
-
-class _Sink:
-    def write(self, _: str) -> int:
-        return 0
-
-    def flush(self) -> None:
-        pass
-
-
-def _items(stage: str, counts: dict[str, list[str]]) -> list[Item]:
-    items = [Item("toggle", k, value=v) for k, v in TOGGLES.get(stage, {}).items()]
-    for sub in SUBSYSTEMS.get(stage, []):
-        for i, detail in enumerate(counts.get(sub, [])):
-            items.append(Item("application", sub, i, detail))
-    return items
-
-
-def _prefix_config(stage: str, items: list[Item], k: int) -> dict[str, Any]:
-    """Enable items[:k]; disable the rest (toggles changed, applications skipped).
-    A subsystem whose applications are all enabled gets no limit at all."""
-    limits: dict[str, int] = {}
-    toggles: dict[str, Any] = {}
-    for i, it in enumerate(items):
-        if it.kind == "toggle":
-            if i >= k:
-                toggles[it.name] = it.value
-        elif i >= k and it.name not in limits:
-            limits[it.name] = it.index  # its applications before this one stay enabled
-    return {"limits": limits, "toggles": toggles}
-
-
-def _bisect_first(
-    lo: int, hi: int, fails: Any, jobs: int, track: dict[str, int] | None = None
-) -> int:
-    """Smallest k in (lo, hi] that fails, ``hi`` known failing, ``lo`` known passing
-    (or -1 for "unknown: nothing below"); evaluates up to ``jobs`` points a round,
-    splitting the interval evenly (the same answer as bisection when monotone).
-    ``track`` holds the narrowest (lo, hi) so far (an interrupted search reports it)."""
-    track = {} if track is None else track
-    while lo + 1 < hi:
-        track.update(lo=lo, hi=hi)
-        n = min(jobs, hi - lo - 1)
-        pts = sorted({lo + (hi - lo) * (i + 1) // (n + 1) for i in range(n)} - {lo, hi})
-        results = fails(pts)
-        first_fail = next((p for p, r in zip(pts, results) if r), hi)
-        passed = [p for p, r in zip(pts, results) if not r and p < first_fail]
-        lo = max([lo, *passed])
-        hi = first_fail
-    track.update(lo=lo, hi=hi)
-    return hi
 
 
 def run_bisect(
@@ -348,7 +191,7 @@ class _Bisection:
         candidates = None
         if self.items and "hi" in self.track:
             lo, hi = self.track["lo"], self.track["hi"]
-            candidates = [_describe(it) for it in self.items[max(lo, 0) : hi]]
+            candidates = [describe(it) for it in self.items[max(lo, 0) : hi]]
             where += f"; the culprit is one of {len(candidates)} (items {max(lo, 0) + 1}..{hi})"
         return self.done(
             ExitCode.COMPILER_FAILURE,
@@ -455,7 +298,7 @@ class _Bisection:
         """4. One flat list (toggles, then each subsystem's applications) and one binary
         search for the shortest enabled prefix that still fails; 5. confirmation."""
         b = self.b
-        items = self.items = _items(culprit_stage, counts)
+        items = self.items = items_of(culprit_stage, counts)
         found: dict[str, Any] = dict(
             subsystem=None,
             application=None,
@@ -475,21 +318,21 @@ class _Bisection:
             return {
                 "stage": stage_arg,
                 "gate": gate,
-                "bisect": _prefix_config(culprit_stage, items, k),
+                "bisect": prefix_config(culprit_stage, items, k),
             }
 
         def fails(pts: list[int]) -> list[bool]:
             return b.probe_many(
                 [
                     (
-                        f"enable {p} of {len(items)} ({_describe(items[p - 1]) if p else 'none'})",
+                        f"enable {p} of {len(items)} ({describe(items[p - 1]) if p else 'none'})",
                         config(p),
                     )
                     for p in pts
                 ]
             )
 
-        k = _bisect_first(-1, len(items), fails, b.jobs, self.track)
+        k = bisect_first(-1, len(items), fails, b.jobs, self.track)
         if k == 0:
             found["detail"] = (
                 "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"
@@ -532,9 +375,3 @@ class _Bisection:
         else:
             nxt += " -- " + " ".join(shlex.quote(c) for c in command)
         return nxt.strip()
-
-
-def _describe(item: Item) -> str:
-    if item.kind == "toggle":
-        return f"{item.name}"
-    return f"{item.name} #{item.index} {item.detail[:60]}"

@@ -303,25 +303,7 @@ def run_and_classify(
         from .debug_artifacts import index_debug_dir
 
         debug_index = index_debug_dir(debug_dir)
-    if out is None and exit_code != ExitCode.COMPILER_FAILURE and not records:
-        # a temporary directory holding nothing the user is told about: not kept
-        shutil.rmtree(run_dir, ignore_errors=True)
-        return RunReport(
-            graphs,
-            failures,
-            notes,
-            int(exit_code),
-            verdict,
-            explanation,
-            result.returncode,
-            result.seconds,
-            None,
-            command,
-            stage,
-            accuracy,
-            debug_index,
-            records,
-        )
+    keep = out is not None or exit_code == ExitCode.COMPILER_FAILURE or bool(records)
     report = RunReport(
         graphs=graphs,
         failures=failures,
@@ -331,14 +313,17 @@ def run_and_classify(
         explanation=explanation,
         returncode=result.returncode,
         seconds=result.seconds,
-        run_dir=run_dir,
+        run_dir=run_dir if keep else None,
         command=command,
         stage=stage,
         accuracy=accuracy,
         debug_index=debug_index,
         records=records,
     )
-    write_json(os.path.join(run_dir, "result.json"), report.to_json())
+    if keep:
+        write_json(os.path.join(run_dir, "result.json"), report.to_json())
+    else:  # a temporary directory holding nothing the user is told about
+        shutil.rmtree(run_dir, ignore_errors=True)
     return report
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -106,3 +107,63 @@ def test_script_failing_without_torch_is_exit_3(tmp_path):
     r = run_tcompile("run", "--json", "--out", str(tmp_path / "out"), str(s))
     assert r.returncode == 3, r.stderr
     assert json.loads(r.stdout)["verdict"] == "not-a-compiler-bug"
+
+
+def test_version_names_the_torch_found():
+    r = run_tcompile("--version")
+    assert r.returncode == 0
+    assert re.match(r"tcompile \d+\.\d+\.\d+ \(torch \S+, Python \S+\)$", r.stdout.strip())
+
+
+@pytest.mark.parametrize("command", ["run", "minify", "bisect", "replay", "explain"])
+def test_help_lists_exit_codes(command):
+    r = run_tcompile(command, "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "Exit codes: 0 " in text and "2 bad input" in text and "130 interrupted" in text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--timeout", "nan", "fixtures/clean.py"],
+        ["run", "--timeout", "inf", "fixtures/clean.py"],
+        ["minify", "--jobs", "1000000", "fixtures/clean.py"],
+        ["minify", "--after", "never", "fixtures/clean.py"],
+        ["replay"],
+        ["no-such-command"],
+    ],
+)
+def test_usage_errors_are_one_line(args):
+    r = run_tcompile(*args, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("tcompile: error: "), r.stderr
+
+
+def test_tcompile_option_after_script_is_warned(tmp_path):
+    s = tmp_path / "plain.py"
+    s.write_text("import sys; print(sys.argv[1:])\n")
+    r = run_tcompile("run", "--json", str(s), "--accuracy")
+    assert r.returncode == 0, r.stderr
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("tcompile: warning:")]
+    assert len(warnings) == 1 and "--accuracy" in warnings[0] and "before SCRIPT" in warnings[0]
+    assert "['--accuracy']" in r.stderr  # the script got it, as the contract says
+
+
+def test_clean_run_keeps_no_temporary_directory(tmp_path):
+    s = tmp_path / "plain.py"
+    s.write_text("print('hello')\n")
+    env = {"TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    r = run_tcompile("run", "--json", str(s), env=env)
+    assert r.returncode == 0 and json.loads(r.stdout)["run_dir"] is None
+    assert list((tmp_path / "tmp").glob("tcompile-run-*")) == []
+
+
+def test_piped_output_is_not_cut_to_80_columns(tmp_path):
+    s = tmp_path / "boom.py"
+    s.write_text("raise SystemExit('a' * 150)\n")
+    r = run_tcompile("run", "--out", str(tmp_path / "out"), str(s))
+    assert r.returncode == 3
+    assert any(len(line) > 120 for line in r.stdout.splitlines()), r.stdout

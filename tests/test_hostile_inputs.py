@@ -20,7 +20,6 @@ import pytest
 from click.testing import CliRunner
 
 from tcompile.compiler import record_format as rec
-from tcompile.compiler import trust
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -83,7 +82,9 @@ def _one_line_exit_2(result) -> bool:
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 _FIELDS = sorted(rec._TYPES) + ["written", "tcompile", "cwd"]
@@ -108,18 +109,25 @@ def malformed_records(draw, tmp: Path):
     if kind == "types":
         for key in draw(st.lists(st.sampled_from(_FIELDS), min_size=1, max_size=4)):
             meta[key] = draw(_JSON)
-        if not isinstance(meta.get("payload_bytes"), int) or isinstance(meta["payload_bytes"], bool):
+        if not isinstance(meta.get("payload_bytes"), int) or isinstance(
+            meta["payload_bytes"], bool
+        ):
             pass  # wrong on purpose
-        elif meta["payload_bytes"] == len(payload) and meta.get("payload_sha256") == rec.hashlib.sha256(payload).hexdigest():
+        elif (
+            meta["payload_bytes"] == len(payload)
+            and meta.get("payload_sha256") == rec.hashlib.sha256(payload).hexdigest()
+        ):
             meta["hmac"] = draw(st.text(max_size=70))  # a forged signature at least
         data = _record_bytes(meta, payload)
     elif kind == "sizes":
         meta["payload_bytes"] = draw(st.integers(min_value=-(2**40), max_value=2**40))
         data = _record_bytes(meta, payload)
     elif kind == "header":
-        first = draw(st.binary(max_size=40)) if draw(st.booleans()) else rec.MAGIC + b" " + draw(
-            st.text(string.printable, max_size=6)
-        ).encode()
+        first = (
+            draw(st.binary(max_size=40))
+            if draw(st.booleans())
+            else rec.MAGIC + b" " + draw(st.text(string.printable, max_size=6)).encode()
+        )
         data = first + b"\n" + draw(st.binary(max_size=200)) + b"\n" + payload
     elif kind == "unsigned":
         data = _record_bytes(meta, payload)  # valid but for the signature
@@ -131,7 +139,9 @@ def malformed_records(draw, tmp: Path):
 
 
 def _record_bytes(meta, payload) -> bytes:
-    return rec.MAGIC + b" %d\n" % rec.FORMAT + json.dumps(meta, default=str).encode() + b"\n" + payload
+    return (
+        rec.MAGIC + b" %d\n" % rec.FORMAT + json.dumps(meta, default=str).encode() + b"\n" + payload
+    )
 
 
 @SETTINGS
@@ -283,7 +293,9 @@ def malformed_launchers(draw):
         )
         return repr(data), kind
     if kind == "literal":
-        return draw(st.sampled_from(["[" * 2000, "__import__('os').system('touch X')", "{1: }", "f(x)"])), kind
+        return draw(
+            st.sampled_from(["[" * 2000, "__import__('os').system('touch X')", "{1: }", "f(x)"])
+        ), kind
     return draw(st.text(max_size=200)), kind
 
 
@@ -303,7 +315,7 @@ def test_fuzzed_launchers_are_one_line_exit_2(tmp_path, data):
 
 
 def test_launcher_data_files_outside_its_folder_are_refused(tmp_path):
-    from tcompile.repro.launcher import check_files, read_launcher
+    from tcompile.repro.launcher import read_launcher
 
     outside = tmp_path / "elsewhere.pt"
     outside.write_bytes(b"x")

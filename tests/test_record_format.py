@@ -133,7 +133,7 @@ def test_bad_records(tmp_path, tripwire_record):
     good, marker = tripwire_record
     whole = good.read_bytes()
     first, second, payload = whole.split(b"\n", 2)
-    newer = first.replace(b" 1", b" 9") + b"\n" + second + b"\n" + payload
+    newer = first.replace(b" %d" % rec.FORMAT, b" 9") + b"\n" + second + b"\n" + payload
     cases = [
         (tmp_path / "missing.pkl", ("not found",)),
         (_bad(tmp_path, "empty.pkl", b""), ("empty",)),

@@ -107,7 +107,10 @@ def test_torch_version_mismatch_warns_and_replays(closure_record, tmp_path):
     m["torch"] = "2.99.0"
     p = tmp_path / "other-torch.pkl"
     p.write_bytes(first + b"\n" + json.dumps(m).encode() + b"\n" + payload)
-    r, rep = _run_json("replay", "--json", "--out", str(tmp_path), str(p))
+    # altered by hand: its signature no longer verifies, so it replays only with --trust
+    refused = run_tcompile("replay", "--out", str(tmp_path), str(p))
+    assert refused.returncode == 2 and "--trust" in refused.stderr
+    r, rep = _run_json("replay", "--json", "--trust", "--out", str(tmp_path), str(p))
     warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("tcompile: warning:")]
     assert len(warnings) == 1 and "2.99.0" in warnings[0], r.stderr[-2000:]
     assert r.returncode == 1 and rep["outcome"] == "reproduced"
@@ -173,7 +176,9 @@ def test_reads_torch_own_records(tmp_path):
     [path] = found
     r, info = _run_json("replay", "--info", "--json", path)
     assert info["kind"] == "torch" and info["function"] == "f"
-    r, rep = _run_json("replay", "--json", "--out", str(tmp_path / "out"), path)
+    refused = run_tcompile("replay", "--out", str(tmp_path / "out"), path)
+    assert refused.returncode == 2 and "--trust" in refused.stderr  # torch's: never signed
+    r, rep = _run_json("replay", "--json", "--trust", "--out", str(tmp_path / "out"), path)
     # the frame fails the same way eagerly: the program's bug, not the compiler's
     assert r.returncode == 3, r.stderr[-2000:]
     assert rep["outcome"] == "not-a-compiler-bug"

@@ -81,9 +81,7 @@ def test_program_reading_stdin_gets_the_same_stdin_in_every_run(tmp_path):
         "    raise ValueError('bad input line: ' + data.strip())\n"
         "print('ok')\n"
     )
-    r = run_tcompile(
-        "run", "--json", "--out", str(tmp_path / "out"), str(script), stdin=b"boom\n"
-    )
+    r = run_tcompile("run", "--json", "--out", str(tmp_path / "out"), str(script), stdin=b"boom\n")
     doc = json.loads(r.stdout)
     assert r.returncode == 3, r.stderr
     assert doc["verdict"] == "not-a-compiler-bug"
@@ -204,7 +202,10 @@ def test_sigterm_during_minify_keeps_the_best_graph(tmp_path):
     assert saved["interrupted"] is True
     # every repro.py tcompile writes runs: it reproduces or not, it never errors (exit 2)
     run = subprocess.run(
-        [sys.executable, doc["repro"]], capture_output=True, text=True, timeout=600,
+        [sys.executable, doc["repro"]],
+        capture_output=True,
+        text=True,
+        timeout=600,
         stdin=subprocess.DEVNULL,
     )
     assert run.returncode in (0, 1), run.stdout + run.stderr

@@ -1,0 +1,149 @@
+"""The command group and the one path from a job to output and an exit code.
+
+:func:`finish` runs a job and turns its outcome into output (JSON or rich) and an exit
+code (compiler/exitcodes.py); :class:`Group` gives every error one format.  The
+commands themselves are main.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+
+from tcompile import __version__
+from tcompile.compiler.exitcodes import ExitCode, InternalError, UsageError
+
+from . import args
+
+
+def observer(quiet: bool = False) -> Any:
+    from .render import ConsoleObserver, console
+
+    return ConsoleObserver(console(stderr=True), quiet=quiet)
+
+
+def common(
+    out: str | None, timeout: float | None, as_json: bool, quiet: bool = False
+) -> dict[str, Any]:
+    """The keyword arguments every job takes the same way."""
+    return {"out": out, "timeout": timeout, "observer": observer(quiet), **args.streams(as_json)}
+
+
+def finish(
+    job: Callable[[], Any], *, as_json: bool, render: Callable[[Any, Any], None]
+) -> NoReturn:
+    """Run a job; print its report (JSON or rich) and exit with its exit code.  Bad
+    input is one line and exit 2; Ctrl-C (or SIGTERM) is exit 130."""
+    try:
+        report = job()
+    except UsageError as exc:
+        fail_usage(str(exc))
+    except InternalError as exc:
+        click.echo(f"tcompile: internal error: {exc}", err=True)
+        sys.exit(ExitCode.INTERNAL)
+    except KeyboardInterrupt:
+        click.echo("tcompile: interrupted", err=True)
+        sys.exit(ExitCode.INTERRUPTED)
+    try:
+        if as_json:
+            click.echo(json.dumps(report.to_json(), indent=2, default=str))
+        else:
+            from .render import console
+
+            render(report, console())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `tcompile run x.py | head -1`: the reader went away; the answer stands
+        quiet_stdout()
+    sys.exit(int(report.exit_code))
+
+
+def quiet_stdout() -> None:
+    """stdout's reader is gone: send the rest (and the flush at exit) nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def fail_usage(message: str) -> NoReturn:
+    click.echo(f"tcompile: error: {message}", err=True)
+    sys.exit(ExitCode.USAGE)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+class Group(click.Group):
+    """One error format: a usage error is ``tcompile: error: ...`` on one line (exit
+    2); an unexpected error of tcompile itself is one line and exit 4, with the
+    traceback kept in a file (a bug report for tcompile, not a crash in the user's face)."""
+
+    def main(self, *a: Any, **kw: Any) -> Any:  # type: ignore[override]
+        try:
+            return super().main(*a, standalone_mode=False, **kw)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+            sys.exit(ExitCode.USAGE)
+        except click.UsageError as exc:
+            hint = (
+                f" (see tcompile {exc.ctx.info_name} --help)" if exc.ctx and exc.ctx.parent else ""
+            )
+            fail_usage(one_line(exc.format_message()) + hint)
+        except click.ClickException as exc:
+            fail_usage(one_line(exc.format_message()))
+        except click.Abort:
+            click.echo("tcompile: interrupted", err=True)
+            sys.exit(ExitCode.INTERRUPTED)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (
+            click.exceptions.Exit,
+            click.ClickException,
+            click.Abort,
+            SystemExit,
+            KeyboardInterrupt,
+        ):
+            raise
+        except BrokenPipeError:  # `tcompile env | head`: the reader went away
+            quiet_stdout()
+            sys.exit(ExitCode.OK)
+        except Exception as exc:
+            import tempfile
+            import traceback
+
+            fd, path = tempfile.mkstemp(prefix="tcompile-internal-error-", suffix=".txt")
+            with os.fdopen(fd, "w") as f:
+                f.write(f"tcompile {__version__}\nargv: {sys.argv}\n\n")
+                traceback.print_exc(file=f)
+            click.echo(
+                f"tcompile: internal error: {type(exc).__name__}: {exc} (traceback in {path})",
+                err=True,
+            )
+            sys.exit(ExitCode.INTERNAL)
+
+
+def version() -> str:
+    """``tcompile X.Y.Z`` and the torch it found (read without importing torch)."""
+    from importlib import metadata
+
+    try:
+        found = f"torch {metadata.version('torch')}"
+    except metadata.PackageNotFoundError:
+        found = "torch not found"
+    return f"tcompile {__version__} ({found}, Python {sys.version.split()[0]})"
