@@ -37,8 +37,6 @@ from tcompile.compiler.protocol import (
 from tcompile.compiler.runner import new_run_dir, write_json
 from tcompile.compiler.signature import FailureSignature
 
-from .verify import repro_reproduces, verify_repro
-
 
 @dataclasses.dataclass
 class MinifyReport:
@@ -63,6 +61,12 @@ class MinifyReport:
     worker_restarts: int = 0
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     record: str | None = None  # a capture failure's frame, for `tcompile replay`
+    repro_form: str | None = None  # short | long (the long form carries tcompile's helpers)
+    repro_lines: int | None = None
+    repro_bytes: int | None = None
+    sidecar: bool = False  # real input values too large to embed, beside the repro
+    kernel: str | None = None  # inductor's generated code for the minimal graph
+    inputs: dict[str, Any] | None = None  # input shrinking: numel before/after, calls, seconds
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -291,13 +295,28 @@ def minify_captured(job: _Job) -> MinifyReport:
                     stage=meta["stage"],
                     launcher=launcher,
                 )
+            shrunk = None
+            if not result.stopped and not job.real_inputs:
+                shrunk = _shrink(job, pool, result, meta, interrupts.event)
     finally:
         pool.close()
     job.observer.status(
         f"minified {result.nodes_before} -> {result.nodes_after} nodes in {result.calls} "
         "calls; writing and verifying repro.py"
     )
-    repro, verified, eager_ok, use_real, cut = _write_and_verify(job, result, meta)
+    from .artifacts import write_verified
+
+    art = write_verified(
+        job.run_dir,
+        gm=result.gm,
+        inputs=result.inputs,
+        shrunk=shrunk,
+        signature=str(job.signature),
+        accuracy=job.accuracy,
+        meta=meta,
+        real_only=job.real_inputs,
+    )
+    repro, verified, cut = art.repro, art.verified, art.interrupted
     interrupted = result.stopped or cut
     write_json(
         job.run_dir / "minify.json",
@@ -309,6 +328,12 @@ def minify_captured(job: _Job) -> MinifyReport:
             "verified": verified,
             "interrupted": interrupted,
             "repro": str(repro),
+            "repro_form": art.form,
+            "repro_lines": art.lines,
+            "repro_bytes": art.bytes,
+            "sidecar": art.sidecar,
+            "kernel": art.kernel,
+            "inputs": _inputs_json(shrunk),
         },
     )
     return job.report(
@@ -320,8 +345,14 @@ def minify_captured(job: _Job) -> MinifyReport:
         nodes_after=result.nodes_after,
         calls=result.calls,
         verified=verified,
-        eager_passes=eager_ok,
-        real_inputs=use_real,
+        eager_passes=art.eager_passes,
+        real_inputs=art.real_inputs,
+        repro_form=art.form,
+        repro_lines=art.lines,
+        repro_bytes=art.bytes,
+        sidecar=art.sidecar,
+        kernel=art.kernel,
+        inputs=_inputs_json(shrunk),
         graph_kind=job.graph_kind,
         stage=meta["stage"],
         interrupted=interrupted,
@@ -395,45 +426,35 @@ def _search(
         )
 
 
-def _write_and_verify(
-    job: _Job, result: Any, meta: dict[str, Any]
-) -> tuple[Path, bool, bool | None, bool, bool]:
-    """repro.py with seeded random inputs; with the real values when those do not
-    reproduce.  (path, verified, eager passes, real inputs used, interrupted)
+def _shrink(job: _Job, pool: Any, result: Any, meta: dict[str, Any], stop: threading.Event) -> Any:
+    """The minimal graph's inputs, shrunk with the same workers (shrink.py)."""
+    import torch
 
-    An interrupt (Ctrl-C, SIGTERM) while verifying keeps the repro written so far and
-    reports it as not verified."""
-    repro = job.run_dir / "repro.py"
+    from tcompile.minifier.verdict import Verdict
 
-    def write(real: bool) -> None:
-        from .writer import write_repro
+    from .shrink import shrink_inputs
 
-        write_repro(
-            repro,
-            gm=result.gm,
-            inputs=result.inputs,
-            signature=str(job.signature),
-            stage=meta["stage"],
-            accuracy=job.accuracy,
-            meta=meta,
-            command=job.command_for_repro or job.command,
-            real_inputs=real,
+    job.observer.status("shrinking the inputs of the minimal graph")
+    t0 = time.monotonic()
+    with torch.set_grad_enabled(meta.get("grad_enabled", True)):
+        shrunk = shrink_inputs(
+            result.gm,
+            result.inputs,
+            lambda g, i: pool.evaluate(g, i)[0] is Verdict.SAME_FAILURE,
+            stop=stop.is_set,
         )
+    shrunk.seconds = time.monotonic() - t0  # type: ignore[attr-defined]
+    return shrunk
 
-    attempts = (True,) if job.real_inputs else (False, True)
-    write(attempts[0])  # a repro exists before anything can interrupt its check
-    use_real, verified, eager_ok = attempts[0], False, None
-    try:
-        for n, attempt in enumerate(attempts):
-            use_real = attempt
-            if n:
-                write(attempt)
-            verified = verify_repro(repro, str(job.signature))
-            if verified:
-                break
-        if verified:
-            eager_ok = not repro_reproduces(repro, backend="eager")
-            verified = bool(eager_ok)
-    except KeyboardInterrupt:
-        return repro, False, None, use_real, True
-    return repro, verified, eager_ok, use_real, False
+
+def _inputs_json(shrunk: Any) -> dict[str, Any] | None:
+    if shrunk is None:
+        return None
+    return {
+        "numel_before": shrunk.numel_before,
+        "numel_after": shrunk.numel_after,
+        "values": shrunk.values,
+        "calls": shrunk.calls,
+        "seconds": round(getattr(shrunk, "seconds", 0.0), 2),
+        "steps": shrunk.steps,
+    }

@@ -24,14 +24,18 @@ _NO_TCOMPILE = (
 
 
 def repro_output(
-    repro: Path, backend: str | None = None, timeout: float = 900
+    repro: Path, backend: str | None = None, timeout: float = 900, cache_dir: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """Run a repro as a stranger would.  ``cache_dir``: inductor's cache for this run
+    alone (a cache that cannot lie, and where the generated code can be found)."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("TCOMPILE", "TORCHINDUCTOR_", "TORCH_COMPILE"))
     }
     env.pop("PYTHONPATH", None)
+    if cache_dir is not None:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
     args = [sys.executable, "-c", _NO_TCOMPILE, str(Path(repro).resolve())] + (
         ["--backend", backend] if backend else []
     )
@@ -58,10 +62,35 @@ def repro_output(
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
-def verify_repro(repro: Path, signature: str) -> bool:
-    proc = repro_output(repro)
-    want = f"REPRODUCED: {signature}"
-    return proc.returncode == 1 and any(line.strip() == want for line in proc.stdout.splitlines())
+def verify_repro(repro: Path, signature: str, cache_dir: Path | None = None) -> bool:
+    """It prints ``REPRODUCED: <signature>`` of the same failure (failure-identity as
+    tcompile decides it: for a crash, the signal) and exits 1."""
+    from tcompile.compiler.signature import FailureSignature
+
+    proc = repro_output(repro, cache_dir=cache_dir)
+    if proc.returncode != 1:
+        return False
+    want = parse_signature(signature)
+    for line in proc.stdout.splitlines():
+        if line.strip().startswith("REPRODUCED: "):
+            got = parse_signature(line.strip()[len("REPRODUCED: ") :])
+            if want is not None and got is not None and FailureSignature.matches(want, got):
+                return True
+            if line.strip() == f"REPRODUCED: {signature}":
+                return True
+    return False
+
+
+def parse_signature(text: str) -> object | None:
+    """``stage/kind: ExcType[: message]`` back into a FailureSignature."""
+    from tcompile.compiler.signature import FailureSignature
+
+    head, sep, rest = text.partition(": ")
+    stage, slash, kind = head.partition("/")
+    if not sep or not slash:
+        return None
+    exc_type, _, message = rest.partition(": ")
+    return FailureSignature(stage, kind, exc_type, message)
 
 
 def repro_reproduces(repro: Path, backend: str | None = None) -> bool:

@@ -1,367 +1,237 @@
-"""repro.py: a standalone script that shows the bug with only torch installed.
+"""repro.py, the short form: what a maintainer reads in ten seconds.
 
-Layout of the generated file (DESIGN.md mechanism 9): a header saying where it comes
-from; the configuration that differs from torch's defaults; the user's backend or
-pass, when the failure needs one; the minimal module; its inputs; the compile call;
-and the check.  The helpers that judge accuracy and name failures are copied from
-tcompile's own source (inspect.getsource), so the repro and tcompile agree exactly.
+A header (the failure, the versions: no paths, no user or host names), the
+configuration that differs from torch's defaults, the user's backend or pass when the
+failure needs one, the minimal module, its inputs (inputs.py), and a check made of
+only the pieces this failure needs (snippets.py).  It prints ``REPRODUCED:
+<signature>`` and exits 1, or ``NOT REPRODUCED`` and exits 0; ``--backend eager``
+runs the same check with another backend.
 
-The check runs in a child process of the repro itself, so a failure that kills the
-process (a C++ throw in generated code) is still reported: exit 1 and
-``REPRODUCED: <signature>``, or exit 0 and ``NOT REPRODUCED``.
+A Dynamo-level graph only: an AOT-level graph, or a short repro that does not
+reproduce, falls back to the long form (writer_full.py).
 """
 
 from __future__ import annotations
 
 import datetime
-import inspect
 import os
-import textwrap
+import re
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.fx as fx
-
 from tcompile.compiler import accuracy as _acc
 from tcompile.compiler import signature as _sig
-from tcompile.compiler.configs import AOT_COMPILE_SOURCE, config_source
+from tcompile.compiler.configs import config_source
+from tcompile.compiler.crash import _DYING_WORDS
 
-from .environment import environment
+from . import snippets
+from .inputs import InputSpec, compact_source
+from .module import module_source
 
-INLINE_LIMIT = 64  # elements: larger real inputs go to a sidecar file
-
-
-def module_source(gm: fx.GraphModule) -> tuple[str, list[str]]:
-    """The class definition of the minimal module, and the import lines it needs."""
-    code = gm.graph.python_code(root_module="self")
-    body = textwrap.indent(code.src.strip("\n"), "    ")
-    imports: list[str] = []
-    for name, value in sorted(code.globals.items()):
-        if name in ("torch", "inf", "nan", "NoneType", "device"):
-            continue
-        mod = getattr(value, "__module__", None)
-        qual = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
-        if mod and qual and "." not in qual and mod != "builtins":
-            imports.append(f"from {mod} import {qual} as {name}")
-        elif isinstance(value, type(os)):
-            imports.append(f"import {value.__name__} as {name}")
-    return f"class Repro(torch.nn.Module):\n{body}\n", imports
+SIDECAR_SUFFIX = "_inputs.pt"
 
 
-def _tensor_literal(t: torch.Tensor) -> str:
-    return f"torch.tensor({t.detach().cpu().tolist()!r}, dtype={t.dtype})"
+def _header(env: dict[str, Any], signature: str) -> str:
+    git = str(env.get("torch_git") or "?")[:10]
+    return (
+        "#!/usr/bin/env python3\n"
+        f"# A torch.compile failure, minimized by tcompile {env['tcompile']} on "
+        f"{datetime.date.today().isoformat()}:\n"
+        f"#   {signature}\n"
+        f"# torch {env['torch']} (git {git}), CUDA {env['cuda'] or 'none'}, GPU {env['gpu'] or 'none'}, "
+        f"Python {env['python']}, {env['os']}\n"
+        "# python repro.py [--backend eager]: exit 1 + REPRODUCED: <failure>, or 0 + NOT REPRODUCED\n"
+    )
 
 
-def inputs_source(
-    inputs: list[Any], real: bool, sidecar: Path | None
-) -> tuple[str, list[Any] | None]:
-    """make_inputs(): seeded random inputs with the exact metadata, or real values."""
-    lines = ["def make_inputs():", "    g = torch.Generator().manual_seed(0)", "    return ["]
-    to_save: list[Any] = []
-    for i, x in enumerate(inputs):
-        if isinstance(x, torch.Tensor):
-            meta = (
-                f"{tuple(x.shape)!r}, {tuple(x.stride())!r}, {x.dtype}, {str(x.device)!r}, "
-                f"{bool(x.requires_grad)}"
-            )
-            if real and x.numel() <= INLINE_LIMIT:
-                lines.append(f"        _place({_tensor_literal(x)}, {meta}),")
-            elif real:
-                to_save.append(x.detach().cpu())
-                lines.append(f"        _place(_SIDECAR[{len(to_save) - 1}], {meta}),")
-            else:
-                lines.append(f"        _rand({meta}, g),")
-        else:
-            lines.append(f"        {x!r},")
-        del i
-    lines.append("    ]")
-    src = "\n".join(lines) + "\n"
-    if to_save:
-        assert sidecar is not None
-        src = (
-            f"_SIDECAR = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "
-            f"{sidecar.name!r}), weights_only=True)\n\n\n"
-        ) + src
-    return src, (to_save or None)
+def _scrubs() -> str:
+    items = ", ".join(f"({p.pattern!r}, {r!r})" for p, r in _sig._SCRUBS)
+    return f"SCRUBS = [{items}]"
 
 
-def _helpers() -> str:
-    """Accuracy and signature helpers, copied from tcompile's own modules."""
-    parts = [
-        "_SCRUBS = " + _scrubs_literal(),
-        inspect.getsource(_sig.normalize_message),
-        inspect.getsource(_sig.root_cause),
-        inspect.getsource(_sig._qualified_type),
-        "CUDA_FATAL = " + repr(_sig.CUDA_FATAL),
-        inspect.getsource(_sig.cuda_fatal_message),
-        "_STRICT_TOL = " + repr(_acc._STRICT_TOL),
-        f"MULTIPLIER = {_acc.MULTIPLIER!r}",
-        inspect.getsource(_acc.Outcome).replace(
-            "@dataclasses.dataclass\n", "@dataclasses.dataclass\n"
-        ),
-        inspect.getsource(_acc.Mismatch),
-        inspect.getsource(_acc.RngState),
-        inspect.getsource(_acc.clone_input),
-        inspect.getsource(_acc.flatten),
-        inspect.getsource(_acc.run_with_grads),
-        inspect.getsource(_acc._rmse),
-        inspect.getsource(_acc._rms),
-        inspect.getsource(_acc._eps),
-        inspect.getsource(_acc.compare_tensor),
-        inspect.getsource(_acc.compare),
-        inspect.getsource(_acc.to_float64),
-    ]
-    return "\n\n".join(p.strip("\n") for p in parts) + "\n"
+def _kind(signature: str) -> tuple[str, str]:
+    """(stage, kind) of a signature's text ``stage/kind: ...``."""
+    head = signature.split(": ", 1)[0]
+    stage, _, kind = head.partition("/")
+    return stage, kind
 
 
-def _scrubs_literal() -> str:
-    items = ", ".join(f"(re.compile({p.pattern!r}), {r!r})" for p, r in _sig._SCRUBS)
-    return f"[{items}]"
-
-
-_TEMPLATE = '''\
-#!/usr/bin/env python3
-"""Minimal reproduction of a torch.compile failure, written by tcompile {tcompile}.
-
-  failure:  {signature}
-  command:  {command}
-  written:  {written}
-  torch {torch} (git {torch_git}), CUDA {cuda}, GPU {gpu}
-  Python {python}, {os}
-
-Needs only torch.  Run it from anywhere:
-  python repro.py                    exit 1 and "REPRODUCED: <signature>" if the bug shows,
-                                     exit 0 and "NOT REPRODUCED" otherwise
-  python repro.py --backend eager    the same check with the eager backend
-"""
-from __future__ import annotations
-
-import dataclasses
-import math
-import os
-import re
-import subprocess
-import sys
-
-from typing import Any
-
-import torch
-{imports}
-
-EXPECTED = {expected!r}
-STAGE = {stage!r}
-ACCURACY = {accuracy!r}  # off | loose | strict
-COMPILE_KWARGS = {compile_kwargs}
-DYNAMIC = {dynamic!r}  # the program's torch.compile(dynamic=...)
-GRAD_ENABLED = {grad_enabled!r}  # the program's grad mode when the graph ran
-FORWARD_KIND = {forward_kind!r}  # set for an AOT-level graph: which one it was
-LEVEL = {level!r}  # dynamo: a Dynamo graph, compiled by torch.compile; aot: an AOT graph
-{aot_import}
-
-# inductor configuration that differs from torch's defaults
-{config_lines}
-{extra_source}
-
-{module_src}
-
-{inputs_src}
-
-def check(backend):
-    """The signature of the failure if it shows, else None."""
-    mod = Repro()
-    inputs = make_inputs()
-    rng = RngState()
-    ref = run_with_grads(mod, inputs)
-    rng.restore()
-    forward_kind = FORWARD_KIND or ("forward" if ref.grads else "inference")
-    kwargs = dict(COMPILE_KWARGS)
-    if backend != STAGE:
-        kwargs = {{}}
-    kind = "compile"
-
-    def _sig_text(kind, real):  # as tcompile prints a signature (no ': ' before no message)
-        fatal = cuda_fatal_message(real)  # a kernel faulted: the CUDA context is dead
-        if fatal:
-            return f"{{STAGE}}/crash: CUDAError: {{normalize_message(fatal)}}"
-        message = normalize_message(str(real))
-        return f"{{STAGE}}/{{kind}}: {{_qualified_type(real)}}" + (f": {{message}}" if message else "")
-
-    if LEVEL == "aot" and backend == STAGE:
-        # an AOT graph: compiled the way inductor compiles the graphs it is handed
-        gm = torch.fx.symbolic_trace(mod)
-        with torch.no_grad():
-            ref = Outcome(flatten(mod(*[clone_input(x) for x in inputs])), [])
-            try:
-                compiled = compile_fx_inner(gm, [clone_input(x) for x in inputs])
-                kind = "runtime"
-                res = Outcome(flatten(compiled([clone_input(x) for x in inputs])), [])
-            except Exception as exc:
-                real = root_cause(exc)
-                return _sig_text(kind, real)
-    else:
-        compiled = torch.compile(mod, backend=backend, dynamic=DYNAMIC, **kwargs)
-    try:
-        if not (LEVEL == "aot" and backend == STAGE):
-            res = run_with_grads(compiled, inputs)
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()  # a kernel that faults shows here, not later
-    except Exception as exc:  # compile errors surface at the first call
-        real = root_cause(exc)
-        if type(exc).__name__ != "BackendCompilerFailed" and real is exc:
-            kind = "runtime"
-        return _sig_text(kind, real)
-    finally:
-        rng.restore()
-    if ACCURACY != "off":
-        strict = ACCURACY == "strict"
-        fp64 = None
-        if not strict:
-            try:
-                fp64 = run_with_grads(to_float64(mod), inputs, dtype=torch.float64)
-            except Exception:
-                fp64 = None
-        mismatch = compare(ref, res, fp64, strict=strict)
-        if mismatch is not None:
-            graph_kind = "backward" if mismatch.where.startswith("grad") else forward_kind
-            exc_type = "StrictAccuracyError" if strict else "AccuracyError"
-            where = mismatch.where.split()[0]
-            if FORWARD_KIND == "backward":  # an AOT backward graph: its outputs are gradients
-                graph_kind, where = "backward", "grad"
-            return f"{{STAGE}}/accuracy: {{exc_type}}: {{graph_kind}} {{where}} differs from eager"
-    return None
-
-
-def main():
-    backend = STAGE
-    if "--backend" in sys.argv:
-        backend = sys.argv[sys.argv.index("--backend") + 1]
-    if "--child" in sys.argv:  # runs the check; may die with the bug (a C++ throw aborts)
-        with torch.set_grad_enabled(GRAD_ENABLED):
-            sig = check(BACKEND_FUNCTIONS.get(backend, backend))
-        print("@@" + ("REPRODUCED: " + sig if sig else "NOT REPRODUCED"), flush=True)
-        return 0
-    args = [sys.executable, os.path.abspath(__file__), "--child", "--backend", backend]
-    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sys.stderr.write(proc.stderr)
-    for line in proc.stdout.splitlines():
-        if line.startswith("@@"):
-            print(line[2:])
-            return 1 if line.startswith("@@REPRODUCED") else 0
-        print(line)
-    if proc.returncode >= 0:  # a Python error in the check itself, not the bug
-        print(f"ERROR: the check failed (exit status {{proc.returncode}}); see the messages above")
-        return 2
-    # the check process was killed by a signal: a crash, as a C++ throw in generated code does
-    import signal as _signal
-    sig = _signal.Signals(-proc.returncode).name
-    why = next((ln.strip() for ln in proc.stderr.splitlines()
-                if any(k in ln for k in ("terminate called", "Segmentation fault", "Aborted",
-                                         "Fatal Python error", "illegal memory"))), "")
-    message = normalize_message(why or f"process killed by {{sig}}")
-    print(f"REPRODUCED: {{STAGE}}/crash: {{sig}}: {{message}}")
-    return 1
-
-
-# ---- helpers (copied from tcompile, so that repro and tool judge alike) ----------
-
-{helpers}
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
-
-
-def _place_helpers() -> str:
-    return '''
-def _rand(shape, stride, dtype, device, requires_grad, g):
-    """Seeded random values laid out with the exact shape, stride, dtype and device."""
-    n = 1 + sum((s - 1) * st for s, st in zip(shape, stride) if s > 0) if all(shape) else 0
-    if dtype.is_floating_point or dtype.is_complex:
-        flat = torch.randn(n, generator=g, dtype=torch.float64).to(dtype)
-    elif dtype == torch.bool:
-        flat = torch.randint(0, 2, (n,), generator=g).bool()
-    else:
-        flat = torch.randint(0, 16, (n,), generator=g).to(dtype)
-    t = torch.as_strided(flat.to(device), shape, stride)
-    return t.requires_grad_(requires_grad) if t.is_floating_point() else t
-
-
-def _place(values, shape, stride, dtype, device, requires_grad):
-    """Real values laid out with the exact shape, stride, dtype and device."""
-    t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-    t.copy_(values.reshape(shape))
-    return t.requires_grad_(requires_grad) if t.is_floating_point() else t
-'''
-
-
-def write_repro(
-    path: Path,
+def short_repro(
     *,
-    gm: fx.GraphModule,
-    inputs: list[Any],
+    gm: Any,
+    specs: list[InputSpec],
+    sidecar: list[Any],
     signature: str,
-    stage: str,
     accuracy: str,
     meta: dict[str, Any],
-    command: list[str],
-    real_inputs: bool,
-) -> Path:
-    """Write repro.py (and a sidecar of real input values when they are large)."""
-    env = environment()
-    module_src, imports = module_source(gm)
-    sidecar = path.with_name(path.stem + "_inputs.pt")
-    inputs_src, to_save = inputs_source(inputs, real_inputs, sidecar)
+    env: dict[str, Any],
+) -> str | None:
+    """The text of a short repro.py, or None when this failure needs the long form."""
+    if meta.get("level", "dynamo") != "dynamo":
+        return None
+    stage, kind = _kind(signature)
+    checking = kind == "accuracy"
+    cuda = any(s.device.startswith("cuda") for s in specs if s.kind == "tensor")
+    random_ops = checking and _acc.has_random_ops(gm)
+    module_src, imports = module_source(gm, real=bool(sidecar) or _real(specs), sidecar=sidecar)
     config_lines, extra = config_source(meta.get("config") or {})
-    backend_fn = ""
-    functions = "{}"
-    if meta.get("backend_source") and stage == meta.get("user_backend"):
-        backend_fn = meta["backend_source"]
-        functions = f"{{{stage!r}: {stage}}}"
-    compile_kwargs: dict[str, Any] = {}
+    own = meta.get("backend_source") if stage == meta.get("user_backend") else None
+    kwargs = _compile_kwargs(meta, accuracy, stage, gm, specs)
+    uses_signature = not checking and kind != "crash"
+
+    out = [_header(env, signature)]
+    std = (
+        ["sys"]
+        + (["os"] if sidecar else [])
+        + (["re"] if uses_signature or kind == "crash" else [])
+    )
+    std += ["signal", "subprocess"] if kind == "crash" else []
+    out.append("".join(f"import {m}\n" for m in sorted(std)) + "\nimport torch\n")
+    out.append("".join(f"{i}\n" for i in imports))
+    out.append(f"\nSTAGE = {stage!r}\n")
+    out.append(
+        'BACKEND = sys.argv[sys.argv.index("--backend") + 1] if "--backend" in sys.argv else STAGE\n'
+    )
+    if kwargs:
+        out.append(f"KWARGS = {kwargs!r} if BACKEND == STAGE else {{}}\n")
+    if uses_signature or kind == "crash":
+        out.append(_scrubs() + "\n")
+    if uses_signature:
+        out.append('WRAPPERS = ("BackendCompilerFailed", "InductorError")\n')
+    if kind == "crash":
+        out.append(f"DYING = {_DYING_WORDS!r}\n")
+    if sidecar:
+        out.append(
+            "SIDECAR = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "
+            f"{'repro' + SIDECAR_SUFFIX!r}), weights_only=True)\n"
+        )
+    if meta.get("grad_enabled", True) is False:
+        out.append("torch.set_grad_enabled(False)  # as in the program when the graph ran\n")
+    if config_lines.strip():
+        out.append(config_lines.rstrip() + "\n")
+    for src in (extra, own):
+        if src:
+            out.append("\n\n" + src.strip() + "\n")
+    out.append("\n\n" + module_src.rstrip() + "\n")
+    out.append("\n\n" + compact_source(specs))
+    out.append(
+        "\n\n" + _check(kind, accuracy, cuda, random_ops, bool(kwargs), own, meta, signature)
+    )
+    helpers = []
+    if uses_signature:
+        helpers.append(snippets.SIGNATURE)
+    if kind == "crash":
+        helpers.append(snippets.SCRUB)
+    if checking:
+        helpers.append(snippets.STRICT if accuracy == "strict" else snippets.LOOSE)
+        helpers.append(snippets.GRADS if _backward(signature) else snippets.NO_GRADS)
+    for h in helpers:
+        out.append(h)
+    out.append(snippets.CRASH_MAIN if kind == "crash" else snippets.MAIN)
+    return re.sub(r"\n{3,}", "\n\n", "".join(out))  # one blank line between definitions
+
+
+def _backward(signature: str) -> bool:
+    """An accuracy failure in a gradient: the check computes gradients too."""
+    return "backward grad" in signature
+
+
+def _real(specs: list[InputSpec]) -> bool:
+    return any(s.kind == "tensor" and s.fill in ("values", "sidecar") for s in specs)
+
+
+def _compile_kwargs(
+    meta: dict[str, Any], accuracy: str, stage: str, gm: Any, specs: list[InputSpec]
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    dynamic = meta.get("dynamic")
+    if dynamic is None and any(s.kind == "size" for s in specs):
+        dynamic = True  # the graph had symbolic sizes: keep them symbolic
+    if dynamic is not None:
+        kwargs["dynamic"] = dynamic
     if meta.get("mode") and meta["mode"] != "default":
-        compile_kwargs["mode"] = meta["mode"]
+        kwargs["mode"] = meta["mode"]
     options = _acc.with_fallback_random(
         meta.get("options"), checking=accuracy != "off", stage=stage, gm=gm
     )
-    if options and "mode" not in compile_kwargs:
-        compile_kwargs["options"] = options
-    extra_source = "\n\n".join(x for x in (extra, backend_fn) if x)
-    text = _TEMPLATE.format(
-        tcompile=env["tcompile"],
-        signature=signature,
-        command=" ".join(command),
-        written=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        torch=env["torch"],
-        torch_git=env["torch_git"],
-        cuda=env["cuda"] or "none",
-        gpu=env["gpu"] or "none",
-        python=env["python"],
-        os=env["os"],
-        imports="\n".join(imports),
-        expected=signature,
-        stage=stage,
-        accuracy=accuracy,
-        compile_kwargs=repr(compile_kwargs),
-        dynamic=meta.get("dynamic"),
-        grad_enabled=meta.get("grad_enabled", True),
-        forward_kind=meta.get("forward_kind") if meta.get("level") == "aot" else None,
-        level=meta.get("level", "dynamo"),
-        aot_import=AOT_COMPILE_SOURCE if meta.get("level") == "aot" else "",
-        config_lines=config_lines,
-        extra_source=(extra_source + "\n") if extra_source else "",
-        module_src=module_src,
-        inputs_src=inputs_src + "\n" + _place_helpers(),
-        helpers=_helpers(),
+    if options and "mode" not in kwargs:
+        kwargs["options"] = options
+    return kwargs
+
+
+def _check(
+    kind: str,
+    accuracy: str,
+    cuda: bool,
+    random_ops: bool,
+    kwargs: bool,
+    own: str | None,
+    meta: dict[str, Any],
+    signature: str,
+) -> str:
+    backend = "BACKEND"
+    if own:
+        fn = meta.get("user_backend")
+        backend = f"{fn} if BACKEND == STAGE else BACKEND"
+    call = f"torch.compile(mod, backend={backend}{', **KWARGS' if kwargs else ''})"
+    sync = "        torch.cuda.synchronize()  # a kernel that faults shows here\n" if cuda else ""
+    if kind == "crash":  # the check dies of the bug (a C++ throw aborts); main tells
+        return (
+            "def check():\n"
+            "    mod, inputs = Repro(), make_inputs()\n"
+            f"    {call}(*inputs)\n"
+            f"{sync.replace('        ', '    ')}"
+            "    return None\n"
+        )
+    if kind != "accuracy":
+        return (
+            "def check():\n"
+            "    mod, inputs = Repro(), make_inputs()\n"
+            "    try:\n"
+            f"        {call}(*inputs)\n"
+            f"{sync}"
+            "    except Exception as exc:  # compile errors surface at the first call\n"
+            "        wrapped = type(exc).__name__ in WRAPPERS or hasattr(exc, 'inner_exception')\n"
+            '        return signature("compile" if wrapped else "runtime", exc)\n'
+            "    return None\n"
+        )
+    strict = accuracy == "strict"
+    seed = (
+        "    torch.manual_seed(0)  # random ops draw the same numbers (fallback_random)\n"
+        if random_ops
+        else ""
     )
-    text = text.replace(
-        "BACKEND_FUNCTIONS.get(backend, backend)", f"{functions}.get(backend, backend)"
+    what = signature.split(": ")[-1]  # "inference output differs from eager", ...
+    pick = "grads" if _backward(signature) else "outs"
+    exact = (
+        "ref"
+        if strict
+        else f"run(Repro().to(torch.float64), inputs, torch.float64)[{int(pick == 'grads')}]"
     )
+    return (
+        "def check():\n"
+        "    mod, inputs = Repro(), make_inputs()\n"
+        f"{seed}"
+        f"    ref = run(mod, inputs)[{int(pick == 'grads')}]\n"
+        f"{seed}"
+        f"    res = run({call}, inputs)[{int(pick == 'grads')}]\n"
+        f"{sync.replace('        ', '    ')}"
+        f"    exact = {exact}\n"
+        "    if any(differs(a, b, c) for a, b, c in zip(ref, res, exact)):\n"
+        f'        return f"{{STAGE}}/accuracy: {"StrictAccuracyError" if strict else "AccuracyError"}: {what}"\n'
+        "    return None\n"
+    )
+
+
+def write_text(path: Path, text: str, sidecar: list[Any] | None = None) -> Path:
+    """Atomically, after checking it parses; the sidecar (if any) beside it."""
+    import torch
+
     compile(text, str(path), "exec")  # never write a script that does not parse
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
-    if to_save:
-        torch.save(to_save, sidecar)
+    if sidecar:
+        torch.save(sidecar, path.with_name(path.stem + SIDECAR_SUFFIX))
     os.replace(tmp, path)
     os.chmod(path, 0o755)
     return path

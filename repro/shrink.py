@@ -1,0 +1,192 @@
+"""Shrinking a minimal graph's inputs, judged by the same workers and oracle as the graph.
+
+After the graph is minimal, its inputs are often the program's: large, and real
+values that would have to be embedded.  In order, each step kept only if the same
+failure still shows:
+
+1. seeded random values (inputs.py) instead of the real ones;
+2. smaller shapes, every tensor at once: each distinct size is replaced everywhere it
+   appears (tensors that broadcast together stay compatible) by 1, else halved while
+   the failure still shows; then each dimension of each tensor on its own;
+3. when random values do not reproduce, the real values are sliced to the smaller
+   shapes, embedded when small (``INLINE_LIMIT`` elements), else kept in a sidecar.
+
+Rank, dtype, device, layout (contiguous, channels-last, permuted, strided) and
+requires_grad are kept; integer inputs draw from the range their real values had, so
+indices stay valid; the sizes of a dynamic-shape graph (SymInt inputs) follow the
+tensors they measure.  A budget of oracle calls bounds the extra time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from .inputs import INLINE_LIMIT, InputSpec, build, spec_of, total_numel, with_values
+
+Oracle = Callable[[Any, list[Any]], bool]  # True: the same failure shows
+
+
+@dataclasses.dataclass
+class Shrunk:
+    specs: list[InputSpec]
+    sidecar: list[Any]  # real values too large to embed, in the order specs name them
+    calls: int
+    numel_before: int
+    numel_after: int
+    values: str  # "random" | "inline" | "sidecar"
+    steps: list[str]
+
+
+class _Search:
+    def __init__(self, gm: Any, oracle: Oracle, budget: int, stop: Callable[[], bool]) -> None:
+        self.gm, self.oracle, self.budget, self.stop = gm, oracle, budget, stop
+        self.calls = 0
+        self.steps: list[str] = []
+
+    def fails(self, inputs: list[Any], what: str) -> bool:
+        if self.calls >= self.budget or self.stop():
+            return False
+        self.calls += 1
+        try:
+            ok = bool(self.oracle(self.gm, inputs))
+        except Exception:
+            ok = False
+        if ok:
+            self.steps.append(what)
+        return ok
+
+
+def shrink_inputs(
+    gm: Any,
+    inputs: list[Any],
+    oracle: Oracle,
+    *,
+    budget: int = 40,
+    stop: Callable[[], bool] = lambda: False,
+) -> Shrunk:
+    """Smaller inputs on which ``oracle`` still shows the failure (never larger)."""
+    import torch
+
+    search = _Search(gm, oracle, budget, stop)
+    real = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
+    specs = [spec_of(x, inputs, i) for i, x in enumerate(inputs)]
+    before = total_numel(specs)
+    if search.fails(build(specs), "seeded random values"):
+        shapes = _shrink_shapes(
+            search, [s.shape for s in specs], lambda sh: build(_reshape(specs, sh))
+        )
+        final = _reshape(specs, shapes)
+        return Shrunk(final, [], search.calls, before, total_numel(final), "random", search.steps)
+
+    def real_at(shapes: list[tuple[int, ...]]) -> list[Any]:
+        return [_slice(x, sh) if isinstance(x, torch.Tensor) else x for x, sh in zip(real, shapes)]
+
+    def real_inputs(shapes: list[tuple[int, ...]]) -> list[Any]:
+        sliced = real_at(shapes)
+        out = []
+        for x, spec in zip(sliced, specs):
+            if spec.kind == "size":  # a SymInt follows the tensor it measures
+                i, d = spec.values
+                out.append(shapes[i][d])
+            else:
+                out.append(x)
+        return out
+
+    shapes = _shrink_shapes(search, [s.shape for s in specs], real_inputs)
+    small = real_at(shapes)
+    final, sidecar = [], []
+    for spec, x, sh in zip(specs, small, shapes):
+        if spec.kind != "tensor":
+            final.append(spec)
+            continue
+        spec = spec.with_shape(sh) if spec.layout != "strided" or sh != spec.shape else spec
+        if x.numel() <= INLINE_LIMIT:
+            final.append(with_values(spec, x))
+        else:
+            from .inputs import real_values
+
+            sidecar.append(real_values(spec, x).clone())
+            final.append(with_values(spec, x, sidecar_index=len(sidecar) - 1))
+    return Shrunk(
+        final,
+        sidecar,
+        search.calls,
+        before,
+        total_numel(final),
+        "sidecar" if sidecar else "inline",
+        search.steps,
+    )
+
+
+def _reshape(specs: list[InputSpec], shapes: list[tuple[int, ...]]) -> list[InputSpec]:
+    return [
+        s.with_shape(sh) if s.kind == "tensor" and sh != s.shape else s
+        for s, sh in zip(specs, shapes)
+    ]
+
+
+def _slice(x: Any, shape: tuple[int, ...]) -> Any:
+    """The leading block of ``x`` with ``shape`` (its layout kept)."""
+    if tuple(x.shape) == tuple(shape):
+        return x
+    return x[tuple(slice(0, n) for n in shape)]
+
+
+def _shrink_shapes(
+    search: _Search,
+    shapes: list[tuple[int, ...]],
+    make: Callable[[list[tuple[int, ...]]], list[Any]],
+) -> list[tuple[int, ...]]:
+    """Smaller shapes on which the failure still shows: each distinct size everywhere
+    at once (to 1, else halved while it fails), then each dimension on its own."""
+    current = [tuple(s) for s in shapes]
+
+    def attempt(candidate: list[tuple[int, ...]], what: str) -> bool:
+        nonlocal current
+        if candidate == current:
+            return False
+        try:
+            inputs = make(candidate)
+        except Exception:  # a shape the graph cannot take is not a candidate
+            return False
+        if search.fails(inputs, what):
+            current = candidate
+            return True
+        return False
+
+    def everywhere(old: int, new: int) -> list[tuple[int, ...]]:
+        return [tuple(new if n == old else n for n in sh) for sh in current]
+
+    for size in sorted({n for sh in current for n in sh if n > 1}, reverse=True):
+        _halve(size, everywhere, attempt)
+    for i, sh in enumerate(list(current)):
+        for d in range(len(sh)):
+
+            def one_dim(old: int, new: int, i: int = i, d: int = d) -> list[tuple[int, ...]]:
+                out = list(current)
+                dims = list(out[i])
+                dims[d] = new
+                out[i] = tuple(dims)
+                return out
+
+            _halve(current[i][d], one_dim, attempt)
+    return current
+
+
+def _halve(
+    size: int,
+    change: Callable[[int, int], list[tuple[int, ...]]],
+    attempt: Callable[[list[tuple[int, ...]], str], bool],
+) -> None:
+    """Try ``size`` -> 1; else halve while the failure still shows."""
+    if size <= 1:
+        return
+    if attempt(change(size, 1), f"size {size} -> 1"):
+        return
+    while size > 2:
+        new = size // 2
+        if not attempt(change(size, new), f"size {size} -> {new}"):
+            return
+        size = new

@@ -1,0 +1,115 @@
+"""The pieces a short repro.py is assembled from; each goes in only when the failure
+needs it (an accuracy check for an accuracy failure, gradients when a gradient
+differs, a child process when the bug kills the process, ...).
+
+They restate, in a few lines each, how tcompile names and judges a failure
+(compiler/signature.py, compiler/accuracy.py); tests/test_repro_short.py checks that
+they agree with tcompile on a battery of exceptions and tensors.  When a short repro
+does not reproduce in a fresh interpreter, the job falls back to the long form
+(writer_full.py), which carries tcompile's own helpers.
+"""
+
+from __future__ import annotations
+
+# How tcompile names a failure: stage/kind: ExcType: the error's first line, scrubbed of
+# addresses, paths, hashes and numbers (signature.py: root_cause, normalize_message).
+SIGNATURE = """
+def signature(kind, exc):  # as tcompile names a failure: stage/kind: type: first line, scrubbed
+    while isinstance(inner := getattr(exc, "inner_exception", None) or getattr(exc, "real_exception", None)
+                     or (exc.__cause__ if type(exc).__name__ in WRAPPERS else None), BaseException):
+        exc = inner  # the real error inside torch's wrappers (BackendCompilerFailed, InductorError)
+    mod, name = type(exc).__module__, type(exc).__name__
+    name = name if mod in ("builtins", "__main__") else f"{mod.rsplit('.', 1)[-1]}.{name}"
+    text = next((ln for ln in str(exc).strip().splitlines() if ln.strip()), "")
+    for pattern, repl in SCRUBS:
+        text = re.sub(pattern, repl, text)
+    text = text.strip()[:300]
+    return f"{STAGE}/{kind}: {name}" + (f": {text}" if text else "")
+"""
+
+# How tcompile judges compiled numbers (accuracy.py, non-strict): worse than eager
+# against a float64 reference by more than 3x eager's error plus 16 ulp.
+LOOSE = """
+def differs(ref, res, ref64):  # tcompile's rule: RMSE to float64 over 3x eager's + 16 ulp
+    if ref.shape != res.shape or ref.dtype != res.dtype or not ref.is_floating_point():
+        return ref.shape != res.shape or ref.dtype != res.dtype or not torch.equal(ref, res)
+    finite = ref.isfinite()
+    if not torch.equal(finite, res.isfinite()):
+        return True
+    exact = ref64.double()[finite]
+    rms = lambda d: d.pow(2).mean().sqrt().item() if d.numel() else 0.0  # noqa: E731
+    ulp = 16 * torch.finfo(ref.dtype).eps * rms(exact) + 1e-30
+    return rms(res.double()[finite] - exact) > 3 * rms(ref.double()[finite] - exact) + ulp
+"""
+
+STRICT = """
+def differs(ref, res, ref64):  # tcompile's strict rule: torch.testing's tolerances against eager
+    try:
+        torch.testing.assert_close(res, ref, equal_nan=True, check_device=False)
+        return False
+    except AssertionError:
+        return True
+"""
+
+# outputs, and the gradients of a fixed random projection of them (accuracy.run_with_grads)
+GRADS = """
+def run(fn, inputs, dtype=None):  # gradients of a fixed random projection of the outputs
+    args = [x.detach().clone().to(dtype or x.dtype).requires_grad_(x.requires_grad)
+            if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
+    outs = [o for o in fn(*args) if torch.is_tensor(o) and o.requires_grad and o.is_floating_point()]
+    g = torch.Generator().manual_seed(1234)
+    loss = sum((o * torch.randn(o.shape, generator=g, dtype=torch.float64).to(o)).sum() for o in outs)
+    leaves = [a for a in args if torch.is_tensor(a) and a.requires_grad]
+    return [], [x for x in torch.autograd.grad(loss, leaves, allow_unused=True) if x is not None]
+"""
+
+NO_GRADS = """
+def run(fn, inputs, dtype=None):  # the outputs, on private copies of the inputs
+    args = [x.detach().clone().to(dtype or x.dtype).requires_grad_(x.requires_grad)
+            if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
+    return [o.detach() for o in fn(*args) if torch.is_tensor(o)], []
+"""
+
+# A failure that kills the process (a C++ throw in generated code, a CUDA fault): the
+# check runs in a child; a signal is the identity (crash.py), plus the dying words.
+CRASH_MAIN = """
+if __name__ == "__main__":
+    if "--child" in sys.argv:  # the check itself: it may die of the bug
+        sig = check()
+        print("@@" + (f"REPRODUCED: {sig}" if sig else "NOT REPRODUCED"), flush=True)
+        sys.exit(0)
+    proc = subprocess.run([sys.executable, __file__, "--child", *sys.argv[1:]],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = [ln[2:] for ln in proc.stdout.splitlines() if ln.startswith("@@")]
+    if proc.returncode < 0:  # killed by a signal: the crash
+        why = next((ln.strip() for ln in proc.stderr.splitlines() if any(w in ln for w in DYING)), "")
+        said = [f"REPRODUCED: {STAGE}/crash: {signal.Signals(-proc.returncode).name}: "
+                + scrub(why or f"process killed by {signal.Signals(-proc.returncode).name}")]
+    print(said[0] if said else f"ERROR: the check failed:\\n{proc.stderr[-2000:]}")
+    sys.exit(1 if said and said[0].startswith("REPRODUCED") else 0 if said else 2)
+"""
+
+SCRUB = """
+def scrub(text):  # tcompile's normalize_message: addresses, paths, hashes, numbers
+    for pattern, repl in SCRUBS:
+        text = re.sub(pattern, repl, text)
+    return text.strip()[:300]
+"""
+
+MAIN = """
+if __name__ == "__main__":
+    try:
+        sig = check()
+    except Exception as exc:  # not the failure being shown: never "reproduced"
+        sys.exit(print(f"ERROR: the check itself failed: {type(exc).__name__}: {exc}") or 2)
+    print(f"REPRODUCED: {sig}" if sig else "NOT REPRODUCED")
+    sys.exit(1 if sig else 0)
+"""
+
+DYING = (
+    "terminate called",
+    "Segmentation fault",
+    "Aborted",
+    "Fatal Python error",
+    "illegal memory",
+)
