@@ -29,6 +29,7 @@ from .options import (
     only_option,
     out_option,
     program_argument,
+    report_option,
     timeout_option,
 )
 
@@ -313,6 +314,7 @@ def env(as_json: bool) -> None:
     help="Minify from a minifier_launcher.py this user's tcompile did not sign: its data "
     "files are pickles, which execute code when loaded.",
 )
+@report_option
 @json_option
 @out_option
 @program_argument
@@ -326,6 +328,7 @@ def minify(
     timeout: float | None,
     real_inputs: bool,
     trust: bool,
+    write_report: bool,
     as_json: bool,
     out: str | None,
     argv: tuple[str, ...],
@@ -349,7 +352,7 @@ def minify(
                 observer=app.observer(),
                 trust=trust,
             )
-        return run_minify(
+        report = run_minify(
             args.program(argv, backend),
             after=after,
             accuracy=accuracy,
@@ -360,6 +363,11 @@ def minify(
             real_inputs=real_inputs,
             **app.common(out, timeout, as_json),
         )
+        if write_report and report.run_dir:
+            from tcompile.repro.report import report_after
+
+            report.report = report_after(report.run_dir, minify=report)
+        return report
 
     from .render import minify_result
 
@@ -372,6 +380,7 @@ def minify(
 @timeout_option("Time limit for each run of the program: kill it")
 @jobs_option("Runs of the program in parallel")
 @click.option("--minify", "then_minify", is_flag=True, help="Go on to minify the culprit graph.")
+@report_option
 @json_option
 @out_option
 @program_argument
@@ -381,6 +390,7 @@ def bisect(
     timeout: float | None,
     jobs: int,
     then_minify: bool,
+    write_report: bool,
     as_json: bool,
     out: str | None,
     argv: tuple[str, ...],
@@ -409,6 +419,10 @@ def bisect(
                 **then,
                 **app.common(report.run_dir, timeout, as_json),
             ).to_json()
+        if write_report and report.run_dir:
+            from tcompile.repro.report import report_after
+
+            report.report = report_after(report.run_dir, bisect=report)
         return report
 
     from .render import bisect_result
@@ -418,3 +432,48 @@ def bisect(
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+@main.command(context_settings=PROGRAM, epilog=exit_codes("report"))
+@accuracy_options()
+@timeout_option("Time limit for each run of the program: kill it")
+@jobs_option("Workers / runs of the program in parallel")
+@click.option(
+    "--max-bugs",
+    type=click.IntRange(min=1, max=50),
+    default=3,
+    show_default=True,
+    help="Bisect and minify at most this many distinct failures.",
+)
+@json_option
+@out_option
+@program_argument
+def report(
+    accuracy: str,
+    timeout: float | None,
+    jobs: int,
+    max_bugs: int,
+    as_json: bool,
+    out: str | None,
+    argv: tuple[str, ...],
+) -> None:
+    """Run, bisect and minify SCRIPT [ARGS] (or -- COMMAND ...); write report.md for a bug report.
+
+    One section per distinct failure: a title, what goes wrong, the repro inline with
+    its output, the bisect result, the generated code, and the versions.
+    """
+
+    def job() -> Any:
+        from tcompile.repro.report import run_report
+
+        return run_report(
+            args.command_from_args(argv),
+            accuracy=accuracy,
+            jobs=jobs,
+            max_bugs=max_bugs,
+            **app.common(out, timeout, as_json),
+        )
+
+    from .render import report_result
+
+    app.finish(job, as_json=as_json, render=report_result)

@@ -76,6 +76,12 @@ only_option = click.option(
 match_option = click.option(
     "--match", default=None, help="Only the failure whose signature matches this regex."
 )
+report_option = click.option(
+    "--report",
+    "write_report",
+    is_flag=True,
+    help="Also write report.md, ready for a PyTorch bug report (see tcompile report).",
+)
 # SCRIPT [ARGS]... or -- COMMAND [ARGS]...: everything after SCRIPT is the script's
 program_argument = click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 
@@ -158,13 +164,14 @@ _CODES = {
     "minify": "0 no compiler failure (nothing written); 1 a failure was minified (or could not be)",
     "replay": "0 the frame runs without a failure; 1 it fails (the same failure or another)",
     "explain": "0 the report was made (whatever the program did)",
+    "report": "0 no compiler failure (nothing to report); 1 report.md was written",
 }
 
 
 def exit_codes(command: str) -> str:
     """The epilog of a command's --help: its exit codes."""
     rest = "2 bad input (a script, a flag, a file); "
-    if command in ("run", "bisect", "minify", "replay"):
+    if command in ("run", "bisect", "minify", "replay", "report"):
         rest += "3 the program fails the same way without torch.compile: not a compiler bug; "
     rest += "4 tcompile itself failed; 130 interrupted (Ctrl-C, SIGTERM)"
     return f"\b\nExit codes: {_CODES[command]};\n{rest}."

@@ -105,15 +105,21 @@ def graphs_table(graphs: list[dict[str, Any]]) -> Table:
 
 
 def failures_table(failures: list[Any]) -> Table:
+    """One row per distinct failure (same signature), with where and how often."""
+    from tcompile.compiler.failure import group
+
     table = Table(title="Failures", title_justify="left", show_lines=True)
     for col in ("graph", "kind", "signature", "error"):
         table.add_column(col)
-    for f in failures:
-        graph = "-" if f.graph is None else str(f.graph)
-        if f.graph_kind and f.graph_kind != "dynamo":
-            graph += f" {f.graph_kind}"
-        msg = "\n".join((f.message or "").splitlines()[:3])
-        table.add_row(graph, f.kind, Text(f.text), Text(msg))
+    for g in group(failures):
+        where = ", ".join(str(x) for x in g["graphs"]) or "-"
+        kinds = [k for k in g["graph_kinds"] if k != "dynamo"]
+        if kinds:
+            where += f" {'/'.join(kinds)}"
+        if g["count"] > 1:
+            where += f"\n({g['count']} times)"
+        msg = "\n".join(ln[:200] for ln in (g["message"] or "").splitlines()[:3])
+        table.add_row(where, g["kind"], Text(g["signature"]), Text(msg))
     return table
 
 
@@ -419,3 +425,17 @@ def _records(records: list[dict[str, Any]], console: Console) -> None:
             f"  replay only that frame: [bold]tcompile replay {r['path']}[/bold]",
             highlight=False,
         )
+
+
+def report_result(report: Any, console: Console) -> None:
+    console.print()
+    if not report.report:
+        console.print(Text(report.message))
+        _files(report.run_dir, console)
+        return
+    console.print(Text(report.title or "", style="bold"))
+    for k, bug in enumerate(report.bugs, 1):
+        mini = bug.get("minify") or {}
+        state = "verified" if mini.get("verified") else "NOT verified" if mini.get("repro") else "-"
+        console.print(Text(f"  {k}. {bug['title']}  (repro: {mini.get('repro') or '-'}, {state})"))
+    console.print(Text(f"report: {report.report} ({report.characters} characters)"))

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .classify import base_counts, run_and_classify
+from .classify import RunReport, base_counts, run_and_classify
 from .exitcodes import ExitCode
 from .failure import Failure
 from .observer import NullObserver, Observer
@@ -64,6 +64,7 @@ class BisectReport:
     record: str | None = None  # a capture failure's frame, for `tcompile replay`
     interrupted: bool = False  # stopped by Ctrl-C / SIGTERM: the narrowest answer so far
     candidates: list[str] | None = None  # interrupted: the culprit is one of these
+    report: str | None = None  # --report: report.md
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -87,15 +88,35 @@ def run_bisect(
     observer: Observer | None = None,
     stdout: Any = None,
     stderr: Any = None,
+    baseline: RunReport | None = None,
 ) -> BisectReport:
-    """``tcompile bisect``: baseline, stage, graph, inside the stage, confirmation."""
+    """``tcompile bisect``: baseline, stage, graph, inside the stage, confirmation.
+    ``baseline``: a run already made with :func:`baseline_run` (``tcompile report``
+    bisects each distinct failure of one run)."""
     observer = observer or NullObserver()
     run_dir = Path(new_run_dir(out, "bisect"))
     b = Bisector(
         command, accuracy=accuracy, timeout=timeout, jobs=jobs, run_dir=run_dir, observer=observer
     )
     job = _Bisection(b, command, accuracy, match, stdout, stderr)
-    return job.run()
+    return job.run(baseline)
+
+
+def baseline_run(
+    command: list[str], *, out: str, accuracy: str, timeout: float | None, stdout: Any, stderr: Any
+) -> RunReport:
+    """The program as it is, counting inductor's subsystem applications as it goes
+    (no limits: it runs exactly as a plain run)."""
+    return run_and_classify(
+        command,
+        out=out,
+        accuracy=accuracy,
+        timeout=timeout,
+        observer=NullObserver(),
+        stdout=stdout,
+        stderr=stderr,
+        bisect={"limits": {}, "toggles": {}},
+    )
 
 
 class _Bisection:
@@ -133,25 +154,25 @@ class _Bisection:
             **kw,
         )
 
-    def run(self) -> BisectReport:
+    def run(self, base: RunReport | None = None) -> BisectReport:
         b = self.b
         # 1. baseline
-        b.observer.status("baseline: the program as it is")
-        base = run_and_classify(
-            self.command,
-            out=str(b.run_dir),
-            accuracy=self.accuracy,
-            timeout=b.timeout,
-            observer=NullObserver(),
-            stdout=self.stdout,
-            stderr=self.stderr,
-            bisect={"limits": {}, "toggles": {}},
-        )
-        b.runs += 2 if os.path.isdir(os.path.join(base.run_dir, "plain")) else 1  # + plain run
+        reused = base is not None
+        if base is None:
+            b.observer.status("baseline: the program as it is")
+            base = baseline_run(
+                self.command,
+                out=str(b.run_dir),
+                accuracy=self.accuracy,
+                timeout=b.timeout,
+                stdout=self.stdout,
+                stderr=self.stderr,
+            )
+            b.runs += 2 if os.path.isdir(os.path.join(base.run_dir, "plain")) else 1  # + plain
         b.steps.append(
             {
-                "run": 1,
-                "what": "baseline (the program's own backend)",
+                "run": 0 if reused else 1,
+                "what": "baseline (the program's own backend)" + (", shared" if reused else ""),
                 "failed": bool(base.failures),
                 "seconds": round(base.seconds, 2),
             }

@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from .crash import crash_message, signal_name
 from .exitcodes import ExitCode, InternalError
-from .failure import Failure
+from .failure import Failure, group
 from .observer import NullObserver, Observer
 from .protocol import STOP_EXIT, Event, HookConfig, read_events
 from .runner import ProcessResult, new_run_dir, run_process, write_json
@@ -45,6 +45,7 @@ class RunReport:
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
         out["failures"] = [f.to_json() for f in self.failures]
+        out["groups"] = group(self.failures)
         return out
 
 
@@ -297,7 +298,10 @@ def run_and_classify(
     if failures:
         verdict, exit_code = "compiler-failure", ExitCode.COMPILER_FAILURE
         kinds = sorted({f.kind for f in failures})
+        bugs = len(group(failures))
         explanation = f"{len(failures)} compiler failure(s): {', '.join(kinds)}"
+        if bugs < len(failures):
+            explanation += f" ({bugs} distinct)"
     debug_index = None
     if debug_dir:
         from .debug_artifacts import index_debug_dir

@@ -70,3 +70,28 @@ class Failure:
                 for k in ("pid", "phase", "user_stack", "record", "not_a_compiler_bug")
             },
         )
+
+
+def group(failures: list[Failure]) -> list[dict[str, Any]]:
+    """Failures with the same signature (across graphs, processes, ranks) as one bug:
+    its count and where it showed, in order of first appearance."""
+    groups: dict[str, dict[str, Any]] = {}
+    for f in failures:
+        g = groups.setdefault(
+            f.text,
+            {
+                "signature": f.text,
+                "kind": f.kind,
+                "stage": f.stage,
+                "count": 0,
+                "graphs": [],
+                "graph_kinds": [],
+                "pids": [],
+                "message": f.message,
+            },
+        )
+        g["count"] += 1
+        for key, value in (("graphs", f.graph), ("graph_kinds", f.graph_kind), ("pids", f.pid)):
+            if value is not None and value not in g[key]:
+                g[key].append(value)
+    return list(groups.values())

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .inputs import INLINE_LIMIT, InputSpec, real_values, spec_of, with_values
-from .verify import repro_reproduces, verify_repro
+from .verify import check_repro, repro_reproduces
 from .writer import SIDECAR_SUFFIX, short_repro, write_text
 from .writer_full import full_repro
 
@@ -31,6 +31,11 @@ class Artifacts:
     bytes: int = 0
     kernel: str | None = None  # the generated code beside the repro
     interrupted: bool = False
+    output: str = ""  # what the verified repro printed
+    device: str = "cpu"
+    # the long form with the program's real inputs (what tcompile wrote before short
+    # repros and input shrinking): lines, bytes, sidecar, input elements
+    before: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def real_specs(inputs: list[Any]) -> tuple[list[InputSpec], list[Any]]:
@@ -74,6 +79,22 @@ def write_verified(
         ]
     specs, sidecar = real_specs(inputs)
     candidates += [("short", specs, sidecar), ("long", specs, sidecar)]
+    long_text = full_repro(
+        stage=meta["stage"],
+        gm=gm,
+        specs=specs,
+        sidecar=list(sidecar),
+        signature=signature,
+        accuracy=accuracy,
+        meta=meta,
+        env=env,
+    )
+    before = {
+        "lines": long_text.count("\n"),
+        "bytes": len(long_text.encode()),
+        "sidecar": bool(sidecar),
+        "numel": sum(s.numel for s in specs),
+    }
     art = Artifacts(repro)
     cache = run_dir / "verify-cache"
     written = False
@@ -105,9 +126,12 @@ def write_verified(
                 sidecar=bool(side),
                 lines=text.count("\n"),
                 bytes=len(text.encode()),
+                before=before,
             )
             shutil.rmtree(cache, ignore_errors=True)
-            if verify_repro(repro, signature, cache_dir=cache):
+            ok, art.output = check_repro(repro, signature, cache_dir=cache)
+            art.device = next((s.device for s in specs if s.kind == "tensor"), "cpu")
+            if ok:
                 art.eager_passes = not repro_reproduces(repro, backend="eager")
                 art.verified = bool(art.eager_passes)
                 if art.verified:

@@ -67,6 +67,11 @@ class MinifyReport:
     sidecar: bool = False  # real input values too large to embed, beside the repro
     kernel: str | None = None  # inductor's generated code for the minimal graph
     inputs: dict[str, Any] | None = None  # input shrinking: numel before/after, calls, seconds
+    ops: list[str] | None = None  # the ops of the minimal graph (its culprit, for one node)
+    device: str | None = None  # where the repro's tensors live
+    repro_output: str | None = None  # what the verified repro printed
+    report: str | None = None  # --report: report.md
+    repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -305,6 +310,7 @@ def minify_captured(job: _Job) -> MinifyReport:
         "calls; writing and verifying repro.py"
     )
     from .artifacts import write_verified
+    from .kernel import graph_ops
 
     art = write_verified(
         job.run_dir,
@@ -334,6 +340,7 @@ def minify_captured(job: _Job) -> MinifyReport:
             "sidecar": art.sidecar,
             "kernel": art.kernel,
             "inputs": _inputs_json(shrunk),
+            "repro_before": art.before,
         },
     )
     return job.report(
@@ -353,6 +360,10 @@ def minify_captured(job: _Job) -> MinifyReport:
         sidecar=art.sidecar,
         kernel=art.kernel,
         inputs=_inputs_json(shrunk),
+        repro_before=art.before,
+        ops=graph_ops(result.gm),
+        device=art.device,
+        repro_output=art.output.strip() or None,
         graph_kind=job.graph_kind,
         stage=meta["stage"],
         interrupted=interrupted,
@@ -442,6 +453,8 @@ def _shrink(job: _Job, pool: Any, result: Any, meta: dict[str, Any], stop: threa
             result.inputs,
             lambda g, i: pool.evaluate(g, i)[0] is Verdict.SAME_FAILURE,
             stop=stop.is_set,
+            # a bounded share of the whole job: at most half the graph search (or 20 s)
+            seconds=max(20.0, 0.5 * result.seconds),
         )
     shrunk.seconds = time.monotonic() - t0  # type: ignore[attr-defined]
     return shrunk

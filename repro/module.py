@@ -20,8 +20,17 @@ from .inputs import INLINE_LIMIT, real_values, spec_of, tensor_expr, with_values
 
 def _imports(code: Any) -> list[str]:
     imports: list[str] = []
+    known = {
+        "inf": "from math import inf",
+        "nan": "from math import nan",
+        "device": "from torch import device",
+        "NoneType": "NoneType = type(None)",
+    }
     for name, value in sorted(code.globals.items()):
-        if name in ("torch", "inf", "nan", "NoneType", "device"):
+        if name == "torch":
+            continue
+        if name in known:
+            imports.append(known[name])
             continue
         mod = getattr(value, "__module__", None)
         qual = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
@@ -30,6 +39,11 @@ def _imports(code: Any) -> list[str]:
         elif isinstance(value, type(os)):
             imports.append(f"import {value.__name__} as {name}")
     return imports
+
+
+def _bound(line: str) -> str:
+    """The name an import line (or ``X = ...``) binds."""
+    return line.split(" = ")[0] if " = " in line else line.split()[-1]
 
 
 def _attr_targets(gm: Any) -> list[str]:
@@ -88,7 +102,7 @@ def module_source(
         body = "def __init__(self):\n" + "".join(f"    {ln}\n" for ln in init) + "\n" + body
     text = f"class {name}(torch.nn.Module):\n{textwrap.indent(body, '    ')}\n"
     source = "\n\n\n".join([*classes, text])
-    used = [i for i in imports if re.search(rf"\b{re.escape(i.split()[-1])}\b", source)]
+    used = [i for i in imports if re.search(rf"\b{re.escape(_bound(i))}\b", source)]
     return source, used
 
 

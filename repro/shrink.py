@@ -20,6 +20,7 @@ tensors they measure.  A budget of oracle calls bounds the extra time.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,13 +41,18 @@ class Shrunk:
 
 
 class _Search:
-    def __init__(self, gm: Any, oracle: Oracle, budget: int, stop: Callable[[], bool]) -> None:
+    def __init__(
+        self, gm: Any, oracle: Oracle, budget: int, stop: Callable[[], bool], deadline: float | None
+    ) -> None:
         self.gm, self.oracle, self.budget, self.stop = gm, oracle, budget, stop
+        self.deadline = deadline
         self.calls = 0
         self.steps: list[str] = []
 
     def fails(self, inputs: list[Any], what: str) -> bool:
         if self.calls >= self.budget or self.stop():
+            return False
+        if self.deadline is not None and time.monotonic() > self.deadline:
             return False
         self.calls += 1
         try:
@@ -65,11 +71,14 @@ def shrink_inputs(
     *,
     budget: int = 40,
     stop: Callable[[], bool] = lambda: False,
+    seconds: float | None = None,
 ) -> Shrunk:
-    """Smaller inputs on which ``oracle`` still shows the failure (never larger)."""
+    """Smaller inputs on which ``oracle`` still shows the failure (never larger).
+    At most ``budget`` oracle calls, and no new call after ``seconds``."""
     import torch
 
-    search = _Search(gm, oracle, budget, stop)
+    deadline = None if seconds is None else time.monotonic() + seconds
+    search = _Search(gm, oracle, budget, stop, deadline)
     real = [x.detach() if isinstance(x, torch.Tensor) else x for x in inputs]
     specs = [spec_of(x, inputs, i) for i, x in enumerate(inputs)]
     before = total_numel(specs)

@@ -65,9 +65,18 @@ def repro_output(
 def verify_repro(repro: Path, signature: str, cache_dir: Path | None = None) -> bool:
     """It prints ``REPRODUCED: <signature>`` of the same failure (failure-identity as
     tcompile decides it: for a crash, the signal) and exits 1."""
+    return check_repro(repro, signature, cache_dir)[0]
+
+
+def check_repro(repro: Path, signature: str, cache_dir: Path | None = None) -> tuple[bool, str]:
+    """(verified, what the repro printed on stdout)."""
+    proc = repro_output(repro, cache_dir=cache_dir)
+    return _reproduced(proc, signature), proc.stdout
+
+
+def _reproduced(proc: subprocess.CompletedProcess[str], signature: str) -> bool:
     from tcompile.compiler.signature import FailureSignature
 
-    proc = repro_output(repro, cache_dir=cache_dir)
     if proc.returncode != 1:
         return False
     want = parse_signature(signature)

@@ -183,6 +183,7 @@ def test_sigterm_during_minify_keeps_the_best_graph(tmp_path):
                 *tcompile_cmd(),
                 "minify",
                 "--json",
+                "--accuracy",
                 "--out",
                 str(tmp_path / "out"),
                 str(FIXTURES / "block_accuracy.py"),

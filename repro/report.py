@@ -1,0 +1,296 @@
+"""``tcompile report``: a bug report ready for PyTorch's issue tracker.
+
+One run finds every failure; failures with the same signature are one bug (across
+graphs and processes).  Each bug (up to ``max_bugs``) is bisected -- reusing that run
+as the baseline -- and minified; ``report.md`` then has, per bug, the shape PyTorch's
+bug template asks for: a title (``[inductor] relu gives wrong results on CPU``), "Describe the
+bug" in a few sentences, the repro inline with its output, the bisect result with the
+``TORCH_BISECT_*`` variables to show good and bad by hand, the generated code around
+the culprit; and once, "Versions".  Kept under GitHub's body limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler.bisection import baseline_run, run_bisect
+from tcompile.compiler.exitcodes import ExitCode
+from tcompile.compiler.failure import group
+from tcompile.compiler.observer import NullObserver, Observer
+from tcompile.compiler.runner import new_run_dir
+
+GITHUB_LIMIT = 65_536  # characters in an issue body
+_TAGS = {
+    "eager": "dynamo",
+    "aot_eager": "aot_autograd",
+    "aot_eager_decomp_partition": "decompositions",
+    "inductor": "inductor",
+}
+
+
+@dataclasses.dataclass
+class Report:
+    exit_code: int
+    message: str
+    report: str | None = None  # report.md
+    title: str | None = None
+    bugs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    versions: dict[str, Any] = dataclasses.field(default_factory=dict)
+    run_dir: str | None = None
+    seconds: float = 0.0
+    characters: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def run_report(
+    command: list[str],
+    *,
+    accuracy: str = "off",
+    timeout: float | None = None,
+    jobs: int = 1,
+    max_bugs: int = 3,
+    out: str | None = None,
+    observer: Observer | None = None,
+    stdout: Any = None,
+    stderr: Any = None,
+) -> Report:
+    from .minify_job import run_minify
+
+    observer = observer or NullObserver()
+    t0 = time.monotonic()
+    run_dir = Path(new_run_dir(out, "report"))
+    observer.status("running the program once: every graph, every failure")
+    base = baseline_run(
+        command, out=str(run_dir), accuracy=accuracy, timeout=timeout, stdout=stdout, stderr=stderr
+    )
+    if base.exit_code != ExitCode.COMPILER_FAILURE:
+        return Report(
+            base.exit_code, base.explanation, run_dir=str(run_dir), seconds=time.monotonic() - t0
+        )
+    bugs = []
+    common = dict(
+        accuracy=accuracy,
+        timeout=timeout,
+        jobs=jobs,
+        out=str(run_dir),
+        stdout=stdout,
+        stderr=stderr,
+    )
+    for g in group(base.failures)[:max_bugs]:
+        bug = dict(g)
+        first = next(f for f in base.failures if f.text == g["signature"])
+        bug.update(graph=first.graph, graph_kind=first.graph_kind, record=first.record)
+        if first.graph is not None:
+            observer.status(f"bisecting: {g['signature']}")
+            bis = run_bisect(
+                command, match=_match(g["signature"]), observer=observer, baseline=base, **common
+            )
+            bug["bisect"] = bis.to_json()
+            observer.status(f"minifying: {g['signature']}")
+            args = bis.minify_args() or {"graph": first.graph, "backend": None}
+            mini = run_minify(
+                command, match=_match(g["signature"]), observer=observer, **args, **common
+            )
+            bug["minify"] = mini.to_json()
+        bugs.append(bug)
+    return write_report(run_dir, bugs, base_seconds=time.monotonic() - t0)
+
+
+def _match(signature: str) -> str:
+    """The failure whatever stage shows it (bisect may name a lower one)."""
+    return re.escape(signature.split("/", 1)[-1])
+
+
+def write_report(run_dir: Path, bugs: list[dict[str, Any]], *, base_seconds: float = 0.0) -> Report:
+    from .environment import full_environment
+
+    versions = versions_of(full_environment())
+    for bug in bugs:
+        bug["title"] = title(bug)
+        bug["description"] = describe(bug)
+    parts = []
+    if len(bugs) == 1:
+        parts.append(f"# {bugs[0]['title']}\n\n" + section(bugs[0], level="###"))
+    else:
+        parts.append(f"# torch.compile: {len(bugs)} bugs in one program\n")
+        for k, bug in enumerate(bugs, 1):
+            parts.append(
+                f"## Bug {k} of {len(bugs)}: {bug['title']}\n\n" + section(bug, level="###")
+            )
+    parts.append(
+        "### Versions\n\n```\n" + "\n".join(f"{k}: {v}" for k, v in versions.items()) + "\n```\n"
+    )
+    text = "\n".join(parts)
+    if len(text) > GITHUB_LIMIT:
+        note = "\n\n(cut to GitHub's limit: the full report is report.md beside the repro)\n"
+        text = text[: GITHUB_LIMIT - len(note)] + note
+    path = run_dir / "report.md"
+    path.write_text(text)
+    return Report(
+        ExitCode.COMPILER_FAILURE,
+        f"{len(bugs)} bug(s) reported in {path}",
+        report=str(path),
+        title=bugs[0]["title"] if bugs else None,
+        bugs=bugs,
+        versions=versions,
+        run_dir=str(run_dir),
+        seconds=base_seconds,
+        characters=len(text),
+    )
+
+
+def title(bug: dict[str, Any]) -> str:
+    """``[inductor] relu gives wrong results on CPU`` from stage, op, kind and device."""
+    mini = bug.get("minify") or {}
+    bis = bug.get("bisect") or {}
+    stage = bis.get("stage") or mini.get("stage") or bug.get("stage") or "?"
+    tag = _TAGS.get(stage, stage)
+    if bis.get("subsystem") in ("decomposition",):
+        tag = "decompositions"
+    ops = [o for o in (mini.get("ops") or []) if o not in ("getitem",)]
+    op = ", ".join(dict.fromkeys(ops[:3])) if ops else "a compiled graph"
+    device = "CUDA" if str(mini.get("device") or "").startswith("cuda") else "CPU"
+    sig = bug.get("signature", "")
+    exc_type = sig.split(": ")[1] if sig.count(": ") >= 1 else ""
+    phrase = {
+        "accuracy": "gives wrong gradients" if "backward" in sig else "gives wrong results",
+        "compile": f"fails to compile ({exc_type})",
+        "runtime": f"raises {exc_type} at run time",
+        "crash": f"crashes ({exc_type})",
+        "timeout": "hangs",
+        "capture": f"fails in Dynamo ({exc_type})",
+    }.get(bug.get("kind", ""), "fails")
+    return f"[{tag}] {op} {phrase} on {device}"
+
+
+def describe(bug: dict[str, Any]) -> str:
+    """Two or three sentences from the findings."""
+    where = (
+        f"graph {bug.get('graph')} ({bug.get('graph_kind')})"
+        if bug.get("graph") is not None
+        else "Dynamo's capture"
+    )
+    seen = (
+        f", {bug['count']} times in graphs {', '.join(map(str, bug['graphs']))}"
+        if bug.get("count", 1) > 1
+        else ""
+    )
+    text = [f"Under torch.compile the program fails in {where}{seen}: `{bug.get('signature')}`."]
+    bis = bug.get("bisect") or {}
+    if bis.get("subsystem") == "config":
+        text.append(f"Bisection: {bis.get('detail')} (stage {bis.get('stage')}).")
+    elif bis.get("subsystem"):
+        text.append(
+            f"Bisection names stage {bis.get('stage')}, {bis['subsystem']} application "
+            f"#{bis.get('application')} ({bis.get('detail')}) as the culprit"
+            + (" (flaky: " + str(bis.get("flaky_detail")) + ")" if bis.get("flaky") else "")
+            + "."
+        )
+    elif bis.get("stage"):
+        text.append(f"Bisection names stage {bis['stage']}.")
+    mini = bug.get("minify") or {}
+    if mini.get("repro"):
+        state = (
+            'reproduces with only torch installed and passes with backend="eager"'
+            if mini.get("verified")
+            else "is NOT verified"
+        )
+        text.append(
+            f"The graph shrinks from {mini.get('nodes_before')} to {mini.get('nodes_after')} nodes; the repro below {state}."
+        )
+    elif bug.get("record"):
+        text.append(
+            f"The failing frame is recorded for `tcompile replay` ({Path(bug['record']).name})."
+        )
+    return " ".join(text)
+
+
+def section(bug: dict[str, Any], *, level: str) -> str:
+    out = [f"{level} 🐛 Describe the bug\n\n{bug['description']}\n"]
+    mini = bug.get("minify") or {}
+    if mini.get("repro") and Path(mini["repro"]).exists():
+        out.append("```python\n" + Path(mini["repro"]).read_text().rstrip() + "\n```\n")
+        if mini.get("repro_output"):
+            out.append("Output:\n\n```\n" + str(mini["repro_output"]).strip() + "\n```\n")
+    bis = bug.get("bisect") or {}
+    if bis.get("bad"):
+        bad = " ".join(f"{k}={v}" for k, v in bis["bad"].items())
+        good = " ".join(f"{k}={v}" for k, v in bis["good"].items())
+        out.append(
+            f"Bisect ({bis.get('runs')} runs): on the original program, with torch's own hooks,\n\n"
+            f"```\n{bad} python <program>   # fails\n{good} python <program>   # passes\n```\n"
+        )
+    excerpt = kernel_excerpt(mini.get("kernel"))
+    if excerpt:
+        lang = "cpp" if mini["kernel"].endswith(".cpp") else "python"
+        out.append(
+            f"Generated code ({Path(mini['kernel']).name}, the culprit's kernel first):\n\n```{lang}\n{excerpt}\n```\n"
+        )
+    return "\n".join(out)
+
+
+def kernel_excerpt(path: str | None, lines: int = 60) -> str:
+    """The first kernel of the generated code (the one naming the culprit), cut short."""
+    if not path or not Path(path).exists():
+        return ""
+    text = Path(path).read_text(errors="replace")
+    blocks = re.split(r"\n(?=(?://|#) ---- )", text)
+    first = blocks[0].rstrip().splitlines()
+    return "\n".join(first[:lines] + (["..."] if len(first) > lines else []))
+
+
+def versions_of(env: dict[str, Any]) -> dict[str, Any]:
+    """The lines of ``python -m torch.utils.collect_env`` a compiler bug needs."""
+    isa = "unknown"
+    try:
+        import torch
+
+        isa = torch.backends.cpu.get_cpu_capability()
+    except Exception:
+        pass
+    return {
+        "PyTorch version": env.get("torch"),
+        "PyTorch git": env.get("torch_git"),
+        "CUDA used to build PyTorch": env.get("cuda") or "None",
+        "GPU models and configuration": env.get("gpu") or "None",
+        "Triton": env.get("triton") or "None",
+        "OS": env.get("os"),
+        "Python version": env.get("python"),
+        "CPU ISA (torch.backends.cpu.get_cpu_capability)": isa,
+        "C++ compiler": str(env.get("cxx") or "None").split(" (", 1)[-1].rstrip(")"),
+    }
+
+
+def report_after(run_dir: str, *, bisect: Any = None, minify: Any = None) -> str | None:
+    """``bisect --report`` / ``minify --report``: report.md from one job's findings."""
+    if (bisect is None or bisect.signature is None) and (
+        minify is None or minify.signature is None
+    ):
+        return None
+    sig = (bisect.signature if bisect is not None else None) or minify.signature
+    source = bisect if bisect is not None else minify
+    kind = sig.split(": ", 1)[0].partition("/")[2]
+    bug = {
+        "signature": sig,
+        "kind": kind,
+        "stage": source.stage,
+        "count": 1,
+        "graph": source.graph,
+        "graphs": [source.graph] if source.graph is not None else [],
+        "graph_kind": source.graph_kind,
+        "record": source.record,
+    }
+    if bisect is not None:
+        bug["bisect"] = bisect.to_json()
+        minify_json = bisect.minify
+    else:
+        minify_json = minify.to_json()
+    if minify_json:
+        bug["minify"] = minify_json
+    return write_report(Path(run_dir), [bug]).report
