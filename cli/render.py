@@ -421,9 +421,10 @@ def run_result(report: Any, console: Console) -> None:
 def _records(records: list[dict[str, Any]], console: Console) -> None:
     for r in records:
         console.print(
-            f"recorded the frame [bold]{r['function']}[/bold] that failed in Dynamo: {r['path']}\n"
-            f"  replay only that frame: [bold]tcompile replay {r['path']}[/bold]",
-            highlight=False,
+            Text(
+                f"recorded the frame {r['function']} that failed in Dynamo; replay only that frame: "
+            )
+            + Text(f"tcompile replay {r['path']}", style="bold")
         )
 
 

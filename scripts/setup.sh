@@ -9,8 +9,10 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 extras=${TCOMPILE_EXTRAS:-test}
 
+say() { echo "setup: $*" >&2; }
+
 if ! "$PY" -c "import torch" >/dev/null 2>&1; then
-  echo "setup: torch is not installed; checking what pip would install for torch==2.13.0" >&2
+  say "torch is not installed; checking what pip would install for torch==2.13.0"
   report=$("$PY" -m pip install --dry-run --quiet --report - torch==2.13.0 2>/dev/null || true)
   if [ -z "$report" ]; then
     echo "setup: pip cannot resolve torch==2.13.0 here" >&2
@@ -22,12 +24,15 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
     echo "  $PY -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" >&2
     exit 1
   fi
+  say "installing torch==2.13.0 (CPU build; a minute or two)"
   "$PY" -m pip install --quiet torch==2.13.0
+  say "torch $("$PY" -c 'import torch; print(torch.__version__)') installed"
 fi
 
 if ! "$PY" -c "import tcompile.cli.main, click, rich, dill" >/dev/null 2>&1 \
    || [ "$("$PY" -c 'import tcompile, os; print(os.path.realpath(tcompile.__file__))' 2>/dev/null)" != "$(realpath pkg/__init__.py)" ] \
    || [ -n "${TCOMPILE_FORCE_INSTALL:-}" ]; then
+  say "installing tcompile (editable) with extras: ${extras}"
   "$PY" -m pip install --quiet -e ".[${extras}]"
 else
   # extras may be missing even when tcompile is installed

@@ -237,3 +237,53 @@ def test_sigterm_during_bisect_reports_the_narrowest_range(tmp_path):
     assert doc["interrupted"] is True, err.read_text()[-2000:]
     assert doc["stage"] == "inductor" and doc["candidates"]
     assert doc["message"].startswith("INTERRUPTED")
+
+
+def test_every_attribute_a_repro_reads_is_defined():
+    """An interrupted minify kept a graph with tensor constants (get_attr nodes) and the
+    repro died: 'Repro' object has no attribute '_tensor_constant0'."""
+    import torch
+    import torch.fx as fx
+
+    from tcompile.repro.inputs import build, compact_source, spec_of
+    from tcompile.repro.module import module_source
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(3))
+            self.register_buffer("scale", torch.full((3,), 2.0))
+
+        def forward(self, x):
+            return x * self.weight + self.scale + torch.tensor([1.0, 2.0, 3.0])
+
+    gm = fx.symbolic_trace(M())
+    gm._tensor_constant0 = torch.tensor([1.0, 2.0, 3.0])
+    g = gm.graph
+    with g.inserting_before(next(iter(n for n in g.nodes if n.op == "output"))):
+        const = g.get_attr("_tensor_constant0")
+    out = next(n for n in g.nodes if n.op == "output")
+    out.args = ((out.args[0], const),)
+    gm.recompile()
+    for real in (False, True):
+        src, imports = module_source(gm, real=real, sidecar=[])
+        ns = {"torch": torch}
+        exec("\n".join(imports) + "\n" + src + "\n" + compact_source([spec_of(torch.randn(3))]), ns)
+        mod = ns["Repro"]()
+        outs = mod(*ns["make_inputs"]())
+        assert len(outs) == 2 and outs[1].shape == (3,)
+        if real:
+            assert torch.equal(outs[1], gm._tensor_constant0)
+    del build
+
+
+def test_untested_torch_gets_one_warning(monkeypatch):
+    from importlib import metadata
+
+    from tcompile.compiler import stack
+
+    monkeypatch.setattr(metadata, "version", lambda name: "2.99.0+cpu")
+    warning = stack.torch_version_warning()
+    assert warning and "2.99.0" in warning and "\n" not in warning
+    monkeypatch.setattr(metadata, "version", lambda name: "2.13.0+cpu")
+    assert stack.torch_version_warning() is None
