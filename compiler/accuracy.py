@@ -46,8 +46,17 @@ class Outcome:
 
 @dataclasses.dataclass
 class Mismatch:
-    where: str  # "output 0" / "grad of input 3"
+    where: str  # "output 0" / "grad 3"
     detail: str
+
+    @property
+    def category(self) -> str:
+        """dtype | shape | values: a dtype or shape that differs is its own failure,
+        never hidden behind a numeric comparison."""
+        for cat in ("dtype", "shape"):
+            if self.detail.startswith(cat + " "):
+                return cat
+        return "values"
 
     def __str__(self) -> str:
         return f"{self.where}: {self.detail}"
@@ -334,11 +343,20 @@ def accuracy_signature(
     """The signature of an accuracy failure: which graph and which of its results,
     never the numbers."""
     graph_kind = graph_kind_of(mismatch, forward_kind)
+    what = mismatch.where.split()[0]
+    if mismatch.category != "values":  # DtypeMismatch / ShapeMismatch: said as such
+        return FailureSignature(
+            stage=stage,
+            kind=FailureKind.ACCURACY.value,
+            exc_type=f"{mismatch.category.capitalize()}Mismatch",
+            message=f"{graph_kind} {what} {mismatch.category} differs from eager",
+            frame="",
+        )
     return FailureSignature(
         stage=stage,
         kind=FailureKind.ACCURACY.value,
         exc_type="StrictAccuracyError" if strict else "AccuracyError",
-        message=f"{graph_kind} {mismatch.where.split()[0]} differs from eager",
+        message=f"{graph_kind} {what} differs from eager",
         frame="",
     )
 
@@ -391,3 +409,20 @@ def with_fallback_random(
     if checking and stage == "inductor" and has_random_ops(gm):
         out.setdefault("fallback_random", True)
     return out
+
+
+def metadata_mismatch(expected: list[Any], outputs: Any) -> Mismatch | None:
+    """Compiled outputs against the dtypes and shapes the graph promised (the fake
+    values Dynamo traced with): checked on every first call, --accuracy or not."""
+    import torch
+
+    got = flatten(outputs)
+    for i, (want, out) in enumerate(zip(expected, got)):
+        if want is None or not isinstance(out, torch.Tensor):
+            continue
+        dtype, shape = want
+        if out.dtype != dtype:
+            return Mismatch(f"output {i}", f"dtype {out.dtype} where eager gives {dtype}")
+        if shape is not None and tuple(out.shape) != shape:
+            return Mismatch(f"output {i}", f"shape {tuple(out.shape)} where eager gives {shape}")
+    return None

@@ -8,8 +8,10 @@ classify.py turns them into graphs and failures.
 
 Caches that cannot lie (DESIGN.md mechanism 4): inductor's FX-graph and AOTAutograd
 caches, which key on graph and config and can serve an artifact built under other
-settings, are forced off; the kernel code caches, keyed by the generated source
-itself, stay (a cached kernel *is* the code the current settings generate).
+settings, live in a private directory per run (child/hooks.py), so they start cold
+and behave within the run as in the program (a bug of those caches shows); remote
+caches are off; the kernel code caches, keyed by the generated source itself, stay
+(a cached kernel *is* the code the current settings generate).
 """
 
 from __future__ import annotations
@@ -34,8 +36,6 @@ from .protocol import CONFIG_ENV, HookConfig, read_events, read_markers
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
 
 SAFE_CACHE_ENV = {
-    "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
-    "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
     "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
     "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "0",
 }

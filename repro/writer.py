@@ -123,7 +123,8 @@ def short_repro(
     if kind == "crash":
         helpers.append(snippets.SCRUB)
     if checking:
-        helpers.append(snippets.STRICT if accuracy == "strict" else snippets.LOOSE)
+        if "Mismatch" not in signature:
+            helpers.append(snippets.STRICT if accuracy == "strict" else snippets.LOOSE)
         helpers.append(snippets.GRADS if _backward(signature) else snippets.NO_GRADS)
     for h in helpers:
         out.append(h)
@@ -202,6 +203,17 @@ def _check(
         else ""
     )
     what = signature.split(": ")[-1]  # "inference output differs from eager", ...
+    for cat in ("dtype", "shape"):
+        if f"{cat.capitalize()}Mismatch" in signature:  # compiled returns another dtype/shape
+            return (
+                "def check():\n"
+                "    mod, inputs = Repro(), make_inputs()\n"
+                "    ref = run(mod, inputs)[0]\n"
+                f"    res = run({call}, inputs)[0]\n"
+                f"    if any(a.{cat} != b.{cat} for a, b in zip(ref, res)):\n"
+                f'        return f"{{STAGE}}/accuracy: {cat.capitalize()}Mismatch: {what}"\n'
+                "    return None\n"
+            )
     pick = "grads" if _backward(signature) else "outs"
     exact = (
         "ref"

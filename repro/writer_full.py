@@ -170,6 +170,8 @@ def check(backend):
             where = mismatch.where.split()[0]
             if FORWARD_KIND == "backward":  # an AOT backward graph: its outputs are gradients
                 graph_kind, where = "backward", "grad"
+            if mismatch.category != "values":  # a dtype or shape: its own failure
+                exc_type, where = f"{{mismatch.category.capitalize()}}Mismatch", f"{{where}} {{mismatch.category}}"
             return f"{{STAGE}}/accuracy: {{exc_type}}: {{graph_kind}} {{where}} differs from eager"
     return None
 

@@ -28,7 +28,7 @@ from ..protocol import Event
 from ..signature import FailureKind
 from ..stack import Stage, backend_name
 from .build import build_stage
-from .graphs import count_compute, describe_graph
+from .graphs import count_compute, describe_graph, expected_outputs
 from .judge import CompileSpec
 from .recorder import PHASE_COMPILE, PHASE_IDLE
 from .runners import AotHooks, GraphRunner
@@ -96,7 +96,9 @@ class TcompileBackend:
         )
         if compiled is None and not session.config.serve:
             return reference.forward
-        return GraphRunner(session, index, stage, compiled, reference, forward_kind, backend=self)
+        runner = GraphRunner(session, index, stage, compiled, reference, forward_kind, backend=self)
+        runner.expected = expected_outputs(gm)
+        return runner
 
     def _compile(
         self, gm: Any, example_inputs: list[Any], index: int, stage: str, hooks: AotHooks

@@ -74,3 +74,26 @@ def _frame_from_stack_trace(gm: torch.fx.GraphModule) -> dict[str, Any]:
             info["frame"] = parts[-1].replace("in ", "").strip()
         break
     return info
+
+
+def expected_outputs(gm: torch.fx.GraphModule) -> list[Any]:
+    """(dtype, shape or None) of each tensor the graph returns, from the fake values
+    Dynamo traced it with (None where unknown); shape is None when symbolic."""
+    out_node = next((n for n in reversed(gm.graph.nodes) if n.op == "output"), None)
+    if out_node is None:
+        return []
+    flat = out_node.args[0] if isinstance(out_node.args[0], (tuple, list)) else [out_node.args[0]]
+    expected: list[Any] = []
+    for arg in flat:
+        value = (
+            arg.meta.get("example_value", arg.meta.get("val"))
+            if isinstance(arg, torch.fx.Node)
+            else None
+        )
+        if not isinstance(value, torch.Tensor):
+            expected.append(None)
+            continue
+        shape = tuple(value.shape)
+        concrete = all(isinstance(d, int) for d in shape)
+        expected.append((value.dtype, shape if concrete else None))
+    return expected

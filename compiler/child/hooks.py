@@ -131,6 +131,7 @@ def session() -> Any:
         from .session import Session
 
         _session = Session(_config)
+        _private_caches(os.path.join(_config.dir, "compile-cache"))
         import torch
 
         _session.recorder.emit(
@@ -140,6 +141,20 @@ def session() -> Any:
 
 
 _config: Any = None
+
+
+def _private_caches(directory: str) -> None:
+    """inductor's FX-graph and AOTAutograd caches in a directory of this run's own:
+    cold at start (nothing built under other settings is served), and within the run
+    they serve what they served in the program (a bug of those caches still shows)."""
+    try:
+        from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
+        from torch._inductor.codecache import FxGraphCache
+    except ImportError:
+        return
+    fx, aot = os.path.join(directory, "fxgraph"), os.path.join(directory, "aotautograd")
+    FxGraphCache._get_tmp_dir = staticmethod(lambda: fx)  # type: ignore[method-assign]
+    AOTAutogradCache._get_tmp_dir = classmethod(lambda cls: aot)  # type: ignore[method-assign]
 
 
 def _patch_torch(torch: Any, config: HookConfig) -> None:

@@ -234,6 +234,7 @@ class GraphRunner:
             and cfg.serve.get("level", "dynamo") == "dynamo"
         )
         self._sync_first = True
+        self.expected: list[Any] = []  # dtypes and shapes Dynamo traced the outputs with
 
     def __call__(self, *call_args: Any) -> Any:
         # Dynamo calls a backend's result with positional args, never boxed (and
@@ -268,6 +269,10 @@ class GraphRunner:
                 # synchronisation in the program
                 self._sync_first = False
                 accuracy.cuda_sync(args)
+                mismatch = accuracy.metadata_mismatch(self.expected, out)
+                if mismatch is not None:  # another dtype or shape than eager's: always a bug
+                    self._metadata_failure(mismatch)
+                    return self.reference(*args)
             return out
         except Exception as exc:
             if is_dynamo_exception(exc):
@@ -289,6 +294,19 @@ class GraphRunner:
             kind=FailureKind.RUNTIME,
             stage=self.stage,
             exc=exc,
+        )
+        self.quarantined = True
+
+    def _metadata_failure(self, mismatch: accuracy.Mismatch) -> None:
+        strict = self.session.config.accuracy == "strict"
+        sig = accuracy.accuracy_signature(self.stage, strict, mismatch, self.forward_kind)
+        self.session.failure(
+            graph=self.index,
+            graph_kind=self.forward_kind,
+            kind=FailureKind.ACCURACY,
+            stage=self.stage,
+            signature=sig,
+            message=str(mismatch),
         )
         self.quarantined = True
 
