@@ -122,12 +122,20 @@ def flatten(value: Any) -> list[Any]:
 def run_with_grads(
     fn: Callable[..., Any], inputs: Sequence[Any], dtype: torch.dtype | None = None
 ) -> Outcome:
-    """Run ``fn`` on clones of ``inputs``; backprop a fixed projection if grads flow."""
+    """Run ``fn`` on clones of ``inputs``; backprop a fixed projection if grads flow.
+
+    An input that requires grad is passed as a non-leaf (a copy of the leaf the
+    gradient is taken for), as activations are in the program: a graph may update one
+    in place, which autograd refuses for a leaf."""
     import torch
 
-    args = [clone_input(x, dtype) for x in inputs]
+    leaves_or_values = [clone_input(x, dtype) for x in inputs]
+    args = [
+        a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a
+        for a in leaves_or_values
+    ]
     outputs = flatten(fn(*args))
-    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    leaves = [a for a in leaves_or_values if isinstance(a, torch.Tensor) and a.requires_grad]
     diff_outs = [
         o
         for o in outputs

@@ -130,11 +130,24 @@ def _failure_from_event(e: dict[str, Any], multi: bool) -> Failure:
 
 
 def _late_cuda_failure(e: dict[str, Any], failures: list[Failure], multi: bool) -> Failure | None:
-    """A sticky CUDA error the program died of, after graph N ran (child/hooks.py)."""
+    """An error the program died of that belongs to graph N although no graph was
+    running: a sticky CUDA error reported at a later synchronisation (graph N ran
+    last), or autograd's error in graph N's compiled backward (child/hooks.py)."""
     graph = e["after_graph"]
+    raw = FailureSignature.from_json(e.get("signature") or {})
+    if e.get("in_backward"):
+        sig = dataclasses.replace(raw, stage=e.get("after_stage") or "unknown", kind="runtime")
+        return Failure(
+            graph=graph,
+            graph_kind="backward",
+            signature=sig,
+            message=(e.get("message") or "") + f"\n(raised in the backward of graph {graph})",
+            frame=sig.frame,
+            unconfirmed=True,
+            pid=e.get("pid") if multi else None,
+        )
     if any(f.graph == graph and f.kind == FailureKind.CRASH.value for f in failures):
         return None  # the graph itself already reported it
-    raw = FailureSignature.from_json(e.get("signature") or {})
     sig = dataclasses.replace(raw, stage=e.get("after_stage") or "unknown")
     return Failure(
         graph=graph,

@@ -36,6 +36,8 @@ _SCRUBS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(/[\w.\-+]+)+/"), "<path>/"),  # directories of absolute paths
     (re.compile(r"\b[a-z0-9]{20,}\b"), "<hash>"),  # cache keys, kernel hashes
     (re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?"), "N"),
+    # autograd names the node that made a saved tensor: the program's history, not the bug
+    (re.compile(r", which is output N of [\w:<>]+,"), ""),
     (re.compile(r"\s+"), " "),
 ]
 

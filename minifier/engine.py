@@ -150,7 +150,7 @@ class Problem:
         pending: dict[str, tuple[Any, Case]] = {}
         sanity = self._take_sanity()
         for item in cases:
-            c = item() if callable(item) else item
+            c = _build(item)
             if not self._admissible(c):
                 getters.append(_const(False))
                 continue
@@ -260,7 +260,7 @@ class Problem:
         """The first candidate, in order, that fails: as a sequential scan would find,
         evaluating up to ``jobs`` of them at a time."""
         for start in range(0, len(candidates), self.jobs):
-            batch = [make() for make in candidates[start : start + self.jobs]]
+            batch = [_build(make) for make in candidates[start : start + self.jobs]]
             results = self.evaluate(batch)
             for c, ok in zip(batch, results):
                 if ok:
@@ -294,7 +294,7 @@ class Problem:
 
         def get(k: int) -> Case | None:
             if k not in built:
-                built[k] = make(k)
+                built[k] = _build(lambda: make(k))
             return built[k]
 
         def prebuild(a: int, b: int) -> Callable[[], None]:
@@ -437,6 +437,17 @@ def _leaves(lo: int, hi: int, depth: int) -> list[tuple[int, int]]:
                 nxt.append((a, b))
         intervals = nxt
     return intervals
+
+
+def _build(item: Case | None | Callable[[], Case | None]) -> Case | None:
+    """A candidate, or None when it cannot be built (its eager values cannot be
+    computed, say): a pass's proposal, never a reason for the search to fail."""
+    if not callable(item):
+        return item
+    try:
+        return item()
+    except Exception:
+        return None
 
 
 class _Done:

@@ -183,7 +183,11 @@ def node_values(case: Case) -> dict[str, Any]:
     """The value of every node in one eager run of ``case`` (computed once, cached)."""
     if case._values is None:
         rec = _Recorder(case.gm)
-        rec.run(*[own_copy(x) for x in case.inputs])
+        args = [own_copy(x) for x in case.inputs]
+        # an input that requires grad goes in as a non-leaf, as activations are: a
+        # graph may update it in place, which autograd refuses for a leaf
+        args = [a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args]
+        rec.run(*args)
         case._values = {k: own_copy(v) for k, v in rec.values.items()}
     return case._values
 

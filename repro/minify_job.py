@@ -319,7 +319,7 @@ def minify_captured(job: _Job) -> MinifyReport:
         shrunk=shrunk,
         signature=str(job.signature),
         accuracy=job.accuracy,
-        meta=meta,
+        meta={**meta, "graph_kind": job.graph_kind},
         real_only=job.real_inputs,
     )
     repro, verified, cut = art.repro, art.verified, art.interrupted

@@ -54,12 +54,13 @@ def differs(ref, res, ref64):  # tcompile's strict rule: torch.testing's toleran
 # outputs, and the gradients of a fixed random projection of them (accuracy.run_with_grads)
 GRADS = """
 def run(fn, inputs, dtype=None):  # gradients of a fixed random projection of the outputs
-    args = [x.detach().clone().to(dtype or x.dtype).requires_grad_(x.requires_grad)
-            if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
+    leaves = [x.detach().clone().to(dtype or x.dtype).requires_grad_(x.requires_grad)
+              if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
+    args = [x.clone() if torch.is_tensor(x) and x.requires_grad else x for x in leaves]
     outs = [o for o in fn(*args) if torch.is_tensor(o) and o.requires_grad and o.is_floating_point()]
     g = torch.Generator().manual_seed(1234)
     loss = sum((o * torch.randn(o.shape, generator=g, dtype=torch.float64).to(o)).sum() for o in outs)
-    leaves = [a for a in args if torch.is_tensor(a) and a.requires_grad]
+    leaves = [a for a in leaves if torch.is_tensor(a) and a.requires_grad]
     return [], [x for x in torch.autograd.grad(loss, leaves, allow_unused=True) if x is not None]
 """
 

@@ -122,6 +122,8 @@ def short_repro(
         helpers.append(snippets.SIGNATURE)
     if kind == "crash":
         helpers.append(snippets.SCRUB)
+    if not checking and meta.get("graph_kind") == "backward":
+        helpers.append(snippets.GRADS)
     if checking:
         if "Mismatch" not in signature:
             helpers.append(snippets.STRICT if accuracy == "strict" else snippets.LOOSE)
@@ -185,11 +187,17 @@ def _check(
             "    return None\n"
         )
     if kind != "accuracy":
+        backward = meta.get("graph_kind") == "backward"
+        first = (
+            f"run({call}, inputs)  # the failure is in the backward"
+            if backward
+            else f"{call}(*inputs)"
+        )
         return (
             "def check():\n"
             "    mod, inputs = Repro(), make_inputs()\n"
             "    try:\n"
-            f"        {call}(*inputs)\n"
+            f"        {first}\n"
             f"{sync}"
             "    except Exception as exc:  # compile errors surface at the first call\n"
             "        wrapped = type(exc).__name__ in WRAPPERS or hasattr(exc, 'inner_exception')\n"

@@ -99,6 +99,10 @@ class AotHooks:
         self.kinds.append(kind)
         if keep is not None:
             return _BackwardRunner(self.session, self.index, self.stage, compiled, keep)
+        try:  # autograd's errors in this graph's backward name it (hooks.backward_graph_of)
+            compiled._tcompile_graph = self.index
+        except (AttributeError, TypeError):
+            pass
         return compiled
 
 
