@@ -331,13 +331,33 @@ def has_random_ops(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
-def to_float64(gm: torch.nn.Module) -> torch.nn.Module:
+def to_float64(gm: torch.nn.Module) -> Any:
+    """The float64 reference of a graph: parameters and buffers in float64, and every
+    floating value the graph makes (a factory call, a cast to bf16) taken to float64
+    too, so that a graph that creates its own tensors computes in float64 throughout."""
     import copy
 
     import torch
 
-    g = copy.deepcopy(gm)
-    return g.to(torch.float64)
+    g = copy.deepcopy(gm).to(torch.float64)
+    if not isinstance(g, torch.fx.GraphModule):
+        return g
+
+    def up(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.to(torch.float64)
+        if isinstance(value, (list, tuple)):
+            return type(value)(up(v) for v in value)
+        return value
+
+    class Float64(torch.fx.Interpreter):
+        def run_node(self, n: Any) -> Any:
+            return up(super().run_node(n))
+
+    def run(*args: Any) -> Any:
+        return Float64(g).run(*args)
+
+    return run
 
 
 def graph_kind_of(mismatch: Mismatch, forward_kind: str) -> str:

@@ -305,7 +305,7 @@ def run_and_classify(
             notes.append({"graph": None, "text": explanation})
             failures = []
         elif not failures:
-            failures.append(_graphless_failure(result, graphs, stage))
+            failures.append(_graphless_failure(result, graphs, stage, notes))
     for f in failures:
         f.unconfirmed = False
     if failures:
@@ -355,7 +355,10 @@ def _not_a_compiler_bug(result: ProcessResult) -> str:
 
 
 def _graphless_failure(
-    result: ProcessResult, graphs: list[dict[str, Any]], stage: str | None
+    result: ProcessResult,
+    graphs: list[dict[str, Any]],
+    stage: str | None,
+    notes: list[dict[str, Any]],
 ) -> Failure:
     """The program died of an exception outside any compiled graph, and does not
     without torch.compile (e.g. reading a CUDA-graph output that a later replay
@@ -374,11 +377,17 @@ def _graphless_failure(
     stages = {g["stage"] for g in graphs if g.get("level") == "dynamo" and not g["gated"]}
     program_stage = stages.pop() if len(stages) == 1 else "unknown"
     sig = dataclasses.replace(sig, stage=stage or program_stage, kind=FailureKind.RUNTIME.value)
+    message = first["message"] if first else "\n".join(result.stderr_tail[-5:])
+    # graphs whose results differ from eager without being wrong (more precise): the
+    # program may be comparing with eager; name them
+    precise = [n for n in notes if "more precise than eager" in str(n.get("text"))]
+    for n in precise:
+        message += f"\n(outside any graph; graph {n['graph']}: {n['text']})"
     return Failure(
         graph=None,
         graph_kind="dynamo",
         signature=sig,
-        message=first["message"] if first else "\n".join(result.stderr_tail[-5:]),
+        message=message,
         frame=sig.frame,
     )
 

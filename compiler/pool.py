@@ -28,6 +28,7 @@ from typing import Any
 from tcompile.minifier.verdict import Verdict
 
 from .crash import crash_signature
+from .graph_io import save_graph
 from .protocol import HookConfig
 from .runner import STDIN, child_env
 from .signature import FailureKind, FailureSignature
@@ -190,7 +191,7 @@ class WorkerPool:
             self._counter += 1
             n = self._counter
         gpath, ipath = self.dir / f"cand-{n}.graph.pt", self.dir / f"cand-{n}.inputs.pt"
-        torch.save(gm, gpath)
+        save_graph(gm, gpath)
         torch.save(inputs, ipath)
         w = self._acquire()
         t0 = time.monotonic()

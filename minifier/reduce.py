@@ -25,6 +25,7 @@ def minify(
     on_progress: Callable[[Progress], None] | None = None,
     schedule: Sequence[Callable[[Problem, Case], Case | None]] | None = None,
     max_rounds: int = 20,
+    codec: ckpt.Codec | None = None,
 ) -> MinifyResult:
     """Shrink ``gm`` to the smallest graph on which ``oracle`` still fails the same way.
 
@@ -39,10 +40,14 @@ def minify(
     history: list[Step] = []
     calls_before = 0
     if checkpoint is not None:
-        saved = ckpt.load(checkpoint)
+        saved = ckpt.load(checkpoint, codec)
         if saved is not None:
             start, history, calls_before = saved
-    save = (lambda c, h, n: ckpt.save(checkpoint, c, h, n + calls_before)) if checkpoint else None
+    save = (
+        (lambda c, h, n: ckpt.save(checkpoint, c, h, n + calls_before, codec))
+        if checkpoint
+        else None
+    )
     problem = Problem(start, oracle, jobs=jobs, stop=stop, on_progress=on_progress, checkpoint=save)
     problem.history = list(history)
     try:

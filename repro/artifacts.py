@@ -55,6 +55,31 @@ def real_specs(inputs: list[Any]) -> tuple[list[InputSpec], list[Any]]:
     return specs, sidecar
 
 
+@dataclasses.dataclass
+class _Writer:
+    """What every candidate repro is written from."""
+
+    gm: Any
+    signature: str
+    accuracy: str
+    meta: dict[str, Any]
+    env: dict[str, Any]
+
+    def text(self, form: str, specs: list[InputSpec], sidecar: list[Any]) -> str | None:
+        kw = dict(
+            gm=self.gm,
+            specs=specs,
+            sidecar=sidecar,
+            signature=self.signature,
+            accuracy=self.accuracy,
+            meta=self.meta,
+            env=self.env,
+        )
+        if form == "short":
+            return short_repro(**kw)
+        return full_repro(stage=self.meta["stage"], **kw)
+
+
 def write_verified(
     run_dir: Path,
     *,
@@ -67,9 +92,8 @@ def write_verified(
     real_only: bool = False,
 ) -> Artifacts:
     from .environment import environment
-    from .kernel import collect, graph_ops
 
-    env = environment()
+    writer = _Writer(gm, signature, accuracy, meta, environment())
     repro = run_dir / "repro.py"
     candidates: list[tuple[str, list[InputSpec], list[Any]]] = []
     if shrunk is not None and not real_only:
@@ -79,16 +103,7 @@ def write_verified(
         ]
     specs, sidecar = real_specs(inputs)
     candidates += [("short", specs, sidecar), ("long", specs, sidecar)]
-    long_text = full_repro(
-        stage=meta["stage"],
-        gm=gm,
-        specs=specs,
-        sidecar=list(sidecar),
-        signature=signature,
-        accuracy=accuracy,
-        meta=meta,
-        env=env,
-    )
+    long_text = writer.text("long", specs, list(sidecar)) or ""
     before = {
         "lines": long_text.count("\n"),
         "bytes": len(long_text.encode()),
@@ -97,67 +112,55 @@ def write_verified(
     }
     art = Artifacts(repro)
     cache = run_dir / "verify-cache"
-    written = False
     try:
-        for form, specs, sidecar in candidates:
-            side = list(sidecar)
-            kw = dict(
-                gm=gm,
-                specs=specs,
-                sidecar=side,
-                signature=signature,
-                accuracy=accuracy,
-                meta=meta,
-                env=env,
-            )
-            if form == "short":
-                text = short_repro(**kw)
-            else:
-                text = full_repro(stage=meta["stage"], **kw)
+        for form, cand_specs, cand_sidecar in candidates:
+            side = list(cand_sidecar)
+            text = writer.text(form, cand_specs, side)
             if text is None:
                 continue
             _clear(repro)
             write_text(repro, text, side)
-            written = True
             art = Artifacts(
                 repro,
                 form=form,
-                real_inputs=any(s.fill in ("values", "sidecar") for s in specs),
+                real_inputs=any(s.fill in ("values", "sidecar") for s in cand_specs),
                 sidecar=bool(side),
                 lines=text.count("\n"),
                 bytes=len(text.encode()),
                 before=before,
+                device=next((s.device for s in cand_specs if s.kind == "tensor"), "cpu"),
             )
-            shutil.rmtree(cache, ignore_errors=True)
-            ok, art.output = check_repro(repro, signature, cache_dir=cache)
-            art.device = next((s.device for s in specs if s.kind == "tensor"), "cpu")
-            if ok:
-                art.eager_passes = not repro_reproduces(repro, backend="eager")
-                art.verified = bool(art.eager_passes)
-                if art.verified:
-                    break
-        if art.verified and meta.get("stage") == "inductor":
-            for name, code in collect(cache, graph_ops(gm)).items():
-                (run_dir / name).write_text(code)
-                art.kernel = str(run_dir / name)
+            if _verify(art, signature, cache):
                 break
+        if art.verified and meta.get("stage") == "inductor":
+            _kernel(art, cache, gm, run_dir)
     except KeyboardInterrupt:
         art.verified, art.interrupted = False, True
-        if not written:  # a repro exists before anything can stop its check
-            text = full_repro(
-                stage=meta["stage"],
-                gm=gm,
-                specs=specs,
-                sidecar=list(sidecar),
-                signature=signature,
-                accuracy=accuracy,
-                meta=meta,
-                env=env,
-            )
-            write_text(repro, text, sidecar)
+        if not repro.exists():  # a repro exists before anything can stop its check
+            write_text(repro, long_text, list(sidecar))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     return art
+
+
+def _verify(art: Artifacts, signature: str, cache: Path) -> bool:
+    """Run it as a stranger would (private inductor cache); with eager it must pass."""
+    shutil.rmtree(cache, ignore_errors=True)
+    ok, art.output = check_repro(art.repro, signature, cache_dir=cache)
+    if ok:
+        art.eager_passes = not repro_reproduces(art.repro, backend="eager")
+        art.verified = bool(art.eager_passes)
+    return art.verified
+
+
+def _kernel(art: Artifacts, cache: Path, gm: Any, run_dir: Path) -> None:
+    """The generated code of the verified run, beside the repro."""
+    from .kernel import collect, graph_ops
+
+    for name, code in collect(cache, graph_ops(gm)).items():
+        (run_dir / name).write_text(code)
+        art.kernel = str(run_dir / name)
+        return
 
 
 def _clear(repro: Path) -> None:

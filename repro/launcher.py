@@ -24,10 +24,11 @@ from typing import Any
 import torch
 
 from tcompile.compiler import trust
+from tcompile.compiler.graph_io import save_graph
 
 from .launcher_template import TEMPLATE as _TEMPLATE
 
-FORMAT = "tcompile-launcher/1"
+FORMAT = "tcompile-launcher/2"  # 2: graph files in graph_io's format
 MARKER = "TCOMPILE_LAUNCHER = "
 
 
@@ -45,7 +46,7 @@ def write_launcher(
 
     graph_file = path.with_name(path.stem + "_graph.pt")
     inputs_file = path.with_name(path.stem + "_inputs.pt")
-    torch.save(gm, graph_file)
+    save_graph(gm, graph_file)
     torch.save(inputs, inputs_file)
     data: dict[str, Any] = {
         "format": FORMAT,

@@ -86,13 +86,14 @@ def _launcher_check(
     """``python minifier_launcher.py run``: does the full graph still fail the same way?"""
     import torch
 
+    from tcompile.compiler.graph_io import load_graph
     from tcompile.compiler.pool import WorkerPool
     from tcompile.minifier.verdict import Verdict
 
     pool = WorkerPool(command, config, jobs=1, work_dir=str(run_dir / "workers"), target=sig)
     try:
         pool.start()
-        gm = torch.load(here / data["graph_file"], weights_only=False)  # our own file
+        gm = load_graph(here / data["graph_file"])  # our own file
         inputs = torch.load(here / data["inputs_file"], weights_only=False)
         verdict, got = pool.evaluate(gm, inputs)
     finally:

@@ -167,17 +167,7 @@ def run_minify(
         target.seconds = time.monotonic() - t0
         return target
     if target.graph is None:
-        record = target.record
-        return MinifyReport(
-            ExitCode.COMPILER_FAILURE,
-            "the failure is in TorchDynamo's capture, before any graph exists: nothing to minify "
-            f"({target.text})"
-            + (f"; the failing frame is recorded: tcompile replay {record}" if record else ""),
-            signature=target.text,
-            record=record,
-            run_dir=str(run_dir),
-            seconds=time.monotonic() - t0,
-        )
+        return _no_graph(target, run_dir, t0)
     sig = target.signature
     # auto: the Dynamo graph, where every failure shows (a decomposition bug is
     # already inside the AOT graph, DESIGN.md mechanism 5)
@@ -210,6 +200,35 @@ def run_minify(
         t0=t0,
     )
     return minify_captured(job)
+
+
+def _no_graph(target: Failure, run_dir: Path, t0: float) -> MinifyReport:
+    """A failure with no graph to minify: outside any graph, or in Dynamo's capture."""
+    if target.kind != "capture":
+        return MinifyReport(
+            ExitCode.COMPILER_FAILURE,
+            "the failure shows outside any compiled graph (the program fails with "
+            f"torch.compile and not without it): no graph to minify ({target.text})"
+            + "".join(
+                f"; {line.strip('()')}"
+                for line in target.message.splitlines()
+                if "graph " in line and "precise" in line
+            ),
+            signature=target.text,
+            run_dir=str(run_dir),
+            seconds=time.monotonic() - t0,
+        )
+    record = target.record
+    return MinifyReport(
+        ExitCode.COMPILER_FAILURE,
+        "the failure is in TorchDynamo's capture, before any graph exists: nothing to minify "
+        f"({target.text})"
+        + (f"; the failing frame is recorded: tcompile replay {record}" if record else ""),
+        signature=target.text,
+        record=record,
+        run_dir=str(run_dir),
+        seconds=time.monotonic() - t0,
+    )
 
 
 def _choose(
@@ -386,7 +405,9 @@ def _message(verified: bool, stopped: bool, cut: bool, repro: Path) -> str:
 def _read_capture(capture_dir: Path) -> tuple[Any, list[Any], dict[str, Any]]:
     import torch
 
-    gm = torch.load(capture_dir / CAPTURE_GRAPH, weights_only=False)  # written by our worker
+    from tcompile.compiler.graph_io import load_graph
+
+    gm = load_graph(capture_dir / CAPTURE_GRAPH)  # written by our worker
     inputs = torch.load(capture_dir / CAPTURE_INPUTS, weights_only=False)
     meta = json.loads((capture_dir / CAPTURE_META).read_text())
     return gm, inputs, meta
@@ -412,6 +433,7 @@ def _search(
 ) -> Any:
     import torch
 
+    from tcompile.compiler.graph_io import from_data, to_data
     from tcompile.minifier import minify
 
     def progress(p: Any) -> None:
@@ -434,6 +456,7 @@ def _search(
             stop=stop.is_set,
             checkpoint=job.run_dir / "checkpoint",
             on_progress=progress,
+            codec=(to_data, from_data),
         )
 
 

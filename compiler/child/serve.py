@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..graph_io import load_graph, save_graph
 from ..protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, HookConfig
 from ..signature import FailureSignature
 from .judge import CompileSpec, Target, judge
@@ -82,7 +83,7 @@ def _write_capture(cap: Path, graph: Any, inputs: list[Any], meta: dict[str, Any
     import torch
 
     cap.mkdir(parents=True, exist_ok=True)
-    torch.save(graph, cap / (CAPTURE_GRAPH + ".tmp"))
+    save_graph(graph, cap / (CAPTURE_GRAPH + ".tmp"))
     torch.save(inputs, cap / (CAPTURE_INPUTS + ".tmp"))
     (cap / (CAPTURE_META + ".tmp")).write_text(json.dumps(meta, indent=2, default=str))
     for name in (CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META):
@@ -100,7 +101,7 @@ def _answer(fds: list[int], target: Target) -> None:
             if req.get("stop"):
                 break
             try:
-                gm = torch.load(req["graph"], weights_only=False)  # written by our parent
+                gm = load_graph(req["graph"])  # written by our parent
                 cand_inputs = torch.load(req["inputs"], weights_only=False)
                 verdict, sig = judge(gm, cand_inputs, target)
             except Exception as exc:  # a broken candidate, not a broken worker
@@ -154,7 +155,7 @@ def serve_launcher() -> NoReturn:
     if meta.get("backend_source"):
         exec(compile(meta["backend_source"], "<launcher backend>", "exec"), namespace)  # noqa: S102
         user_backend = namespace.get(meta["user_backend"], user_backend)
-    gm = torch.load(here / data["graph_file"], weights_only=False)  # written by tcompile
+    gm = load_graph(here / data["graph_file"])  # written by tcompile
     inputs = torch.load(here / data["inputs_file"], weights_only=False)
     serve(
         config,

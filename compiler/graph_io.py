@@ -1,0 +1,212 @@
+"""Saving and loading FX graphs between processes, exactly as they are.
+
+``torch.save`` of a GraphModule pickles its *code* and, on load, traces that code
+again: any op that does not depend on an input (``torch.linspace(...)``, ``torch.ones``
+in a model) runs at load time and comes back as a constant tensor, so a bug in that
+op's lowering is gone from the graph the minifier works on.  Here a graph is saved as
+its nodes (op, name, target by name, args and kwargs with node references) plus the
+attributes it reads (tensors by value, subgraphs of higher-order ops recursively,
+other modules as objects), and rebuilt node by node: nothing is traced or run.
+
+Part of the contract both processes share (minifier workers load candidates, the
+parent loads the capture); imports torch only when a function runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import io
+import os
+from typing import Any
+
+VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _NodeRef:
+    name: str
+
+
+def _target_ref(target: Any) -> tuple[str, ...] | Any:
+    import torch
+
+    if isinstance(target, str):
+        return ("str", target)
+    if isinstance(target, torch._ops.OpOverload):
+        return ("overload", target._schema.name, target._overloadname)
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return ("packet", target._qualified_op_name)
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return ("hop", target.__name__)
+    mod = getattr(target, "__module__", None)
+    qual = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
+    if mod and qual and "<" not in qual:
+        try:
+            if _resolve_fn(mod, qual) is target:
+                return ("fn", mod, qual)
+        except Exception:
+            pass
+        if mod.startswith("torch") and hasattr(torch, getattr(target, "__name__", "")):
+            if getattr(torch, target.__name__) is target:
+                return ("fn", "torch", target.__name__)
+    return ("object", target)  # pickled as it is (a user function defined importably)
+
+
+def _resolve_fn(module: str, qualname: str) -> Any:
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _resolve_target(ref: tuple[Any, ...]) -> Any:
+    import torch
+
+    kind = ref[0]
+    if kind == "str":
+        return ref[1]
+    if kind == "overload":
+        ns, _, op = ref[1].partition("::")
+        packet = getattr(getattr(torch.ops, ns), op)
+        return getattr(packet, ref[2] or "default")
+    if kind == "packet":
+        ns, _, op = ref[1].partition("::")
+        return getattr(getattr(torch.ops, ns), op)
+    if kind == "hop":
+        return getattr(torch.ops.higher_order, ref[1])
+    if kind == "fn":
+        return _resolve_fn(ref[1], ref[2])
+    return ref[1]
+
+
+def _encode(value: Any, names: dict[Any, str]) -> Any:
+    import torch
+
+    if isinstance(value, torch.fx.Node):
+        return _NodeRef(names[value])
+    if isinstance(value, tuple):
+        return tuple(_encode(v, names) for v in value)
+    if isinstance(value, list):
+        return [_encode(v, names) for v in value]
+    if isinstance(value, dict):
+        return {k: _encode(v, names) for k, v in value.items()}
+    return value
+
+
+def _decode(value: Any, env: dict[str, Any]) -> Any:
+    if isinstance(value, _NodeRef):
+        return env[value.name]
+    if isinstance(value, tuple):
+        return tuple(_decode(v, env) for v in value)
+    if isinstance(value, list):
+        return [_decode(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: _decode(v, env) for k, v in value.items()}
+    return value
+
+
+def _fetch(root: Any, target: str) -> Any:
+    obj = root
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def to_data(gm: Any) -> dict[str, Any]:
+    """A graph module as plain data (tensors, names, and values pickle can carry)."""
+    import torch
+
+    names = {n: n.name for n in gm.graph.nodes}
+    nodes = []
+    attrs: dict[str, Any] = {}
+    for n in gm.graph.nodes:
+        nodes.append(
+            {
+                "op": n.op,
+                "name": n.name,
+                "target": _target_ref(n.target),
+                "args": _encode(n.args, names),
+                "kwargs": _encode(n.kwargs, names),
+                "stack_trace": n.meta.get("stack_trace"),
+            }
+        )
+        if n.op in ("get_attr", "call_module") and n.target not in attrs:
+            value = _fetch(gm, n.target)
+            if isinstance(value, torch.fx.GraphModule):
+                attrs[n.target] = {"graph": to_data(value)}
+            elif isinstance(value, torch.nn.Parameter):
+                attrs[n.target] = {"parameter": value.detach(), "grad": value.requires_grad}
+            elif isinstance(value, torch.Tensor):
+                attrs[n.target] = {"tensor": value}
+            else:
+                attrs[n.target] = {"object": value}
+    return {"version": VERSION, "nodes": nodes, "attrs": attrs}
+
+
+def from_data(data: dict[str, Any]) -> Any:
+    """The graph module :func:`to_data` described, rebuilt node by node."""
+    import torch
+
+    if data.get("version") != VERSION:
+        raise ValueError(f"graph data version {data.get('version')}, expected {VERSION}")
+    root = torch.nn.Module()
+    for target, spec in data["attrs"].items():
+        if "graph" in spec:
+            value: Any = from_data(spec["graph"])
+        elif "parameter" in spec:
+            value = torch.nn.Parameter(spec["parameter"], requires_grad=spec["grad"])
+        elif "tensor" in spec:
+            value = spec["tensor"]
+        else:
+            value = spec["object"]
+        _install(root, target, value)
+    g = torch.fx.Graph()
+    env: dict[str, Any] = {}
+    for rec in data["nodes"]:
+        target = _resolve_target(rec["target"])
+        args, kwargs = _decode(rec["args"], env), _decode(rec["kwargs"], env)
+        if rec["op"] == "output":
+            g.output(args[0])
+            continue
+        node = g.create_node(rec["op"], target, args, kwargs, name=rec["name"])
+        if rec.get("stack_trace"):
+            node.meta["stack_trace"] = rec["stack_trace"]
+        env[rec["name"]] = node
+    return torch.fx.GraphModule(root, g)
+
+
+def _install(root: Any, target: str, value: Any) -> None:
+    import torch
+
+    parts = target.split(".")
+    owner = root
+    for part in parts[:-1]:
+        if not hasattr(owner, part):
+            owner.add_module(part, torch.nn.Module())
+        owner = getattr(owner, part)
+    if isinstance(value, torch.nn.Module):
+        owner.add_module(parts[-1], value)
+    elif isinstance(value, torch.nn.Parameter):
+        owner.register_parameter(parts[-1], value)
+    elif isinstance(value, torch.Tensor):
+        owner.register_buffer(parts[-1], value)
+    else:
+        setattr(owner, parts[-1], value)
+
+
+def save_graph(gm: Any, path: str | os.PathLike[str]) -> None:
+    """Atomically (a reader never sees half a file)."""
+    import torch
+
+    tmp = f"{os.fspath(path)}.tmp"
+    torch.save(to_data(gm), tmp)
+    os.replace(tmp, path)
+
+
+def load_graph(path: str | os.PathLike[str] | io.BytesIO) -> Any:
+    """A graph saved by :func:`save_graph` (tcompile's own files: ``weights_only=False``
+    for the objects a graph may hold, a module or a user function)."""
+    import torch
+
+    return from_data(torch.load(path, weights_only=False))
