@@ -379,6 +379,13 @@ def minify(
 @match_option
 @timeout_option("Time limit for each run of the program: kill it")
 @jobs_option("Runs of the program in parallel")
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1, max=10),
+    default=None,
+    help="Runs a configuration gets before it counts as passing (default: 3 for a crash "
+    "or timeout, which may not show every run; 1 otherwise).",
+)
 @click.option("--minify", "then_minify", is_flag=True, help="Go on to minify the culprit graph.")
 @report_option
 @json_option
@@ -389,6 +396,7 @@ def bisect(
     match: str | None,
     timeout: float | None,
     jobs: int,
+    repeat: int | None,
     then_minify: bool,
     write_report: bool,
     as_json: bool,
@@ -406,6 +414,7 @@ def bisect(
             accuracy=accuracy,
             match=match,
             jobs=jobs,
+            repeat=repeat,
             **app.common(out, timeout, as_json),
         )
         then = report.minify_args() if then_minify else None

@@ -65,6 +65,7 @@ class BisectReport:
     interrupted: bool = False  # stopped by Ctrl-C / SIGTERM: the narrowest answer so far
     candidates: list[str] | None = None  # interrupted: the culprit is one of these
     report: str | None = None  # --report: report.md
+    repeat: int | None = None  # runs a configuration gets before it counts as passing
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -89,6 +90,7 @@ def run_bisect(
     stdout: Any = None,
     stderr: Any = None,
     baseline: RunReport | None = None,
+    repeat: int | None = None,
 ) -> BisectReport:
     """``tcompile bisect``: baseline, stage, graph, inside the stage, confirmation.
     ``baseline``: a run already made with :func:`baseline_run` (``tcompile report``
@@ -98,8 +100,11 @@ def run_bisect(
     b = Bisector(
         command, accuracy=accuracy, timeout=timeout, jobs=jobs, run_dir=run_dir, observer=observer
     )
+    b.repeat = repeat
     job = _Bisection(b, command, accuracy, match, stdout, stderr)
-    return job.run(baseline)
+    report = job.run(baseline)
+    report.repeat = b.tries_for() if b.target is not None else None
+    return report
 
 
 def baseline_run(
@@ -360,16 +365,18 @@ class _Bisection:
             )
             return found
         item = items[k - 1]
-        b.observer.status("confirming: running the culprit configuration and the one below again")
-        again_bad = b.probe("confirm: culprit enabled", reuse=False, **config(k))[0]
-        again_good = b.probe("confirm: culprit disabled", reuse=False, **config(k - 1))[0]
-        found["flaky"] = not again_bad or again_good
-        if found["flaky"]:
-            shown = 1 + int(again_bad)  # the search saw it fail once at the culprit config
-            found["flaky_detail"] = (
-                f"the culprit configuration failed {shown} of 2 runs; the one below "
-                f"failed {int(again_good)} of 2"
-            )
+        # 5. confirmation: the search saw the culprit configuration fail and the one
+        # below pass; a false pass is what a flaky failure makes, so the one below runs
+        # once more (a crash already had its repeated tries in the search)
+        if b.tries_for() == 1:
+            b.observer.status("confirming: running the configuration below the culprit again")
+            again_good = b.probe("confirm: culprit disabled", reuse=False, **config(k - 1))[0]
+            found["flaky"] = again_good
+            if again_good:
+                found["flaky_detail"] = (
+                    "the configuration below the culprit passed once and failed once; "
+                    "the culprit configuration failed"
+                )
         if item.kind == "toggle":
             found.update(subsystem="config", detail=f"{item.name}={item.value!r} makes it pass")
             return found

@@ -5,6 +5,7 @@ bisection.py searches, and the search itself."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,6 +51,17 @@ class Bisector:
         self.target: FailureSignature | None = None
         self.graphless = False  # the target failure showed outside any compiled graph
         self._known: dict[str, bool] = {}
+        self.repeat: int | None = None  # runs per configuration (None: by the failure)
+        self._lock = threading.Lock()
+
+    def tries_for(self) -> int:
+        """How many runs a configuration gets before it counts as passing: a crash
+        (heap corruption in generated code shows in most runs, not all) is a failure if
+        it shows once; ``repeat`` runs at most (the stated budget)."""
+        t = self.target
+        if self.repeat is not None:
+            return self.repeat
+        return 3 if t is not None and t.kind in ("crash", "timeout") else 1
 
     def probe(
         self,
@@ -60,20 +72,40 @@ class Bisector:
         bisect: dict[str, Any] | None = None,
         reuse: bool = True,
     ) -> tuple[bool, dict[str, Any]]:
-        """Run the program once under a configuration: does the target failure show?"""
+        """Run the program under a configuration: does the target failure show?  A
+        configuration where it does not show is run again, up to ``tries_for()``."""
         key = repr((stage, gate, bisect))
         if reuse and key in self._known:
             return self._known[key], {"reused": True}
-        self.runs += 1
-        n = self.runs
+        tries = self.tries_for()
+        for attempt in range(tries):
+            verdict, info = self._run_once(label, stage, gate, bisect, attempt, tries)
+            if verdict:
+                break
+        self._known[key] = verdict
+        return verdict, info
+
+    def _run_once(
+        self,
+        label: str,
+        stage: str | None,
+        gate: list[int] | None,
+        bisect: dict[str, Any] | None,
+        attempt: int,
+        tries: int,
+    ) -> tuple[bool, dict[str, Any]]:
+        with self._lock:
+            self.runs += 1
+            n = self.runs
         t = self.target
+        assert t is not None
         config = HookConfig(
             dir=str(self.run_dir / f"probe-{n:03d}"),
             stage=stage,
             accuracy=self.accuracy,
             gate=gate,
             bisect=bisect if bisect is not None else {"limits": {}, "toggles": {}},
-            stop_on=t.to_json() if t else None,
+            stop_on=t.to_json(),
         )
         t0 = time.monotonic()
         result = run_process(
@@ -85,7 +117,6 @@ class Bisector:
             stderr=_Sink(),
         )
         graphs, failures, _ = collect(result)
-        assert t is not None
         hit = [f for f in failures if t.matches(f.signature, any_stage=True)]
         if not hit and self.graphless:
             # a failure that surfaced outside any compiled graph (the baseline showed it
@@ -97,17 +128,15 @@ class Bisector:
                 if t.as_exception().matches(s.as_exception()):
                     hit = [Failure(graph=None, graph_kind="dynamo", signature=s)]
         verdict = bool(hit)
-        seconds = time.monotonic() - t0
         step = {
             "run": n,
-            "what": label,
+            "what": label + (f" (try {attempt + 1} of {tries})" if attempt else ""),
             "failed": verdict,
-            "seconds": round(seconds, 2),
+            "seconds": round(time.monotonic() - t0, 2),
             "graph": hit[0].graph if hit else None,
         }
         self.steps.append(step)
         self.observer.event({"event": Event.BISECT_STEP, **step})
-        self._known[key] = verdict
         return verdict, {"failures": hit, "graphs": graphs, "counts": last_counts(result.events)}
 
     def probe_many(self, specs: list[tuple[str, dict[str, Any]]]) -> list[bool]:
