@@ -18,6 +18,25 @@ def set_dotted(root: Any, key: str, value: Any) -> None:
     setattr(obj, parts[-1], value)
 
 
+def _table_source(table: dict[str, Any], lines: list[str], extra: list[str]) -> None:
+    """The program's decomposition table: torch's, with its own entries."""
+    entries = []
+    for op_name, fn in sorted((table.get("changed") or {}).items()):
+        if fn.get("source"):
+            extra.append(fn["source"])
+            entries.append(f"    table[torch.ops.{op_name}] = {fn['function']}")
+    removed = [f"torch.ops.{n}" for n in table.get("removed") or []]
+    if removed:
+        entries.append(f"    for op in ({', '.join(removed)},):\n        table.pop(op, None)")
+    extra.append(
+        "import torch._inductor.compile_fx as compile_fx\n"
+        "_torch_table = compile_fx.select_decomp_table\n\n\n"
+        "def program_table():  # the decomposition table the program used\n"
+        "    table = dict(_torch_table())\n" + "\n".join(entries) + "\n    return table"
+    )
+    lines.append("compile_fx.select_decomp_table = program_table")
+
+
 # how a repro.py compiles an AOT-level graph: as inductor compiles the graphs AOTAutograd
 # hands it (torch's own after-aot repros do the same)
 AOT_COMPILE_SOURCE = "from torch._inductor.compile_fx import compile_fx_inner"
@@ -29,6 +48,20 @@ def config_source(config: dict[str, Any]) -> tuple[str, str]:
     lines = ["import torch._inductor.config as inductor_config"] if config else []
     extra: list[str] = []
     for key, value in sorted(config.items()):
+        if key == "decomposition_table":  # the program patched select_decomp_table
+            _table_source(value, lines, extra)
+            continue
+        if isinstance(value, dict) and "object" in value:  # a pass object
+            if not value.get("source"):
+                lines.append(f"# {key} = <{value['object']} object> (source not available)")
+                continue
+            extra.extend(value.get("bases") or [])
+            extra.append(value["source"])
+            name = value["object"]
+            lines.append(f"_{name.lower()} = {name}.__new__({name})")
+            lines.append(f"_{name.lower()}.__dict__.update({value.get('state') or {}!r})")
+            lines.append(f"inductor_config.{key} = _{name.lower()}")
+            continue
         if key == "decompositions":  # the program's own entries in inductor's table
             for op_name, fn in sorted(value.items()):
                 if not fn.get("source"):

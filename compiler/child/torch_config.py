@@ -40,9 +40,48 @@ def module_diffs(module_name: str, *, plain_only: bool = False) -> dict[str, Any
             out[key] = value
         elif isinstance(value, (str, int, float, bool, type(None))) or _plain_container(value):
             out[key] = value
+        elif callable(value) and not inspect.isroutine(value) and not isinstance(value, type):
+            out[key] = object_of(value)  # a pass object (a CustomGraphPass)
         elif callable(value):
             out[key] = {"function": getattr(value, "__name__", "fn"), "source": source_of(value)}
     return out
+
+
+def object_of(value: Any) -> dict[str, Any]:
+    """A callable object (a CustomGraphPass) as data: its class's source, the imports
+    of its bases, and its state when that is plain data."""
+    cls = type(value)
+    state = dict(getattr(value, "__dict__", {}))
+    return {
+        "object": cls.__name__,
+        "source": source_of(cls),
+        "bases": [
+            f"from {b.__module__} import {b.__name__}"
+            for b in cls.__bases__
+            if b is not object and b.__module__ != cls.__module__
+        ],
+        "state": state if _plain_container(state) else None,
+    }
+
+
+def decomposition_table_diffs() -> dict[str, Any]:
+    """When the program patched the table inductor uses (``select_decomp_table``): the
+    entries that differ from torch's own table (the program's functions, with their
+    source) and the ones it removed."""
+    import torch._inductor.compile_fx as compile_fx
+    import torch._inductor.decomposition as inductor_decomp
+
+    used_fn = compile_fx.select_decomp_table
+    if used_fn is inductor_decomp.select_decomp_table:
+        return {}
+    used, own = used_fn(), inductor_decomp.select_decomp_table()
+    changed = {
+        str(op): {"function": getattr(fn, "__name__", "fn"), "source": source_of(fn)}
+        for op, fn in used.items()
+        if own.get(op) is not fn and not (getattr(fn, "__module__", "") or "").startswith("torch")
+    }
+    removed = sorted(str(op) for op in own if op not in used)
+    return {"changed": changed, "removed": removed} if changed or removed else {}
 
 
 def config_diffs() -> dict[str, Any]:
@@ -52,6 +91,9 @@ def config_diffs() -> dict[str, Any]:
     decomps = user_decompositions()
     if decomps:
         out["decompositions"] = decomps
+    table = decomposition_table_diffs()
+    if table:
+        out["decomposition_table"] = table
     return out
 
 
@@ -127,9 +169,50 @@ def apply_config(config: dict[str, Any], namespace: dict[str, Any]) -> None:
                     op = eval("torch.ops." + op_name, {"torch": torch})  # noqa: S307
                     inductor_decomp.decompositions[op] = namespace[fn["function"]]
             continue
+        if key == "decomposition_table":
+            _apply_table(value, namespace)
+            continue
+        if isinstance(value, dict) and "object" in value:
+            value = _restore_object(value, namespace)
+            if value is None:
+                continue
         if isinstance(value, dict) and "function" in value:
             if not value.get("source"):
                 continue
             exec(compile(value["source"], f"<config {key}>", "exec"), namespace)  # noqa: S102
             value = namespace[value["function"]]
         set_config(key, value)
+
+
+def _restore_object(spec: dict[str, Any], namespace: dict[str, Any]) -> Any:
+    if not spec.get("source"):
+        return None
+    for line in spec.get("bases") or []:
+        exec(line, namespace)  # noqa: S102
+    exec(compile(spec["source"], f"<class {spec['object']}>", "exec"), namespace)  # noqa: S102
+    cls = namespace[spec["object"]]
+    obj = cls.__new__(cls)
+    obj.__dict__.update(spec.get("state") or {})
+    return obj
+
+
+def _apply_table(table: dict[str, Any], namespace: dict[str, Any]) -> None:
+    import torch
+    import torch._inductor.compile_fx as compile_fx
+
+    original = compile_fx.select_decomp_table
+    entries = {}
+    for op_name, fn in (table.get("changed") or {}).items():
+        if fn.get("source"):
+            exec(compile(fn["source"], f"<decomposition {op_name}>", "exec"), namespace)  # noqa: S102
+            entries[eval("torch.ops." + op_name, {"torch": torch})] = namespace[fn["function"]]  # noqa: S307
+    removed = [eval("torch.ops." + n, {"torch": torch}) for n in table.get("removed") or []]  # noqa: S307
+
+    def program_table() -> Any:
+        out = dict(original())
+        out.update(entries)
+        for op in removed:
+            out.pop(op, None)
+        return out
+
+    compile_fx.select_decomp_table = program_table
