@@ -80,7 +80,7 @@ def main() -> None:
             total_o += oc
             ratio = oc / tc
             flag = ""
-            if on > tn or ratio > 0.5:
+            if on > tn or ratio > 0.4:
                 ok, flag = False, "  <-- worse than required"
             if name == "chain, one culprit" and oc > 2 * math.log2(before) + 6:
                 ok, flag = False, f"  <-- over 2log2(n)+6 = {2 * math.log2(before) + 6:.0f}"

@@ -22,6 +22,10 @@ def _amplify(x: torch.Tensor) -> torch.Tensor:  # named so the interpreter can s
     return x * 4
 
 
+def _double(x: torch.Tensor) -> torch.Tensor:  # a gentler amplifier: 7 of them are needed
+    return x * 2
+
+
 class BuggyInterpreter(fx.Interpreter):
     """relu computes x + 1; exp of a neg computes 1.5x too much (a 'fusion' bug:
     only when the two nodes are adjacent); sigmoid is off by 1e-5 (tiny)."""
@@ -39,6 +43,8 @@ class BuggyInterpreter(fx.Interpreter):
                 return result * 1.5
             if n.target is torch.sigmoid:
                 return result + 1e-5
+            if n.target is torch.negative:  # a small error: two of them show, one does not
+                return result + 6e-4
         return result
 
 
@@ -91,6 +97,14 @@ def chain(n: int, culprits: list[int], seed: int = 0, kind: str = "relu") -> fx.
                 i += 1
                 h = g.call_function(_amplify, (h,))
             kind = "after-tiny"
+        elif i in culprits and kind == "needs8":
+            h = g.call_function(torch.sigmoid, (h,))  # 1e-5 * 2**7 > 1e-3: all 8 needed
+            for _ in range(7):
+                i += 1
+                h = g.call_function(_double, (h,))
+            kind = "after-tiny"
+        elif i in culprits and kind == "interacting":
+            h = g.call_function(torch.negative, (h,))  # 6e-4 each: both, or no failure
         elif kind == "after-tiny":
             h = g.call_function(torch.add, (h, 0.1))  # keeps the error as it is
         else:
@@ -122,12 +136,34 @@ def residual(n: int, culprit: int, seed: int = 0, outputs: int = 4) -> fx.GraphM
     return fx.GraphModule(torch.nn.Module(), g)
 
 
+def far_producer(n: int, seed: int = 0) -> fx.GraphModule:
+    """The culprit (relu), past the middle, reads a value made at the very start."""
+    rng = random.Random(seed)
+    g = fx.Graph()
+    x = g.placeholder("x")
+    early = g.call_function(torch.mul, (x, 1.5))
+    h = early
+    for i in range(n - 3):
+        if i == int(n * 0.6):
+            bad = g.call_function(torch.relu, (early,))
+            h = g.call_function(torch.add, (h, bad))
+        else:
+            h = _op(g, h, rng)
+    g.output((h,))
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
 CASES: dict[str, Callable[[int], fx.GraphModule]] = {
     "chain, one culprit": lambda n: chain(n, [int(n * 0.6)]),
     "residual, several outputs": lambda n: residual(n, int(n * 0.45)),
     "two adjacent nodes": lambda n: chain(n, [int(n * 0.5)], kind="pair"),
     "tiny error, amplified": lambda n: chain(n, [int(n * 0.4)], kind="tiny"),
     "two culprits": lambda n: chain(n, [int(n * 0.3), int(n * 0.8)]),
+    "8 ops all needed": lambda n: chain(n, [int(n * 0.4)], kind="needs8"),
+    "producer far upstream": far_producer,
+    "two culprits both needed": lambda n: chain(
+        n, [int(n * 0.45), int(n * 0.55)], kind="interacting"
+    ),
 }
 
 
