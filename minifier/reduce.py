@@ -27,6 +27,7 @@ def minify(
     max_rounds: int = 20,
     codec: ckpt.Codec | None = None,
     final_check: bool = False,
+    sanity: str = "first",
 ) -> MinifyResult:
     """Shrink ``gm`` to the smallest graph on which ``oracle`` still fails the same way.
 
@@ -36,6 +37,10 @@ def minify(
     ``final_check`` tests the result once more past the cache (for an oracle that may
     be flaky; off by default: every accepted case was seen to fail, and tcompile
     verifies the repro it writes in a fresh process anyway).
+    ``sanity``: when to ask whether the start fails: ``"first"`` (before anything
+    else), or ``"last"`` -- only when no smaller case failed, to explain why (for a
+    caller that has just seen the failure, and whose oracle calls cost a compile of
+    the whole graph: the search itself shows the start fails).
     """
     t0 = time.monotonic()
     original = make_case(gm, list(inputs))
@@ -57,7 +62,8 @@ def minify(
     try:
         # Sanity: the start must fail (asked directly: the gate only admits smaller).
         problem.pass_name = "sanity"
-        problem.sanity_check(start, overlap=jobs > 1)
+        if sanity == "first":
+            problem.sanity_check(start, overlap=jobs > 1)
         stopped = False
         try:
             for _ in range(max_rounds):
@@ -70,6 +76,8 @@ def minify(
                         progress = True
                 if not progress:
                     break
+            if sanity != "first" and not problem.history:
+                problem.sanity_check(start, overlap=False)  # nothing smaller failed: why?
             problem.finish_sanity()
         except Stopped:
             stopped = True

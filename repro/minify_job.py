@@ -457,6 +457,7 @@ def _search(
             checkpoint=job.run_dir / "checkpoint",
             on_progress=progress,
             codec=(to_data, from_data),
+            sanity="last",  # the run just saw it fail; the search shows the start fails
         )
 
 

@@ -83,7 +83,11 @@ class TcompileBackend:
             before = compile_metrics()
             base["ops"] = ops_of(gm)
         t0 = time.perf_counter()
-        compiled = self._compile(gm, example_inputs, index, stage, hooks)
+        serve = session.config.serve or {}
+        if serve.get("graph") == index and serve.get("level", "dynamo") == "dynamo":
+            compiled = None  # a minifier worker serves this graph: its compile is not needed
+        else:
+            compiled = self._compile(gm, example_inputs, index, stage, hooks)
         seconds = time.perf_counter() - t0
         if explain:
             base["phases"] = session.phases(before, compile_metrics(), seconds, hooks.inner_seconds)
