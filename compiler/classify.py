@@ -281,6 +281,40 @@ def run_and_classify(
     result = run_process(
         command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
     )
+    return classify_result(
+        result,
+        command,
+        run_dir,
+        stage=stage,
+        accuracy=accuracy,
+        timeout=timeout,
+        observer=observer,
+        stdout=stdout,
+        stderr=stderr,
+        debug_dir=debug_dir,
+        confirm=confirm,
+        keep=out is not None,
+    )
+
+
+def classify_result(
+    result: ProcessResult,
+    command: list[str],
+    run_dir: str,
+    *,
+    stage: str | None,
+    accuracy: str,
+    timeout: float | None,
+    observer: Observer,
+    stdout: IO[str] | None,
+    stderr: IO[str] | None,
+    debug_dir: str | None = None,
+    confirm: bool = True,
+    keep: bool = True,
+) -> RunReport:
+    """A finished run of the command, classified: its graphs and failures; when it
+    failed and nothing tcompile checked explains it, a run without torch.compile
+    decides whether it is a compiler bug at all."""
     internal = [e for e in result.events if e.get("event") == Event.INTERNAL]
     if internal:
         raise InternalError(
@@ -320,7 +354,7 @@ def run_and_classify(
         from .debug_artifacts import index_debug_dir
 
         debug_index = index_debug_dir(debug_dir)
-    keep = out is not None or exit_code == ExitCode.COMPILER_FAILURE or bool(records)
+    keep = keep or exit_code == ExitCode.COMPILER_FAILURE or bool(records)
     report = RunReport(
         graphs=graphs,
         failures=failures,

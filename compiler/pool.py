@@ -29,14 +29,23 @@ from tcompile.minifier.verdict import Verdict
 
 from .crash import crash_signature
 from .graph_io import save_graph
-from .protocol import HookConfig
-from .runner import STDIN, child_env
+from .protocol import HookConfig, read_events, read_markers
+from .runner import STDIN, ProcessResult, child_env
 from .signature import FailureKind, FailureSignature
 
 
 # ---- parent side -----------------------------------------------------------------
 class WorkerDied(Exception):
     pass
+
+
+class NotServed(RuntimeError):
+    """The first worker ended without serving a graph: what it did is the program's
+    run, to be classified (``result``)."""
+
+    def __init__(self, message: str, result: ProcessResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class _Worker:
@@ -147,6 +156,7 @@ class WorkerPool:
         self._counter = 0
         self.restarts = 0
         self._durations: list[float] = []
+        self.ready: dict[str, Any] = {}
 
     def _spawn(self) -> _Worker:
         with self._lock:
@@ -155,11 +165,24 @@ class WorkerPool:
         w = _Worker(self.command, self.config, self.dir / f"worker-{n}.log", self.env)
         with self._lock:
             self._all.append(w)
+        t0 = time.monotonic()
         try:
             msg = w.wait_line(self.startup_timeout)
-        except (TimeoutError, WorkerDied):
-            tail = "\n".join(w.tail(20))
+        except (TimeoutError, WorkerDied) as exc:
+            timed_out = isinstance(exc, TimeoutError)
             w.kill()
+            if (self.config.serve or {}).get("first_failure"):
+                result = ProcessResult(
+                    returncode=w.proc.returncode,
+                    seconds=time.monotonic() - t0,
+                    timed_out=timed_out,
+                    stderr_tail=w.tail(60),
+                    events=read_events(self.config.dir),
+                    markers=read_markers(self.config.dir),
+                    run_dir=self.config.dir,
+                )
+                raise NotServed("the program met no failure a worker could serve", result) from None
+            tail = "\n".join(w.tail(20))
             raise RuntimeError(
                 "a worker did not reach the failing graph (the program did not get there again)"
                 + (f":\n{tail}" if tail else "")
@@ -167,11 +190,27 @@ class WorkerPool:
         if not msg.get("ready"):
             w.kill()
             raise RuntimeError(f"unexpected message from worker: {msg}")
+        self.ready = msg
         return w
 
-    def start(self) -> None:
-        """Start the first worker (it writes the capture) and wait for it."""
+    def start(self) -> dict[str, Any]:
+        """Start the first worker (it writes the capture) and wait for it; its ready
+        message (which graph it serves, and the failure, when it chose)."""
         self._idle.put(self._spawn())
+        if (self.config.serve or {}).get("first_failure"):
+            # the next workers serve the graph the first one chose, as it chose it
+            msg = self.ready
+            serve = {
+                k: v
+                for k, v in (self.config.serve or {}).items()
+                if k not in ("first_failure", "match")
+            }
+            serve.update(
+                graph=msg["graph"], signature=msg["signature"], graph_kind=msg.get("graph_kind")
+            )
+            self.config = dataclasses.replace(self.config, serve=serve)
+            self.target = FailureSignature.from_json(msg["signature"])
+        return self.ready
 
     def _acquire(self) -> _Worker:
         try:

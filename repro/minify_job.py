@@ -95,6 +95,7 @@ class _Job:
     t0: float
     write_launcher: bool = True
     command_for_repro: list[str] | None = None
+    pool: Any = None  # a pool whose first worker already serves the graph
 
     def report(self, code: int, message: str, **kw: Any) -> MinifyReport:
         return MinifyReport(
@@ -142,17 +143,30 @@ def run_minify(
         except re.error as exc:
             raise UsageError(f"--match is not a valid regular expression: {exc}") from None
     run_dir = Path(new_run_dir(out, "minify"))
-    observer.status(f"running the program once to find the failing graph ({run_dir})")
-    report = run_and_classify(
-        command,
-        out=str(run_dir),
-        stage=backend,
-        accuracy=accuracy,
-        timeout=timeout,
-        observer=observer,
-        stdout=stdout,
-        stderr=stderr,
-    )
+    common = dict(jobs=jobs, timeout=timeout, real_inputs=real_inputs, accuracy=accuracy)
+    streams = {"stdout": stdout, "stderr": stderr}
+    if after != "aot":
+        # the first run is the first worker: it serves the first failure it meets in a
+        # graph (one run of the program fewer); when it meets none it could serve, its
+        # run is classified as `tcompile run` would
+        first = _first_worker(
+            command, run_dir, backend, graph, match, observer, t0, common, streams
+        )
+        if isinstance(first, MinifyReport):
+            return first
+        report = first
+    else:
+        observer.status(f"running the program once to find the failing graph ({run_dir})")
+        report = run_and_classify(
+            command,
+            out=str(run_dir),
+            stage=backend,
+            accuracy=accuracy,
+            timeout=timeout,
+            observer=observer,
+            stdout=stdout,
+            stderr=stderr,
+        )
     try:
         target = _choose(report, graph, match, after)
     except UsageError:
@@ -192,12 +206,82 @@ def run_minify(
         graph=int(target.graph),
         graph_kind=target.graph_kind,
         run_dir=run_dir,
-        jobs=jobs,
-        timeout=timeout,
-        real_inputs=real_inputs,
-        accuracy=accuracy,
         observer=observer,
         t0=t0,
+        **common,
+    )
+    return minify_captured(job)
+
+
+def _first_worker(
+    command: list[str],
+    run_dir: Path,
+    backend: str | None,
+    graph: int | None,
+    match: str | None,
+    observer: Observer,
+    t0: float,
+    common: dict[str, Any],
+    streams: dict[str, Any],
+) -> MinifyReport | Any:
+    """The minify job on the graph the first worker served, or, when it served none,
+    the classified run (a RunReport)."""
+    from tcompile.compiler.classify import classify_result
+    from tcompile.compiler.pool import NotServed, WorkerPool
+
+    config = HookConfig(
+        dir=str(run_dir / "workers" / "events"),
+        stage=backend,
+        accuracy=common["accuracy"],
+        serve={
+            "first_failure": True,
+            "graph": graph,
+            "match": match,
+            "capture_dir": str(run_dir / "capture"),
+            "level": "dynamo",
+        },
+    )
+    pool = WorkerPool(
+        command,
+        config,
+        jobs=common["jobs"],
+        work_dir=str(run_dir / "workers"),
+        target=None,
+        startup_timeout=common["timeout"] or 900.0,
+    )
+    observer.status(
+        f"running the program; a worker stops at the first failure in a graph ({run_dir})"
+    )
+    try:
+        ready = pool.start()
+    except NotServed as exc:
+        pool.close()
+        return classify_result(
+            exc.result,
+            command,
+            str(run_dir),
+            stage=backend,
+            accuracy=common["accuracy"],
+            timeout=common["timeout"],
+            observer=observer,
+            **streams,
+        )
+    except BaseException:
+        pool.close()
+        raise
+    sig = FailureSignature.from_json(ready["signature"])
+    observer.status(f"minifying graph {ready['graph']} ({ready.get('graph_kind')}): {sig}")
+    job = _Job(
+        command=command,
+        config=pool.config,
+        signature=sig,
+        graph=int(ready["graph"]),
+        graph_kind=ready.get("graph_kind"),
+        run_dir=run_dir,
+        observer=observer,
+        t0=t0,
+        pool=pool,
+        **common,
     )
     return minify_captured(job)
 
@@ -294,7 +378,7 @@ def minify_captured(job: _Job) -> MinifyReport:
     from tcompile.compiler.pool import WorkerPool
     from tcompile.minifier import MinifyError
 
-    pool = WorkerPool(
+    pool = job.pool or WorkerPool(
         job.command,
         job.config,
         jobs=job.jobs,
@@ -304,8 +388,11 @@ def minify_captured(job: _Job) -> MinifyReport:
     )
     launcher = None
     try:
-        job.observer.status("starting a worker (the program again, paused at the failing graph)")
-        pool.start()  # interrupted here: nothing found yet (exit 130)
+        if job.pool is None:
+            job.observer.status(
+                "starting a worker (the program again, paused at the failing graph)"
+            )
+            pool.start()  # interrupted here: nothing found yet (exit 130)
         gm, inputs, meta = _read_capture(Path(job.config.serve["capture_dir"]))  # type: ignore[index]
         if job.write_launcher:
             launcher = _write_launcher(job, gm, inputs, meta)

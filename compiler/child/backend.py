@@ -84,7 +84,11 @@ class TcompileBackend:
             base["ops"] = ops_of(gm)
         t0 = time.perf_counter()
         serve = session.config.serve or {}
-        if serve.get("graph") == index and serve.get("level", "dynamo") == "dynamo":
+        if (
+            not serve.get("first_failure")
+            and serve.get("graph") == index
+            and serve.get("level", "dynamo") == "dynamo"
+        ):
             compiled = None  # a minifier worker serves this graph: its compile is not needed
         else:
             compiled = self._compile(gm, example_inputs, index, stage, hooks)

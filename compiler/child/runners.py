@@ -234,6 +234,7 @@ class GraphRunner:
         self.quarantined = compiled is None  # its compile failed: it runs eagerly
         self.serve_here = (
             bool(cfg.serve)
+            and not cfg.serve.get("first_failure")
             and cfg.serve.get("graph") == index
             and cfg.serve.get("level", "dynamo") == "dynamo"
         )
@@ -245,22 +246,14 @@ class GraphRunner:
         # aot_module_simplified's forward carries a misleading `_boxed_call`).
         args = list(call_args)
         if self.serve_here:  # a minifier worker: stop here and judge candidates
-            from .serve import serve
-
-            serve(
-                self.session.config,
-                self.reference,
-                args,
-                index=self.index,
-                stage=self.stage,
-                forward_kind=self.forward_kind,
-                spec=self.backend.spec(),
-            )
+            self._serve(args)
+        self._serve_first_failure(args)  # its compile failed
         if self.quarantined:
             return self.reference(*args)
         if self.checks_left > 0:
             self.checks_left -= 1
             self._check(args)
+            self._serve_first_failure(args)  # its check failed
             if self.quarantined:
                 return self.reference(*args)
         rec = self.session.recorder
@@ -290,6 +283,27 @@ class GraphRunner:
             return result
         finally:
             rec.mark(-1, PHASE_IDLE)
+
+    def _serve(self, args: list[Any], target: Any = None) -> None:
+        from .serve import serve
+
+        serve(
+            self.session.config,
+            self.reference,
+            args,
+            index=self.index,
+            stage=self.stage,
+            forward_kind=self.forward_kind,
+            spec=self.backend.spec(),
+            signature=target[1] if target else None,
+            graph_kind=target[2] if target else None,
+        )
+
+    def _serve_first_failure(self, args: list[Any]) -> None:
+        """A worker told to serve the first failure it meets, and this graph had it."""
+        target = self.session.serve_target
+        if target is not None and target[0] == self.index:
+            self._serve(args, target)
 
     def _runtime_failure(self, exc: BaseException) -> None:
         self.session.failure(

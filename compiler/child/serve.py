@@ -33,9 +33,13 @@ def serve(
     spec: CompileSpec,
     level: str = "dynamo",
     meta_extra: dict[str, Any] | None = None,
+    signature: FailureSignature | None = None,
+    graph_kind: str | None = None,
 ) -> NoReturn:
     """Capture ``graph`` (the reference, before compilation) and its inputs, then judge
-    candidates until told to stop; the process then exits."""
+    candidates until told to stop; the process then exits.  ``signature``: the failure
+    this very process just saw (a worker serving the first failure it meets); else
+    the one in the serve spec."""
     from ..accuracy import clone_input
 
     serve_spec = config.serve or {}
@@ -46,14 +50,20 @@ def serve(
         meta.update(meta_extra or {})
         _write_capture(cap, graph, inputs, meta)
     target = Target(
-        signature=FailureSignature.from_json(serve_spec["signature"]),
+        signature=signature or FailureSignature.from_json(serve_spec["signature"]),
         stage=stage,
         accuracy=config.accuracy,
         spec=spec,
         level=level,
         graph_kind=forward_kind,
     )
-    _answer(serve_spec["fds"], target)
+    ready = {
+        "graph": index,
+        "signature": target.signature.to_json(),
+        "graph_kind": graph_kind or forward_kind,
+        "stage": stage,
+    }
+    _answer(serve_spec["fds"], target, ready)
     os._exit(0)
 
 
@@ -90,12 +100,12 @@ def _write_capture(cap: Path, graph: Any, inputs: list[Any], meta: dict[str, Any
         os.replace(cap / (name + ".tmp"), cap / name)
 
 
-def _answer(fds: list[int], target: Target) -> None:
+def _answer(fds: list[int], target: Target, ready: dict[str, Any]) -> None:
     import torch
 
     rfd, wfd = fds
     with os.fdopen(rfd, "r") as requests, os.fdopen(wfd, "w", buffering=1) as replies:
-        replies.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+        replies.write(json.dumps({"ready": True, "pid": os.getpid(), **ready}) + "\n")
         for line in requests:
             req = json.loads(line)
             if req.get("stop"):

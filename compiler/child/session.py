@@ -32,6 +32,8 @@ class Session:
         self._tracing_seen = 0.0
         stop = config.stop_on
         self._stop_on = FailureSignature.from_json(stop) if stop else None
+        # a minifier worker serving the first failure it meets: (graph, signature, kind)
+        self.serve_target: tuple[int, FailureSignature, str] | None = None
 
     def failure(
         self,
@@ -62,11 +64,30 @@ class Session:
             signature_text=str(signature),
             message=first_lines(message, 12, 400),
         )
+        self._maybe_serve(graph, graph_kind, signature)
         if self._stop_on is not None and self._stop_on.matches(signature, any_stage=True):
             self.emit_counts()
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
             os._exit(STOP_EXIT)  # the failure showed: the rest of the program is not needed
+
+    def _maybe_serve(self, graph: int | None, graph_kind: str, sig: FailureSignature) -> None:
+        """In a worker told to serve the first failure it meets (``serve.first_failure``):
+        remember the first one that fits, a compile or accuracy failure in a graph (the
+        graph's runner then serves it, with the inputs of that very call)."""
+        spec = self.config.serve or {}
+        if not spec.get("first_failure") or self.serve_target is not None or graph is None:
+            return
+        if sig.kind not in (FailureKind.COMPILE.value, FailureKind.ACCURACY.value):
+            return
+        if spec.get("graph") is not None and spec["graph"] != graph:
+            return
+        if spec.get("match"):
+            import re
+
+            if not re.search(spec["match"], str(sig)):
+                return
+        self.serve_target = (graph, sig, graph_kind)
 
     def emit_counts(self) -> None:
         """Applications of inductor's subsystems so far (bisection runs only)."""
