@@ -45,10 +45,12 @@ def main() -> None:
     args = ap.parse_args()
     from tcompile.compiler.runner import SAFE_CACHE_ENV
 
+    # a cold FX-graph / AOTAutograd cache, as tcompile's private directory per run is
+    cold = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
     tc = shutil.which("tcompile") or "tcompile"
     out = tempfile.mkdtemp(prefix="tcompile-bench-")
     base = dict(os.environ)
-    safe = {**base, **SAFE_CACHE_ENV}
+    safe = {**base, **SAFE_CACHE_ENV, **cold}
     variants = {
         "startup": ([sys.executable, "-c", "pass"], base),
         "tc-help": ([tc, "--help"], base),
