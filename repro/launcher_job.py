@@ -15,7 +15,8 @@ from tcompile.compiler.protocol import LAUNCHER_WORKER, HookConfig
 from tcompile.compiler.runner import new_run_dir
 from tcompile.compiler.signature import FailureSignature
 
-from .minify_job import MinifyReport, _Job, minify_captured
+from .minify_job import minify_captured
+from .minify_types import Job, MinifyReport
 
 
 def launch(
@@ -55,7 +56,7 @@ def launch(
     )
     if argv and argv[0] == "run":
         return _launcher_check(command, config, sig, here, data, run_dir, t0)
-    job = _Job(
+    job = Job(
         command=command,
         config=config,
         signature=sig,

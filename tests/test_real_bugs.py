@@ -73,7 +73,7 @@ def test_run_classifies_the_real_bug(name, tmp_path):
     ],
 )
 def test_minify_real_bugs_to_verified_repros(name, tmp_path):
-    path = FIXTURES / name.split(":")[1] if name.startswith("custom:") else REAL / name
+    path = REAL / name.split(":")[1] if name.startswith("custom:") else REAL / name
     r, doc = _json("minify", "--accuracy", "--json", "--out", str(tmp_path), str(path))
     assert r.returncode == 1 and doc["verified"], (name, doc["message"])
     text = open(doc["repro"]).read()

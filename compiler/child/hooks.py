@@ -228,29 +228,6 @@ def _without_bisect_override(
         CompilerBisector.get_backend = saved  # type: ignore[method-assign]
 
 
-def backward_graph_of(exc: BaseException) -> int | None:
-    """The graph whose compiled backward ``exc`` was raised in, if any: AOTAutograd's
-    backward frame holds ``ctx``, whose forward class holds the compiled forward that
-    runners.AotHooks tagged with its graph's index."""
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        tb = e.__traceback__
-        while tb is not None:
-            ctx = tb.tb_frame.f_locals.get("ctx")
-            forward_cls = getattr(type(ctx), "_forward_cls", None)
-            fw = getattr(forward_cls, "compiled_fw", None)
-            for _ in range(4):
-                index = getattr(fw, "_tcompile_graph", None)
-                if isinstance(index, int):
-                    return index
-                fw = getattr(fw, "__wrapped__", None)
-            tb = tb.tb_next
-        e = e.__cause__ or e.__context__
-    return None
-
-
 def _chain_excepthook(config: HookConfig) -> None:
     previous = sys.excepthook
 
@@ -319,7 +296,11 @@ def _record_uncaught(exc: BaseException) -> None:
             "after_graph_kind": last[1],
             "after_stage": _session.graph_stage.get(last[0], "unknown"),
         }
-    backward = None if dynamo else backward_graph_of(original)
+    backward = None
+    if not dynamo and _session is not None:
+        from .session import backward_graph_of
+
+        backward = backward_graph_of(original)
     if backward is not None and _session is not None:
         # autograd raised while running a compiled graph's backward (a saved tensor
         # modified in place, ...): the failure belongs to that backward graph

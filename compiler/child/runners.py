@@ -23,7 +23,7 @@ from ..protocol import Event
 from ..signature import FailureKind, cuda_fatal_message
 from .graphs import count_compute, fresh_copy
 from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN
-from .session import Session, is_dynamo_exception
+from .session import Session, backward_graph_of, is_dynamo_exception
 
 
 class AotHooks:
@@ -99,7 +99,7 @@ class AotHooks:
         self.kinds.append(kind)
         if keep is not None:
             return _BackwardRunner(self.session, self.index, self.stage, compiled, keep)
-        try:  # autograd's errors in this graph's backward name it (hooks.backward_graph_of)
+        try:  # autograd's errors in this graph's backward name it (session.backward_graph_of)
             compiled._tcompile_graph = self.index
         except (AttributeError, TypeError):
             pass
@@ -305,10 +305,10 @@ class GraphRunner:
         if target is not None and target[0] == self.index:
             self._serve(args, target)
 
-    def _runtime_failure(self, exc: BaseException) -> None:
+    def _runtime_failure(self, exc: BaseException, graph_kind: str | None = None) -> None:
         self.session.failure(
             graph=self.index,
-            graph_kind=self.forward_kind,
+            graph_kind=graph_kind or self.forward_kind,
             kind=FailureKind.RUNTIME,
             stage=self.stage,
             exc=exc,
@@ -347,7 +347,9 @@ class GraphRunner:
             except Exception as exc:
                 if is_dynamo_exception(exc):
                     raise
-                self._runtime_failure(exc)
+                # autograd's error while the check ran this graph's compiled backward
+                in_backward = backward_graph_of(exc) == self.index
+                self._runtime_failure(exc, "backward" if in_backward else None)
                 return
             finally:
                 rng.restore()

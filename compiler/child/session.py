@@ -23,6 +23,29 @@ def is_dynamo_exception(exc: BaseException) -> bool:
     return isinstance(exc, dexc.TorchDynamoException)
 
 
+def backward_graph_of(exc: BaseException) -> int | None:
+    """The graph whose compiled backward ``exc`` was raised in, if any: AOTAutograd's
+    backward frame holds ``ctx``, whose forward class holds the compiled forward that
+    runners.AotHooks tagged with its graph's index."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        tb = e.__traceback__
+        while tb is not None:
+            ctx = tb.tb_frame.f_locals.get("ctx")
+            forward_cls = getattr(type(ctx), "_forward_cls", None)
+            fw = getattr(forward_cls, "compiled_fw", None)
+            for _ in range(4):
+                index = getattr(fw, "_tcompile_graph", None)
+                if isinstance(index, int):
+                    return index
+                fw = getattr(fw, "__wrapped__", None)
+            tb = tb.tb_next
+        e = e.__cause__ or e.__context__
+    return None
+
+
 class Session:
     def __init__(self, config: HookConfig) -> None:
         self.config = config

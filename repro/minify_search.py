@@ -1,0 +1,115 @@
+"""The two searches of the minify job, run by the workers' oracle: the graph
+(minifier engine) and then the minimal graph's inputs (shrink.py); with the
+interrupt handling that keeps the best result of either."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler.protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, Event
+
+
+class Interrupts:
+    """Ctrl-C or SIGTERM during the search stops it: the best graph so far is kept,
+    written and reported (``interrupted``)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, lambda *a: self.event.set())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+
+
+def read_capture(capture_dir: Path) -> tuple[Any, list[Any], dict[str, Any]]:
+    import torch
+
+    from tcompile.compiler.graph_io import load_graph
+
+    gm = load_graph(capture_dir / CAPTURE_GRAPH)  # written by our worker
+    inputs = torch.load(capture_dir / CAPTURE_INPUTS, weights_only=False)
+    meta = json.loads((capture_dir / CAPTURE_META).read_text())
+    return gm, inputs, meta
+
+
+def search_graph(
+    job: Any, pool: Any, gm: Any, inputs: list[Any], meta: dict[str, Any], stop: threading.Event
+) -> Any:
+    import torch
+
+    from tcompile.compiler.graph_io import from_data, to_data
+    from tcompile.minifier import minify
+
+    def progress(p: Any) -> None:
+        job.observer.event(
+            {
+                "event": Event.MINIFY_PROGRESS,
+                "nodes": p.nodes,
+                "calls": p.calls,
+                "pass": p.pass_name,
+            }
+        )
+
+    # intermediate values lifted to inputs are computed in the program's grad mode
+    with torch.set_grad_enabled(meta.get("grad_enabled", True)):
+        return minify(
+            gm,
+            inputs,
+            lambda g, i: pool.evaluate(g, i)[0],
+            jobs=job.jobs,
+            stop=stop.is_set,
+            checkpoint=job.run_dir / "checkpoint",
+            on_progress=progress,
+            codec=(to_data, from_data),
+            sanity="last",  # the run just saw it fail; the search shows the start fails
+        )
+
+
+def shrink_minimal(
+    job: Any, pool: Any, result: Any, meta: dict[str, Any], stop: threading.Event
+) -> Any:
+    """The minimal graph's inputs, shrunk with the same workers (shrink.py)."""
+    import torch
+
+    from tcompile.minifier.verdict import Verdict
+
+    from .shrink import shrink_inputs
+
+    job.observer.status("shrinking the inputs of the minimal graph")
+    t0 = time.monotonic()
+    with torch.set_grad_enabled(meta.get("grad_enabled", True)):
+        shrunk = shrink_inputs(
+            result.gm,
+            result.inputs,
+            lambda g, i: pool.evaluate(g, i)[0] is Verdict.SAME_FAILURE,
+            stop=stop.is_set,
+            # a bounded share of the whole job: at most half the graph search (or 20 s)
+            seconds=max(20.0, 0.5 * result.seconds),
+        )
+    shrunk.seconds = time.monotonic() - t0  # type: ignore[attr-defined]
+    return shrunk
+
+
+def inputs_json(shrunk: Any) -> dict[str, Any] | None:
+    if shrunk is None:
+        return None
+    return {
+        "numel_before": shrunk.numel_before,
+        "numel_after": shrunk.numel_after,
+        "values": shrunk.values,
+        "calls": shrunk.calls,
+        "seconds": round(getattr(shrunk, "seconds", 0.0), 2),
+        "steps": shrunk.steps,
+    }

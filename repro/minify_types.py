@@ -1,0 +1,83 @@
+"""The minify job's state and its outcome (the ``--json`` of ``tcompile minify``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler.observer import Observer
+from tcompile.compiler.protocol import HookConfig
+from tcompile.compiler.signature import FailureSignature
+
+
+@dataclasses.dataclass
+class MinifyReport:
+    exit_code: int
+    message: str
+    repro: str | None = None
+    launcher: str | None = None
+    nodes_before: int | None = None
+    nodes_after: int | None = None
+    calls: int | None = None
+    seconds: float = 0.0
+    signature: str | None = None
+    verified: bool = False
+    eager_passes: bool | None = None
+    real_inputs: bool = False
+    graph: int | None = None
+    graph_kind: str | None = None
+    stage: str | None = None
+    after: str = "dynamo"
+    run_dir: str | None = None
+    interrupted: bool = False
+    worker_restarts: int = 0
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    record: str | None = None  # a capture failure's frame, for `tcompile replay`
+    repro_form: str | None = None  # short | long (the long form carries tcompile's helpers)
+    repro_lines: int | None = None
+    repro_bytes: int | None = None
+    sidecar: bool = False  # real input values too large to embed, beside the repro
+    kernel: str | None = None  # inductor's generated code for the minimal graph
+    inputs: dict[str, Any] | None = None  # input shrinking: numel before/after, calls, seconds
+    ops: list[str] | None = None  # the ops of the minimal graph (its culprit, for one node)
+    device: str | None = None  # where the repro's tensors live
+    repro_output: str | None = None  # what the verified repro printed
+    report: str | None = None  # --report: report.md
+    repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Job:
+    """One minification: what to run, where to write, how to report."""
+
+    command: list[str]  # the program the workers run (or a launcher's worker)
+    config: HookConfig  # the workers' hook config (with the serve spec)
+    signature: FailureSignature
+    graph: int
+    graph_kind: str | None
+    run_dir: Path
+    jobs: int
+    timeout: float | None
+    real_inputs: bool
+    accuracy: str
+    observer: Observer
+    t0: float
+    write_launcher: bool = True
+    command_for_repro: list[str] | None = None
+    pool: Any = None  # a pool whose first worker already serves the graph
+
+    def report(self, code: int, message: str, **kw: Any) -> MinifyReport:
+        return MinifyReport(
+            int(code),
+            message,
+            signature=str(self.signature),
+            run_dir=str(self.run_dir),
+            graph=self.graph,
+            seconds=time.monotonic() - self.t0,
+            **kw,
+        )
