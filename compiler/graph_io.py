@@ -106,7 +106,8 @@ def _decode(value: Any, env: dict[str, Any]) -> Any:
     return value
 
 
-def _fetch(root: Any, target: str) -> Any:
+def fetch_attr(root: Any, target: str) -> Any:
+    """``root.a.b.c`` for the dotted ``target`` of a ``get_attr`` node."""
     obj = root
     for part in target.split("."):
         obj = getattr(obj, part)
@@ -132,7 +133,7 @@ def to_data(gm: Any) -> dict[str, Any]:
             }
         )
         if n.op in ("get_attr", "call_module") and n.target not in attrs:
-            value = _fetch(gm, n.target)
+            value = fetch_attr(gm, n.target)
             if isinstance(value, torch.fx.GraphModule):
                 attrs[n.target] = {"graph": to_data(value)}
             elif isinstance(value, torch.nn.Parameter):

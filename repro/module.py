@@ -15,6 +15,8 @@ import re
 import textwrap
 from typing import Any
 
+from tcompile.compiler.graph_io import fetch_attr
+
 from .inputs import INLINE_LIMIT, real_values, spec_of, tensor_expr, with_values
 
 
@@ -54,13 +56,6 @@ def _attr_targets(gm: Any) -> list[str]:
     return seen
 
 
-def _fetch(gm: Any, target: str) -> Any:
-    obj = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def module_source(
     gm: Any, *, real: bool, sidecar: list[Any], name: str = "Repro"
 ) -> tuple[str, list[str]]:
@@ -74,7 +69,7 @@ def module_source(
     init: list[str] = []
     made: set[str] = set()
     for target in _attr_targets(gm):
-        value = _fetch(gm, target)
+        value = fetch_attr(gm, target)
         parts = target.split(".")
         for i in range(1, len(parts)):  # the submodules a dotted name goes through
             prefix = ".".join(parts[:i])
@@ -89,7 +84,7 @@ def module_source(
             imports += [i for i in sub_imports if i not in imports]
             init.append(f"{owner}.{leaf} = {sub}()")
         elif isinstance(value, torch.Tensor):
-            holder = _fetch(gm, ".".join(parts[:-1])) if len(parts) > 1 else gm
+            holder = fetch_attr(gm, ".".join(parts[:-1])) if len(parts) > 1 else gm
             buffer = leaf in getattr(holder, "_buffers", {})
             init.append(_assign(owner, leaf, value, buffer, real, sidecar))
         else:

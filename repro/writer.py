@@ -76,7 +76,7 @@ def short_repro(
     module_src, imports = module_source(gm, real=bool(sidecar) or _real(specs), sidecar=sidecar)
     config_lines, extra = config_source(meta.get("config") or {})
     own = meta.get("backend_source") if stage == meta.get("user_backend") else None
-    kwargs = _compile_kwargs(meta, accuracy, stage, gm, specs)
+    kwargs = compile_kwargs_of(meta, accuracy, stage, gm, specs)
     uses_signature = not checking and kind != "crash"
 
     out = [_header(env, signature)]
@@ -143,7 +143,7 @@ def _real(specs: list[InputSpec]) -> bool:
     return any(s.kind == "tensor" and s.fill in ("values", "sidecar") for s in specs)
 
 
-def _compile_kwargs(
+def compile_kwargs_of(
     meta: dict[str, Any], accuracy: str, stage: str, gm: Any, specs: list[InputSpec]
 ) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}

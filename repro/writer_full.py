@@ -26,7 +26,7 @@ from tcompile.compiler.configs import AOT_COMPILE_SOURCE, config_source
 
 from .inputs import InputSpec, compact_source
 from .module import module_source
-from .writer import SIDECAR_SUFFIX
+from .writer import SIDECAR_SUFFIX, compile_kwargs_of
 
 
 def _helpers() -> str:
@@ -241,18 +241,9 @@ def full_repro(
     if meta.get("backend_source") and stage == meta.get("user_backend"):
         backend_fn = meta["backend_source"]
         functions = f"{{{stage!r}: {stage}}}"
-    compile_kwargs: dict[str, Any] = {}
-    if meta.get("mode") and meta["mode"] != "default":
-        compile_kwargs["mode"] = meta["mode"]
-    options = _acc.with_fallback_random(
-        meta.get("options"), checking=accuracy != "off", stage=stage, gm=gm
-    )
-    if options and "mode" not in compile_kwargs:
-        compile_kwargs["options"] = options
+    compile_kwargs = compile_kwargs_of(meta, accuracy, stage, gm, specs)
+    dynamic = compile_kwargs.pop("dynamic", None)
     extra_source = "\n\n".join(x for x in (extra, backend_fn) if x)
-    dynamic = meta.get("dynamic")
-    if dynamic is None and any(sp.kind == "size" for sp in specs):
-        dynamic = True
     text = _TEMPLATE.format(
         tcompile=env["tcompile"],
         signature=signature,
