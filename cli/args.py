@@ -62,6 +62,19 @@ def is_launcher(path: str) -> bool:
     return MARKER in head or os.path.basename(path) == "minifier_launcher.py"
 
 
+def is_record(path: str) -> bool:
+    """A frame's record: tcompile's (by its magic line) or torch's own ``.rec``."""
+    from tcompile.compiler.record_format import MAGIC
+
+    if path.endswith(".rec") and os.path.isfile(path):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
 def program(argv: tuple[str, ...], backend: str | None = None) -> list[str]:
     """The command to run, with ``--backend`` checked too: bad input fails here, once."""
     from tcompile.compiler.runner import check_backend

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from tcompile.compiler.exitcodes import ExitCode
+from tcompile.compiler.exitcodes import ExitCode, UsageError
 
 from . import app, args
 from .options import (
@@ -231,21 +231,17 @@ def replay(
         for warning in report.warnings:
             click.echo(f"tcompile: warning: {warning}", err=True)
         if then_minify:
-            then = report.minify_args()
+            then = report.minify_args(trust=trust)
             if then is None and report.failures:
-                click.echo(
-                    "tcompile: the replayed failure is in Dynamo's capture, before any graph: "
-                    "nothing to minify",
-                    err=True,
-                )
+                click.echo("tcompile: the replayed failure has nothing to minify", err=True)
             elif then is not None:
-                from tcompile.repro.minify_job import run_minify
+                from tcompile.repro.minify_job import minify_next
 
-                report.minify = run_minify(
+                report.minify = minify_next(
                     report.command,
+                    then,
                     accuracy=accuracy,
                     backend=backend,
-                    **then,
                     **app.common(out, timeout, as_json),
                 )
         return report
@@ -311,8 +307,8 @@ def env(as_json: bool) -> None:
 @click.option(
     "--trust",
     is_flag=True,
-    help="Minify from a minifier_launcher.py this user's tcompile did not sign: its data "
-    "files are pickles, which execute code when loaded.",
+    help="Minify from a minifier_launcher.py or a record this user's tcompile did not "
+    "sign: their data are pickles, which execute code when loaded.",
 )
 @report_option
 @json_option
@@ -335,13 +331,27 @@ def minify(
 ) -> None:
     """Shrink the failing graph of SCRIPT [ARGS] (or -- COMMAND ...) to a verified repro.py.
 
-    Also accepts a minifier_launcher.py written by an earlier run.
+    Also accepts a minifier_launcher.py written by an earlier run, and a record.pkl of
+    a frame TorchDynamo could not capture (its function's source is minified).
     """
 
     def job() -> Any:
         from tcompile.repro.launcher_job import launch
         from tcompile.repro.minify_job import run_minify
 
+        if argv and args.is_record(argv[0]):
+            from tcompile.repro.capture_job import minify_capture
+
+            if len(argv) > 1:
+                raise UsageError("a record takes no arguments: tcompile minify RECORD")
+            common = app.common(out, timeout, as_json)
+            return minify_capture(
+                argv[0],
+                trust=trust,
+                out=out,
+                timeout=timeout,
+                observer=common["observer"],
+            )
         if argv and argv[0].endswith(".py") and args.is_launcher(argv[0]):
             return launch(
                 argv[0],
@@ -419,13 +429,13 @@ def bisect(
         )
         then = report.minify_args() if then_minify else None
         if then is not None:
-            from tcompile.repro.minify_job import run_minify
+            from tcompile.repro.minify_job import minify_next
 
-            report.minify = run_minify(
+            report.minify = minify_next(
                 command,
+                then,
                 accuracy=accuracy,
                 jobs=jobs,
-                **then,
                 **app.common(report.run_dir, timeout, as_json),
             ).to_json()
         if write_report and report.run_dir:

@@ -367,15 +367,29 @@ def minify_result(report: Any, console: Console) -> None:
         console.print(f"[{colour}]{report.message}[/{colour}]", highlight=False)
         return
     ok = "[green]verified[/green]" if report.verified else "[red]NOT verified[/red]"
-    console.print(f"failure:  {report.signature}", highlight=False)
-    console.print(
-        f"graph:    {report.graph} ({report.graph_kind}), stage {report.stage}", highlight=False
-    )
-    console.print(
-        f"nodes:    {report.nodes_before} -> {report.nodes_after}   oracle calls: {report.calls}   "
-        f"time: {report.seconds:.1f}s",
-        highlight=False,
-    )
+    console.print(Text("failure:  ") + plain(report.signature), highlight=False)
+    capture = getattr(report, "capture", None)
+    if capture:  # a frame Dynamo could not capture: its source was minified
+        console.print(
+            Text("function: ") + plain(f"{capture['entry']} at {capture['where']}"),
+            highlight=False,
+        )
+        console.print(
+            f"lines:    {capture['lines_before']} -> {capture['function_lines']} "
+            f"(user code the frame ran -> the minimal function)   oracle calls: "
+            f"{report.calls}   time: {report.seconds:.1f}s",
+            highlight=False,
+        )
+    else:
+        console.print(
+            f"graph:    {report.graph} ({report.graph_kind}), stage {report.stage}",
+            highlight=False,
+        )
+        console.print(
+            f"nodes:    {report.nodes_before} -> {report.nodes_after}   oracle calls: "
+            f"{report.calls}   time: {report.seconds:.1f}s",
+            highlight=False,
+        )
     console.print(
         f"repro:    {report.repro} ({ok}{', real inputs' if report.real_inputs else ''})",
         highlight=False,

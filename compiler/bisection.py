@@ -72,9 +72,12 @@ class BisectReport:
 
     def minify_args(self) -> dict[str, Any] | None:
         """``bisect --minify``: what to minify next (the culprit graph, compiled with the
-        culprit stage when it is not inductor), or None when there is nothing to."""
-        if self.exit_code != ExitCode.COMPILER_FAILURE or self.graph is None:
+        culprit stage when it is not inductor; or the record of a frame Dynamo could
+        not capture), or None when there is nothing to."""
+        if self.exit_code != ExitCode.COMPILER_FAILURE:
             return None
+        if self.graph is None:  # a frame Dynamo could not capture: its record
+            return {"record": self.record} if self.record else None
         return {"graph": self.graph, "backend": self.stage if self.stage != "inductor" else None}
 
 

@@ -30,7 +30,7 @@ from tcompile.minifier.verdict import Verdict
 from .crash import crash_signature
 from .graph_io import save_graph
 from .protocol import HookConfig, read_events, read_markers
-from .runner import STDIN, ProcessResult, child_env
+from .runner import PARENT_ENV, STDIN, ProcessResult, child_env, parent_identity
 from .signature import FailureKind, FailureSignature
 
 
@@ -49,15 +49,28 @@ class NotServed(RuntimeError):
 
 
 class _Worker:
+    """A child answering JSON lines on two pipes: under the hooks with ``config`` (the
+    pipes in its serve spec), or, with ``fds_env``, a plain interpreter told its pipes
+    in that variable (it still dies with tcompile: child/hooks.watch_parent)."""
+
     def __init__(
-        self, command: list[str], config: HookConfig, log: Path, env: dict[str, str]
+        self,
+        command: list[str],
+        config: HookConfig | None,
+        log: Path,
+        env: dict[str, str],
+        fds_env: str | None = None,
     ) -> None:
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
-        serve = dict(config.serve or {})
-        serve["fds"] = [p2c_r, c2p_w]
-        cfg = dataclasses.replace(config, serve=serve)
-        full_env = child_env(cfg, env)
+        if config is not None:
+            serve = dict(config.serve or {})
+            serve["fds"] = [p2c_r, c2p_w]
+            full_env = child_env(dataclasses.replace(config, serve=serve), env)
+        else:
+            full_env = dict(env)
+            full_env[PARENT_ENV] = parent_identity()
+            full_env[fds_env or "TCOMPILE_FDS"] = f"{p2c_r},{c2p_w}"
         self.log = log
         self._logf = open(log, "wb")
         stdin, feed = STDIN.for_run()  # the program's stdin, as its first run read it

@@ -56,6 +56,12 @@ REPLAY_DRIVER = (
     "import sys; from tcompile.compiler.child.replay_driver import main; "
     "sys.exit(main(sys.argv[1:]))"
 )
+# The worker judging candidate sources of a recorded frame (child/capture_worker.py):
+# python -c CAPTURE_WORKER RECORD SHA256, without the hooks (it compiles on its own).
+CAPTURE_WORKER = (
+    "import sys; from tcompile.compiler.child.capture_worker import main; "
+    "sys.exit(main(sys.argv[1:]))"
+)
 # The worker of a minifier_launcher.py: the launcher's data comes in the serve spec.
 LAUNCHER_WORKER = "from tcompile.compiler.child.serve import serve_launcher; serve_launcher()"
 

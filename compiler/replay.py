@@ -61,11 +61,16 @@ class ReplayReport:
             out.pop("minify")
         return out
 
-    def minify_args(self) -> dict[str, Any] | None:
-        """``replay --minify``: the first replayed failure that is in a graph, or None
-        (a failure in Dynamo's capture has no graph to minify)."""
+    def minify_args(self, trust: bool = False) -> dict[str, Any] | None:
+        """``replay --minify``: the first replayed failure that is in a graph; or, when
+        the recorded capture failure reproduced, the record itself (its frame's source
+        is minified); None when there is nothing to minify."""
         target = next((f for f in self.failures if f.graph is not None), None)
-        return None if target is None else {"graph": int(target.graph)}
+        if target is not None:
+            return {"graph": int(target.graph)}
+        if self.outcome == "reproduced":
+            return {"record": self.record, "trust": trust}
+        return None
 
 
 def load_info(path: str) -> RecordInfo:

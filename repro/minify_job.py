@@ -35,7 +35,24 @@ from .minify_search import Interrupts, inputs_json, read_capture, search_graph, 
 from .minify_target import choose_target, graphless_report
 from .minify_types import Job, MinifyReport
 
-__all__ = ["Job", "MinifyReport", "minify_captured", "run_minify"]
+__all__ = ["Job", "MinifyReport", "minify_captured", "minify_next", "run_minify"]
+
+
+def minify_next(command: list[str], then: dict[str, Any], **kw: Any) -> MinifyReport:
+    """``bisect --minify`` and ``replay --minify``: go on to minify what the job found --
+    a graph of the program (``then``: graph, backend), or a frame Dynamo could not
+    capture (``then``: record, trust)."""
+    if "record" in then:
+        from .capture_job import minify_capture
+
+        return minify_capture(
+            then["record"],
+            trust=bool(then.get("trust")),
+            out=kw.get("out"),
+            timeout=kw.get("timeout"),
+            observer=kw.get("observer"),
+        )
+    return run_minify(command, **then, **kw)
 
 
 def run_minify(
@@ -100,7 +117,7 @@ def run_minify(
         target.seconds = time.monotonic() - t0
         return target
     if target.graph is None:
-        return graphless_report(target, run_dir, t0)
+        return _without_graph(target, run_dir, t0, timeout, observer)
     sig = target.signature
     # auto: the Dynamo graph, where every failure shows (a decomposition bug is
     # already inside the AOT graph, DESIGN.md mechanism 5)
@@ -130,6 +147,22 @@ def run_minify(
         **common,
     )
     return minify_captured(job)
+
+
+def _without_graph(
+    target: Any, run_dir: Path, t0: float, timeout: float | None, observer: Observer
+) -> MinifyReport:
+    """A failure with no graph: a frame Dynamo could not capture is minified from its
+    record (its code); anything else is said as it is (minify_target.py)."""
+    if target.kind == "capture" and target.record:
+        from .capture_job import minify_capture
+
+        report = minify_capture(
+            target.record, timeout=timeout, observer=observer, run_dir=str(run_dir)
+        )
+        report.seconds = time.monotonic() - t0
+        return report
+    return graphless_report(target, run_dir, t0)
 
 
 def _first_worker(

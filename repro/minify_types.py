@@ -46,6 +46,7 @@ class MinifyReport:
     repro_output: str | None = None  # what the verified repro printed
     report: str | None = None  # --report: report.md
     repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
+    capture: dict[str, Any] | None = None  # a capture failure: the function minified
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -24,10 +24,15 @@ _NO_TCOMPILE = (
 
 
 def repro_output(
-    repro: Path, backend: str | None = None, timeout: float = 900, cache_dir: Path | None = None
+    repro: Path,
+    backend: str | None = None,
+    timeout: float = 900,
+    cache_dir: Path | None = None,
+    extra: list[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a repro as a stranger would.  ``cache_dir``: inductor's cache for this run
-    alone (a cache that cannot lie, and where the generated code can be found)."""
+    alone (a cache that cannot lie, and where the generated code can be found);
+    ``extra``: more command-line arguments for it."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -36,8 +41,10 @@ def repro_output(
     env.pop("PYTHONPATH", None)
     if cache_dir is not None:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
-    args = [sys.executable, "-c", _NO_TCOMPILE, str(Path(repro).resolve())] + (
-        ["--backend", backend] if backend else []
+    args = (
+        [sys.executable, "-c", _NO_TCOMPILE, str(Path(repro).resolve())]
+        + (["--backend", backend] if backend else [])
+        + list(extra or [])
     )
     with_tmp = Path(os.environ.get("TMPDIR", "/tmp"))
     proc = subprocess.Popen(
@@ -68,9 +75,11 @@ def verify_repro(repro: Path, signature: str, cache_dir: Path | None = None) -> 
     return check_repro(repro, signature, cache_dir)[0]
 
 
-def check_repro(repro: Path, signature: str, cache_dir: Path | None = None) -> tuple[bool, str]:
+def check_repro(
+    repro: Path, signature: str, cache_dir: Path | None = None, timeout: float = 900
+) -> tuple[bool, str]:
     """(verified, what the repro printed on stdout)."""
-    proc = repro_output(repro, cache_dir=cache_dir)
+    proc = repro_output(repro, cache_dir=cache_dir, timeout=timeout)
     return _reproduced(proc, signature), proc.stdout
 
 

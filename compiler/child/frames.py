@@ -147,6 +147,41 @@ def _code_names(code: Any) -> set[str]:
     return names
 
 
+def _reachable_names(
+    names: set[str], f_globals: dict[str, Any], arguments: dict[str, Any]
+) -> set[str]:
+    """The globals the frame can reach: those its code names, and those named by the
+    functions and classes of its own module that it reaches -- through those globals or
+    through the modules it was called with (``Head.forward`` calling a helper of the
+    script): the replayed frame runs them too, in a fresh ``__main__``."""
+    import torch
+
+    module = f_globals.get("__name__", "__main__")
+    todo: list[Any] = []
+    for value in arguments.values():
+        if isinstance(value, torch.nn.Module):
+            todo += [type(m) for m in value.modules()]
+    out = set(names)
+    todo += [f_globals[n] for n in names if n in f_globals]
+    seen: set[int] = set()
+    while todo:
+        value = todo.pop()
+        if id(value) in seen or getattr(value, "__module__", None) != module:
+            continue
+        seen.add(id(value))
+        codes = []
+        if isinstance(value, type):
+            codes = [f.__code__ for f in vars(value).values() if hasattr(f, "__code__")]
+        elif hasattr(value, "__code__"):
+            codes = [value.__code__]
+        for code in codes:
+            for name in _code_names(code) - out:
+                out.add(name)
+                if name in f_globals:
+                    todo.append(f_globals[name])
+    return out
+
+
 class _Parts:
     """The record's parts, each pickled on its own: one that cannot be pickled is
     listed under ``unrecorded`` and the rest is still written."""
@@ -203,7 +238,7 @@ def _put_frame(parts: _Parts, state: FrameState) -> dict[str, Any]:
         except ValueError:
             continue  # an empty cell
         parts.put(f"cell:{i}", value)
-    for name in sorted(names):
+    for name in sorted(_reachable_names(names, state.f_globals, arguments)):
         if name in state.f_globals and not name.startswith("__"):
             parts.put(f"global:{name}", state.f_globals[name])
     b = state.f_builtins if isinstance(state.f_builtins, dict) else vars(builtins)

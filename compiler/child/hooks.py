@@ -40,7 +40,7 @@ def install_from_environment() -> bool:
         sys.stderr.write(f"tcompile: ignoring bad {CONFIG_ENV}: {exc}\n")
         return False
     _installed = True
-    _watch_parent()
+    watch_parent()
     if "torch" in sys.modules:
         _patch_torch(sys.modules["torch"], config)
     else:
@@ -49,7 +49,7 @@ def install_from_environment() -> bool:
     return True
 
 
-def _watch_parent() -> None:
+def watch_parent() -> None:
     """Exit when tcompile is gone (killed with SIGKILL, say): the user's program, its
     workers and minifier workers must not outlive it, nor keep running on the GPU.
     The parent is named by ``pid:start-time`` (runner.parent_identity), so a pid reused

@@ -13,14 +13,26 @@ from .recorder import Recorder
 
 
 def is_dynamo_exception(exc: BaseException) -> bool:
-    """A TorchDynamo capture failure (not a backend failure wrapped by Dynamo)."""
+    """A TorchDynamo capture failure (not a backend failure wrapped by Dynamo): one of
+    Dynamo's own exceptions, or a symbolic-shapes error raised while Dynamo made the
+    frame's guards (a dynamic size the code specialises: ConstraintViolationError),
+    which Dynamo lets through unwrapped."""
     try:
         from torch._dynamo import exc as dexc
+        from torch.fx.experimental import symbolic_shapes
     except Exception:  # pragma: no cover
         return False
     if isinstance(exc, dexc.BackendCompilerFailed):
         return False
-    return isinstance(exc, dexc.TorchDynamoException)
+    guard_errors = tuple(
+        t
+        for t in (
+            getattr(symbolic_shapes, "ConstraintViolationError", None),
+            getattr(symbolic_shapes, "GuardOnDataDependentSymNode", None),
+        )
+        if isinstance(t, type)
+    )
+    return isinstance(exc, (dexc.TorchDynamoException, *guard_errors))
 
 
 def backward_graph_of(exc: BaseException) -> int | None:

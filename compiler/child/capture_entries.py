@@ -1,0 +1,286 @@
+"""Entries of the capture worker (capture_worker.py): functions the source minifier
+may start from.  Entry 0 is the recorded frame (or, when that frame is torch's own
+wrapper around a module, the module's ``forward``); ``callee_entries`` runs entry 0
+eagerly once and adds the user functions it calls, with their arguments as they
+were, so that the search can step into the callee where the failure is raised.
+Runs only inside the worker's interpreter."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import inspect
+import os
+import sys
+import textwrap
+import types
+from typing import Any
+
+MAX_ENTRIES = 16
+
+
+@dataclasses.dataclass
+class Entry:
+    name: str  # the function's name in ``source``
+    source: str  # a module source defining it (decorators dropped)
+    namespace: dict[str, Any]  # its globals
+    recorded: dict[str, Any]  # parameter -> value, as it was called
+    where: str  # file:line
+    depth: int = 0
+    marks: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # mark_dynamic dims
+
+    def to_json(self, index: int) -> dict[str, Any]:
+        return {
+            "entry": index,
+            "name": self.name,
+            "where": self.where,
+            "depth": self.depth,
+            "params": list(self.recorded),
+            "lines": self.source.count("\n") + 1,
+            "source": self.source,
+        }
+
+
+def is_user_file(filename: str) -> bool:
+    import torch
+
+    if not filename or filename.startswith("<"):
+        return False
+    torch_dir = os.path.dirname(torch.__file__)
+    stdlib = os.path.dirname(os.__file__)
+    return not (
+        filename.startswith(torch_dir)
+        or filename.startswith(stdlib)
+        or "site-packages" in filename
+        or "dist-packages" in filename
+    )
+
+
+def function_source(fn: Any, torch: Any, owner: Any = None) -> str:
+    """A module source defining ``fn`` at top level: dedented, decorators dropped.  A
+    ``nn.Sequential``'s forward is written out as its calls, one per layer."""
+    if owner is not None and isinstance(owner, torch.nn.Sequential):
+        lines = [f"    input = self[{i}](input)" for i in range(len(owner))]
+        return "def forward(self, input):\n" + "\n".join(lines) + "\n    return input\n"
+    text = textwrap.dedent(inspect.getsource(fn))
+    tree = ast.parse(text)
+    node = tree.body[0]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        node.decorator_list = []
+    return ast.unparse(tree) + "\n"
+
+
+def root_entry(fn: Any, args: list[Any], kwargs: dict[str, Any], torch: Any) -> Entry:
+    """The recorded frame as an entry.  torch wraps a compiled module in a function of
+    its own (``wrap_inline``): then the entry is the module's ``forward``."""
+    code = fn.__code__
+    target, owner = fn, None
+    if not is_user_file(code.co_filename):
+        for cell in fn.__closure__ or ():
+            value = cell.cell_contents
+            if isinstance(value, torch.nn.Module):
+                target, owner = type(value).forward, value
+                break
+            if isinstance(value, types.FunctionType) and is_user_file(value.__code__.co_filename):
+                target = value
+                break
+    if owner is not None:
+        bound = inspect.signature(target).bind(owner, *args, **kwargs)
+    else:
+        bound = inspect.signature(target).bind(*args, **kwargs)
+    namespace = target.__globals__
+    for name, cell in zip(target.__code__.co_freevars, target.__closure__ or ()):
+        try:
+            namespace[name] = cell.cell_contents  # the closure's values, as globals
+        except ValueError:
+            pass
+    entry = Entry(
+        name=target.__name__,
+        source=function_source(target, torch, owner),
+        namespace=namespace,
+        recorded=dict(bound.arguments),
+        where=f"{target.__code__.co_filename}:{target.__code__.co_firstlineno}",
+    )
+    entry.marks = _marks_of(entry.recorded, torch)
+    return entry
+
+
+def _marks_of(recorded: dict[str, Any], torch: Any) -> dict[str, list[int]]:
+    return {
+        k: sorted(v._dynamo_dynamic_indices)
+        for k, v in recorded.items()
+        if isinstance(v, torch.Tensor) and getattr(v, "_dynamo_dynamic_indices", None)
+    }
+
+
+def callee_entries(root: Entry, torch: Any, user_stack: list[str]) -> list[Entry]:
+    """The user functions entry 0 calls when it runs eagerly, each with its arguments
+    as they were on its first call: the frames on the failure's user stack first
+    (innermost first), then the others, deepest first."""
+    fn = _function(root.source, root.name, root.namespace)
+    calls: dict[Any, Entry] = {}
+    depth = [0]
+    root_code = fn.__code__
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if code is root_code or not is_user_file(code.co_filename):
+            return
+        if event == "return":
+            depth[0] -= 1
+            return
+        if event != "call":
+            return
+        depth[0] += 1
+        if code in calls or len(calls) >= 4 * MAX_ENTRIES:
+            return
+        try:
+            calls[code] = _entry_from_frame(frame, depth[0], torch)
+        except Exception:
+            pass
+
+    args = {k: _fresh(v) for k, v in root.recorded.items()}
+    sys.setprofile(profile)
+    try:
+        with torch.no_grad():
+            fn(**args)
+    except Exception:
+        pass
+    finally:
+        sys.setprofile(None)
+    entries = [e for e in calls.values() if e is not None]
+    on_stack = {s.rsplit(" in ", 1)[0] for s in user_stack}
+
+    def order(e: Entry) -> tuple[int, int]:
+        code_lines = e.source.count("\n")
+        file, _, first = e.where.rpartition(":")
+        hit = any(
+            f == file and int(first) <= int(ln) <= int(first) + code_lines
+            for f, _, ln in (s.rpartition(":") for s in on_stack)
+            if ln.isdigit() and first.isdigit()
+        )
+        return (0 if hit else 1, -e.depth)
+
+    entries.sort(key=order)
+    for e in entries:  # a size marked dynamic in the program stays dynamic below
+        e.marks = _propagate_marks(root, e, torch)
+    return entries[:MAX_ENTRIES]
+
+
+def _entry_from_frame(frame: Any, depth: int, torch: Any) -> Entry | None:
+    code = frame.f_code
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    params = code.co_varnames[:n]
+    if code.co_flags & 0x20 or code.co_name == "<lambda>":  # generators, lambdas
+        return None
+    recorded = {p: copy.deepcopy(frame.f_locals[p]) for p in params if p in frame.f_locals}
+    namespace = frame.f_globals
+    for name in code.co_freevars:
+        if name in frame.f_locals:
+            namespace = dict(namespace)
+            namespace[name] = frame.f_locals[name]
+    source = textwrap.dedent(inspect.getsource(code))
+    tree = ast.parse(source)
+    node = tree.body[0]
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    node.decorator_list = []
+    return Entry(
+        name=code.co_name,
+        source=ast.unparse(tree) + "\n",
+        namespace=namespace,
+        recorded=recorded,
+        where=f"{code.co_filename}:{code.co_firstlineno}",
+        depth=depth,
+    )
+
+
+def _propagate_marks(root: Entry, entry: Entry, torch: Any) -> dict[str, list[int]]:
+    sizes = {root.recorded[k].shape[d] for k, dims in root.marks.items() for d in dims}
+    if not sizes:
+        return {}
+    out: dict[str, list[int]] = {}
+    for k, v in entry.recorded.items():
+        if isinstance(v, torch.Tensor):
+            dims = [d for d, s in enumerate(v.shape) if s in sizes]
+            if dims:
+                out[k] = dims
+    return out
+
+
+def _function(source: str, name: str, namespace: dict[str, Any]) -> Any:
+    scope = dict(namespace)
+    exec(compile(source, "<candidate>", "exec"), scope)  # noqa: S102
+    fn = scope[name]
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"{name} is not a function")
+    return fn
+
+
+def _fresh(value: Any) -> Any:
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return value
+
+
+def make_tensor(spec: dict[str, Any], torch: Any) -> Any:
+    """A fresh tensor from a spec (shape, dtype, device, requires_grad, range)."""
+    dtype = getattr(torch, spec["dtype"])
+    shape = tuple(spec["shape"])
+    device = spec.get("device", "cpu")
+    if dtype == torch.bool:
+        t = torch.rand(shape, device=device) > 0.5
+    elif dtype.is_floating_point or dtype.is_complex:
+        t = torch.randn(shape, device=device, dtype=dtype)
+    else:
+        lo, hi = spec.get("range") or (0, 9)
+        t = torch.randint(int(lo), int(hi) + 1, shape, device=device, dtype=dtype)
+    if spec.get("requires_grad"):
+        t.requires_grad_()
+    return t
+
+
+def tensor_spec(t: Any, torch: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "shape": list(t.shape),
+        "dtype": str(t.dtype).replace("torch.", ""),
+        "device": str(t.device),
+        "requires_grad": bool(t.requires_grad),
+    }
+    if not (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
+        if t.numel():
+            spec["range"] = [int(t.min()), int(t.max())]
+    if t.numel() <= 16 and t.device.type == "cpu":
+        spec["values"] = t.detach().tolist()
+    return spec
+
+
+def call_args(entry: Entry, fn: Any, scope: dict[str, Any], torch: Any) -> dict[str, Any]:
+    """Keyword arguments for a candidate: fresh copies of the recorded ones, values
+    bound by ``__bindings__``, tensors made from ``__inputs__``; dims marked dynamic."""
+    bindings = scope.get("__bindings__") or {}
+    specs = scope.get("__inputs__") or {}
+    recorded = {k: _fresh(v) for k, v in entry.recorded.items()}
+    torch.manual_seed(0)
+    out: dict[str, Any] = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        if name in specs:
+            spec = specs[name]
+            out[name] = make_tensor(spec, torch) if "shape" in spec else spec["value"]
+        elif name in bindings:
+            out[name] = eval(bindings[name], {"__builtins__": {}}, recorded)  # noqa: S307
+        elif name in recorded:
+            out[name] = recorded[name]
+        elif p.default is not inspect.Parameter.empty:
+            continue
+        else:
+            raise KeyError(f"no value for parameter {name!r}")
+        marks = entry.marks.get(name)
+        if marks and isinstance(out[name], torch.Tensor):
+            for d in marks:
+                if d < out[name].dim():
+                    torch._dynamo.mark_dynamic(out[name], d)
+    return out

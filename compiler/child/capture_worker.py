@@ -1,0 +1,137 @@
+"""A worker that judges candidate *source* for a capture failure (``tcompile minify``
+of a frame that failed in TorchDynamo: there is no graph, only code).
+
+It loads the record once (the parent checked that it is trusted and passes the
+payload's SHA-256) and rebuilds the frame: its function, arguments, globals and
+closure.  Entries are functions the minifier may start from: entry 0 is the recorded
+frame (or, when that frame is torch's own wrapper around a module, the module's
+``forward``); ``entries`` runs entry 0 eagerly once and adds the user functions it
+calls, with their arguments as they were, so the search can step into the callee
+where the failure is raised instead of shrinking the whole model around it.
+
+Each request names an entry and a candidate module source: the function (named as
+the entry's), helpers, and two optional literals the passes write --
+``__bindings__`` (a new parameter bound to an expression over the entry's arguments,
+``{"w": "self.proj.weight"}``) and ``__inputs__`` (a parameter made fresh from a spec:
+shape, dtype, fill).  The verdict compiles the candidate with the recorded
+``torch.compile`` options (backend ``eager`` unless told otherwise: a capture failure
+happens before any backend runs) and compares the failure with the recorded one by
+its FailureSignature.
+
+Run as ``python -c CAPTURE_WORKER RECORD SHA256`` (protocol.py); requests and answers
+are JSON lines on the two pipes named in ``TCOMPILE_CAPTURE_FDS``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from .capture_entries import Entry, call_args, callee_entries, root_entry
+from .capture_info import describe, local_values, module_info
+
+FDS_ENV = "TCOMPILE_CAPTURE_FDS"  # compiler/capture_pool.py names the same variable
+
+
+def main(argv: list[str]) -> int:
+    from .hooks import watch_parent
+
+    watch_parent()
+    import torch
+
+    from ..record_format import read_info
+    from ..signature import FailureSignature
+    from .replay_driver import _load_tcompile, _load_torch, build
+    from .torch_config import apply_module_diffs
+
+    info = read_info(argv[0])
+    sha = argv[1] if len(argv) > 1 and argv[1] != "-" else None
+    loaded = _load_tcompile(info, sha) if info.kind == "tcompile" else _load_torch(argv[0])
+    apply_module_diffs("torch._dynamo.config", loaded.get("dynamo_config") or {})
+    apply_module_diffs("torch._inductor.config", loaded.get("inductor_config") or {})
+    fn, args, kwargs, _missing = build(loaded)
+    options = dict(loaded.get("compile") or {})
+    target = FailureSignature.from_json(info.meta.get("signature") or {})
+    state = _State(torch, options, target, root_entry(fn, args, kwargs, torch))
+    rfd, wfd = (int(x) for x in os.environ[FDS_ENV].split(","))
+    with os.fdopen(rfd, "r") as requests, os.fdopen(wfd, "w", buffering=1) as replies:
+        root = state.entries[0]
+        replies.write(json.dumps({"ready": True, **root.to_json(0)}) + "\n")
+        for line in requests:
+            req = json.loads(line)
+            if req.get("stop"):
+                break
+            try:
+                reply = state.handle(req)
+            except Exception as exc:  # a request the worker cannot answer: invalid
+                reply = {"verdict": "invalid", "error": f"{type(exc).__name__}: {exc}"[:300]}
+            replies.write(json.dumps({"id": req.get("id"), **reply}, default=str) + "\n")
+    os._exit(0)
+
+
+class _State:
+    def __init__(self, torch: Any, options: dict[str, Any], target: Any, root: Entry) -> None:
+        self.torch, self.options, self.target = torch, options, target
+        self.entries = [root]
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op", "judge")
+        if op == "entries":
+            more = callee_entries(self.entries[0], self.torch, req.get("user_stack") or [])
+            self.entries = self.entries[:1] + more
+            return {"entries": [e.to_json(i) for i, e in enumerate(self.entries)]}
+        entry = self.entries[int(req.get("entry", 0))]
+        if op == "info":
+            return module_info(entry, self.torch)
+        if op == "values":
+            return {"values": local_values(entry, req["source"], self.torch)}
+        if op == "describe":
+            return describe(entry, req["source"], self.torch)
+        return self.judge(entry, req["source"], req.get("backend"))
+
+    def judge(self, entry: Entry, source: str, backend: str | None) -> dict[str, Any]:
+        from ..signature import FailureSignature
+        from .session import is_dynamo_exception
+
+        torch = self.torch
+        try:
+            scope = dict(entry.namespace)
+            exec(compile(source, "<candidate>", "exec"), scope)  # noqa: S102
+            fn = scope[entry.name]
+            kwargs = call_args(entry, fn, scope, self.torch)
+        except Exception as exc:
+            return {"verdict": "invalid", "error": f"{type(exc).__name__}: {exc}"[:300]}
+        kw: dict[str, Any] = {
+            "backend": backend or "eager",
+            "fullgraph": bool(self.options.get("fullgraph")),
+            "dynamic": self.options.get("dynamic"),
+        }
+        torch._dynamo.reset()
+        try:
+            torch.compile(fn, **kw)(**kwargs)
+        except Exception as exc:
+            capture = is_dynamo_exception(exc)
+            sig = FailureSignature.from_exception(
+                "eager" if capture else kw["backend"], "capture" if capture else "runtime", exc
+            )
+            same = capture and sig.matches(self.target)
+            if same and not self.runs_eagerly(entry, fn, scope):
+                # it fails in Dynamo, but it is not a program: without torch.compile it
+                # raises too (a name whose definition a pass deleted, say)
+                return {"verdict": "invalid", "error": "fails without torch.compile"}
+            verdict = "same_failure" if same else "other_failure"
+            return {"verdict": verdict, "signature": sig.to_json()}
+        return {"verdict": "pass"}
+
+    def runs_eagerly(self, entry: Entry, fn: Any, scope: dict[str, Any]) -> bool:
+        try:
+            fn(**call_args(entry, fn, scope, self.torch))
+        except Exception:
+            return False
+        return True
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,106 @@
+"""Shrinking a Python function's source behind an oracle (capture failures: a frame
+TorchDynamo cannot capture has no graph, only code).
+
+The same discipline as the graph engine: one gate (a candidate that is not smaller,
+or was tried, is never tested), passes that only propose, the schedule as data, a
+fixed point, limits passed in.  A candidate is the source of a module: the function
+(named ``name``), helpers the passes introduce, and two literals the oracle reads --
+``__bindings__`` (a parameter bound to an expression over the original arguments,
+``{"w": "self.proj.weight"}``) and ``__inputs__`` (a parameter made fresh from a spec,
+``{"s": {"shape": [], "dtype": "float32"}}``).  Size is measured on the functions
+alone: turning ``self.proj.weight`` into a parameter makes a candidate smaller.
+
+Passes (each small, on the Python AST):
+
+* ``inline_calls`` -- a call whose callee's source is known (a module's forward, a
+  method, a function of the program) replaced by the callee's body, its parameters
+  bound (a call inside an expression is lifted into a statement first);
+* ``unroll_loops`` -- ``for b in self.blocks:`` over a module list of known length,
+  written out with ``self.blocks[i]``;
+* ``attrs_to_inputs`` -- module attributes that are tensors become parameters bound to
+  them; numbers and tuples become literals;
+* ``values_to_inputs`` -- a local assigned once becomes a parameter made fresh from its
+  value's spec (its computation is gone: "replace a statement's value with a fresh
+  input of the same type and shape");
+* ``branches`` -- an ``if`` replaced by its body or its ``else``;
+* ``loops`` -- a loop run once (its target bound to the first item) or dropped;
+* ``delete_statements`` -- ddmin over the statements of every block (chunks, then
+  single statements); a block's last statement can become ``pass``;
+* ``drop_arguments`` -- parameters the body no longer reads (and their literals).
+
+Enabling passes (inlining, unrolling) may grow a candidate; they are accepted only
+when it still fails the same way, and the others then shrink it.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Callable
+
+from .source_case import (
+    Hints,
+    Search,
+    SourceOracle,
+    function_lines,
+    literals,
+    size,
+    with_inputs,
+)
+from .source_passes import SCHEDULE
+
+__all__ = [
+    "Hints",
+    "SourceResult",
+    "function_lines",
+    "literals",
+    "minify_source",
+    "size",
+    "with_inputs",
+]
+
+
+@dataclasses.dataclass
+class SourceResult:
+    source: str
+    calls: int
+    lines_before: int
+    lines_after: int
+    history: list[str]
+    stopped: bool = False
+
+
+def minify_source(
+    source: str,
+    name: str,
+    oracle: SourceOracle,
+    *,
+    hints: Hints | None = None,
+    max_calls: int = 300,
+    max_rounds: int = 40,
+    stop: Callable[[], bool] = lambda: False,
+) -> SourceResult:
+    """The smallest source found on which ``oracle`` still fails the same way (the
+    caller checked that ``source`` itself does)."""
+    hints = hints or Hints()
+    search = Search(oracle, name, max_calls, stop)
+    best = ast.unparse(ast.parse(source)) + "\n"
+    lines_before = source.strip().count("\n") + 1
+    for _ in range(max_rounds):
+        progress = False
+        for pass_fn in SCHEDULE:
+            if search.exhausted():
+                break
+            found = pass_fn(search, best, hints)
+            if found is not None:
+                best, progress = found, True
+        if not progress or search.exhausted():
+            break
+    return SourceResult(
+        best,
+        search.calls,
+        lines_before,
+        function_lines(best, name),
+        search.history,
+        stopped=stop(),
+    )

@@ -1,0 +1,141 @@
+"""repro.py for a capture failure: the minimal function, its inputs, ``torch.compile``
+with the options that matter, the check, the versions header -- standalone (torch
+only), at most about 40 lines.
+
+It prints ``REPRODUCED: <signature>`` and exits 1, or ``NOT REPRODUCED`` and exits 0;
+``--no-compile`` runs the same function without torch.compile (it must not fail: the
+failure is TorchDynamo's, not the program's).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from tcompile.compiler import signature as _sig
+
+from .writer import _header
+
+# tcompile's FailureSignature for a capture failure, in a few lines (signature.py:
+# root_cause, _qualified_type, normalize_message)
+_SIGNATURE = """
+def signature(exc):  # as tcompile names a failure: stage/kind: type: first line, scrubbed
+    while isinstance(inner := getattr(exc, "inner_exception", None) or getattr(exc, "real_exception", None), BaseException):
+        exc = inner
+    mod, name = type(exc).__module__, type(exc).__name__
+    name = name if mod in ("builtins", "__main__") else f"{mod.rsplit('.', 1)[-1]}.{name}"
+    text = next((ln for ln in str(exc).strip().splitlines() if ln.strip()), "")
+    for pattern, repl in SCRUBS:
+        text = re.sub(pattern, repl, text)
+    return f"eager/capture: {name}" + (f": {text.strip()[:300]}" if text.strip() else "")
+"""
+
+_MAIN = """
+if __name__ == "__main__":
+    fn = forward if "--no-compile" in sys.argv else torch.compile(forward, {kwargs})
+    try:
+        fn(**inputs())
+    except Exception as exc:
+        sys.exit(print(f"REPRODUCED: {{signature(exc)}}") or 1)
+    print("NOT REPRODUCED")
+"""
+
+
+def _tensor_expr(name: str, what: dict[str, Any]) -> list[str]:
+    spec = what["tensor"]
+    dtype = f"torch.{spec['dtype']}"
+    shape = tuple(spec["shape"])
+    device = "" if spec.get("device", "cpu") == "cpu" else f", device={spec['device']!r}"
+    values = spec.get("values")
+    if what.get("fill") != "random" and values is not None:
+        expr = f"torch.tensor({values!r}, dtype={dtype}{device})"
+    elif spec["dtype"] == "bool":
+        expr = f"torch.rand({shape!r}{device}) > 0.5"
+    elif spec["dtype"].startswith(("float", "bfloat", "complex")):
+        expr = f"torch.randn({shape!r}, dtype={dtype}{device})"
+    else:
+        lo, hi = spec.get("range") or (0, 9)
+        expr = f"torch.randint({lo}, {hi + 1}, {shape!r}, dtype={dtype}{device})"
+    if spec.get("requires_grad"):
+        expr = f"({expr}).requires_grad_()"
+    lines = [f"    {name} = {expr}"]
+    for d in what.get("marks") or []:
+        lines.append(f"    torch._dynamo.mark_dynamic({name}, {d})")
+    return lines
+
+
+def _inputs(params: dict[str, Any]) -> str | None:
+    body = ["def inputs():", "    torch.manual_seed(0)"]
+    for name, what in params.items():
+        if "tensor" in what:
+            body += _tensor_expr(name, what)
+        elif "constant" in what:
+            body.append(f"    {name} = {what['constant']}")
+        else:
+            return None  # a module or an object a standalone repro cannot build
+    body.append(f"    return dict({', '.join(f'{n}={n}' for n in params)})")
+    return "\n".join(body) + "\n"
+
+
+def _names(names: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+    """(import lines, definitions) for the global names the function reads."""
+    imports: list[str] = []
+    defs: list[str] = []
+    for name, what in names.items():
+        if "import" in what:
+            mod = what["import"]
+            imports.append(f"import {mod}" if mod == name else f"import {mod} as {name}")
+        elif "import_from" in what:
+            mod, attr = what["import_from"]
+            imports.append(f"from {mod} import {attr}" + ("" if attr == name else f" as {name}"))
+        elif "constant" in what:
+            defs.append(f"{name} = {what['constant']}")
+        elif "source" in what:
+            defs.append(what["source"].strip())
+        elif name not in ("torch",):
+            return None
+    return imports, defs
+
+
+def capture_repro(
+    *,
+    source: str,
+    name: str,
+    described: dict[str, Any],
+    signature: str,
+    options: dict[str, Any],
+    env: dict[str, Any],
+) -> str | None:
+    """The text of repro.py, or None when the function needs something a standalone
+    file cannot build (a module object, say)."""
+    inputs = _inputs(described.get("params") or {})
+    names = _names({k: v for k, v in (described.get("names") or {}).items() if k != "torch"})
+    if inputs is None or names is None:
+        return None
+    imports, defs = names
+    tree = ast.parse(source)
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    for fn in fns:
+        if fn.name == name:
+            fn.name = "forward"
+    body = "\n\n".join(ast.unparse(f) for f in fns)
+    if name != "forward":
+        body = re.sub(rf"\b{re.escape(name)}\(", "forward(", body)
+    kwargs = {"backend": "eager", "fullgraph": bool(options.get("fullgraph"))}
+    if options.get("dynamic") is not None:
+        kwargs["dynamic"] = options["dynamic"]
+    scrubs = ", ".join(f"({p.pattern!r}, {r!r})" for p, r in _sig._SCRUBS)
+    header = _header(env, signature).replace("[--backend eager]", "[--no-compile]")
+    out = [
+        header,
+        "import re\nimport sys\n\nimport torch\n",
+        "".join(f"{i}\n" for i in sorted(set(imports))),
+        f"\nSCRUBS = [{scrubs}]\n",
+        "".join(f"\n{d}\n" for d in defs),
+        "\n" + body + "\n",
+        "\n" + inputs,
+        _SIGNATURE,
+        _MAIN.format(kwargs=", ".join(f"{k}={v!r}" for k, v in kwargs.items())),
+    ]
+    return re.sub(r"\n{3,}", "\n\n", "".join(out))
