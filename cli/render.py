@@ -80,10 +80,14 @@ def at(file: str | None, line: Any) -> str:
 
 
 def graphs_table(graphs: list[dict[str, Any]]) -> Table:
+    ranked = any(g.get("rank") is not None for g in graphs)  # a distributed job
     table = Table(title="Compiled graphs", title_justify="left")
-    for col in ("graph", "frame", "kind", "nodes", "stage", "compile s"):
-        table.add_column(col, justify="right" if col in ("graph", "nodes", "compile s") else "left")
-    for g in graphs:
+    cols = (("rank",) if ranked else ()) + ("graph", "frame", "kind", "nodes", "stage", "compile s")
+    for col in cols:
+        table.add_column(
+            col, justify="right" if col in ("rank", "graph", "nodes", "compile s") else "left"
+        )
+    for g in sorted(graphs, key=lambda g: g.get("rank") or 0) if ranked else graphs:
         where = g.get("frame") or ""
         if g.get("level") == "dynamo" and g.get("file"):
             where = f"{where} ({at(g['file'], g.get('line'))})"
@@ -94,6 +98,7 @@ def graphs_table(graphs: list[dict[str, Any]]) -> Table:
             stage = f"[red]{stage} failed[/red]"
         idx = str(g.get("index")) if g.get("level") == "dynamo" else f"  {g.get('index')}"
         table.add_row(
+            *([str(g.get("rank", ""))] if ranked else []),
             idx,
             where if g.get("level") == "dynamo" else "",
             g.get("kind") or "",
@@ -108,10 +113,12 @@ def failures_table(failures: list[Any]) -> Table:
     """One row per distinct failure (same signature), with where and how often."""
     from tcompile.compiler.failure import group
 
+    ranked = any(f.rank is not None for f in failures)  # a distributed job
     table = Table(title="Failures", title_justify="left", show_lines=True)
-    for col in ("graph", "kind", "signature", "error"):
+    for col in (("ranks",) if ranked else ()) + ("graph", "kind", "signature", "error"):
         table.add_column(col)
     for g in group(failures):
+        ranks = [", ".join(map(str, g["ranks"])) or "-"] if ranked else []
         where = ", ".join(str(x) for x in g["graphs"]) or "-"
         kinds = [k for k in g["graph_kinds"] if k != "dynamo"]
         if kinds:
@@ -119,7 +126,7 @@ def failures_table(failures: list[Any]) -> Table:
         if g["count"] > 1:
             where += f"\n({g['count']} times)"
         msg = "\n".join(ln[:200] for ln in (g["message"] or "").splitlines()[:3])
-        table.add_row(where, g["kind"], Text(g["signature"]), Text(msg))
+        table.add_row(*ranks, where, g["kind"], Text(g["signature"]), Text(msg))
     return table
 
 
@@ -160,14 +167,19 @@ def explain_tables(report: Any) -> list[Any]:
         t.add_row(lim.get("function") or "", lim.get("message") or "")
         out.append(t)
     t = Table(title="Graphs: ops and compile seconds by phase", title_justify="left")
-    numeric = ("graph", "nodes", "capture", "aot", "inductor", "codegen")
-    for col in ("graph", "frame", "nodes", "capture", "aot", "inductor", "codegen", "top ops"):
+    numeric = ("rank", "graph", "nodes", "capture", "aot", "inductor", "codegen")
+    ranked = any(g.get("rank") is not None for g in report.graphs)  # a distributed job
+    cols = ("graph", "frame", "nodes", "capture", "aot", "inductor", "codegen", "top ops")
+    for col in (("rank",) if ranked else ()) + cols:
         t.add_column(col, justify="right" if col in numeric else "left")
-    for g in report.graphs:
+    graphs = sorted(report.graphs, key=lambda g: g.get("rank") or 0)
+    for g in graphs:
         p = g.get("phases") or {}
         ops = ", ".join(f"{k.rsplit('.', 1)[-1]}x{v}" for k, v in list(g["ops"].items())[:4])
+        bucket = f" (bucket {g['ddp_bucket']})" if g.get("ddp_bucket") is not None else ""
         t.add_row(
-            str(g["index"]),
+            *([str(g.get("rank", ""))] if ranked else []),
+            str(g["index"]) + bucket,
             f"{g.get('frame')} ({at(g.get('file'), g.get('line'))})",
             str(g.get("nodes")),
             f"{p.get('dynamo_capture', 0):.2f}",
@@ -418,6 +430,11 @@ def run_result(report: Any, console: Console) -> None:
         )
     if report.failures:
         console.print(failures_table(report.failures))
+        from tcompile.compiler.failure import rank_summary
+
+        ranks = rank_summary(report.failures)
+        if ranks:  # a distributed job: every rank alike, or some only
+            console.print(Text("ranks: ") + plain(ranks))
     _records(getattr(report, "records", None) or [], console)
     for note in report.notes:
         console.print(Text(f"note: {_note(note)}", style="yellow"))

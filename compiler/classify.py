@@ -15,13 +15,13 @@ import os
 import shutil
 from typing import IO, Any
 
-from .crash import crash_message, signal_name
+from .dead import dead_process_failures
 from .exitcodes import ExitCode, InternalError
-from .failure import Failure, group
+from .failure import Failure, dist_of, group, rank_summary
 from .observer import NullObserver, Observer
 from .protocol import STOP_EXIT, Event, HookConfig, read_events
 from .runner import ProcessResult, new_run_dir, run_process, write_json
-from .signature import FailureKind, FailureSignature, normalize_message
+from .signature import FailureKind, FailureSignature
 
 
 @dataclasses.dataclass
@@ -46,6 +46,9 @@ class RunReport:
         out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
         out["failures"] = [f.to_json() for f in self.failures]
         out["groups"] = group(self.failures)
+        summary = rank_summary(self.failures)
+        if summary is not None:  # a distributed job: all ranks alike, or some only
+            out["ranks"] = summary
         return out
 
 
@@ -77,12 +80,12 @@ def collect(
         if kind == Event.GRAPH:
             g = {k: e.get(k) for k in _GRAPH_FIELDS}
             g.update(level="dynamo", gated=bool(e.get("gated")), failed=bool(e.get("failed")))
-            dynamo[(pid, e.get("index"))] = g | ({"pid": pid} if multi else {})
+            dynamo[(pid, e.get("index"))] = g | ({"pid": pid} if multi else {}) | dist_of(e)
         elif kind == Event.AOT_GRAPH:
             g = {k: e.get(k) for k in ("index", "kind", "nodes", "stage", "compile_seconds")}
             g.update(level="aot", failed=bool(e.get("failed")))
             children.setdefault((pid, e.get("index")), []).append(
-                g | ({"pid": pid} if multi else {})
+                g | ({"pid": pid} if multi else {}) | dist_of(e)
             )
         elif kind == Event.FAILURE:
             failures.append(_failure_from_event(e, multi))
@@ -95,7 +98,7 @@ def collect(
         elif kind == Event.EXCEPTION and e.get("dynamo"):
             failures.append(_capture_failure(e, multi))
     if result.timed_out or (result.returncode is not None and result.returncode < 0):
-        failures.extend(_dead_process_failures(result, dynamo))
+        failures.extend(dead_process_failures(result, dynamo))
     return _graph_rows(dynamo, children), failures, notes
 
 
@@ -126,6 +129,7 @@ def _failure_from_event(e: dict[str, Any], multi: bool) -> Failure:
         message=e.get("message", ""),
         frame=sig.frame,
         pid=e.get("pid") if multi else None,
+        **dist_of(e),
     )
 
 
@@ -145,6 +149,7 @@ def _late_cuda_failure(e: dict[str, Any], failures: list[Failure], multi: bool) 
             frame=sig.frame,
             unconfirmed=True,
             pid=e.get("pid") if multi else None,
+            **dist_of(e),
         )
     if any(f.graph == graph and f.kind == FailureKind.CRASH.value for f in failures):
         return None  # the graph itself already reported it
@@ -158,6 +163,7 @@ def _late_cuda_failure(e: dict[str, Any], failures: list[Failure], multi: bool) 
         frame=sig.frame,
         unconfirmed=True,
         pid=e.get("pid") if multi else None,
+        **dist_of(e),
     )
 
 
@@ -174,45 +180,8 @@ def _capture_failure(e: dict[str, Any], multi: bool) -> Failure:
         record=e.get("record"),
         unconfirmed=True,
         pid=e.get("pid") if multi else None,
+        **dist_of(e),
     )
-
-
-def _dead_process_failures(
-    result: ProcessResult, dynamo: dict[tuple[Any, Any], dict[str, Any]]
-) -> list[Failure]:
-    """A process that died (signal) or was killed (timeout) says nothing more: the
-    markers say which graph it was in."""
-    busy = {pid: m for pid, m in result.markers.items() if m["graph"] >= 0 and m["phase"] != "idle"}
-    kind = FailureKind.TIMEOUT if result.timed_out else FailureKind.CRASH
-    if result.timed_out:
-        exc_type, message = "Timeout", "the command ran past --timeout"
-    else:
-        exc_type = signal_name(result.returncode or 0)
-        message = crash_message(result.stderr_tail) or f"process killed by {exc_type}"
-    targets = list(busy.items()) or [(None, {"graph": None, "phase": "", "graph_kind": "dynamo"})]
-    out = []
-    for pid, m in targets:
-        g = dynamo.get((pid, m["graph"])) or next(
-            (d for (p, i), d in dynamo.items() if i == m["graph"]), None
-        )
-        sig = FailureSignature(
-            stage=g["stage"] if g else "unknown",
-            kind=kind.value,
-            exc_type=exc_type,
-            message=normalize_message(message),
-        )
-        out.append(
-            Failure(
-                graph=m["graph"],
-                graph_kind=m["graph_kind"],
-                signature=sig,
-                message=message,
-                phase=m["phase"],
-                frame=f"{m['phase']} of graph {m['graph']}" if m["graph"] is not None else "",
-                unconfirmed=m["graph"] is None,
-            )
-        )
-    return out
 
 
 def _last_exception(result: ProcessResult) -> dict[str, Any] | None:
@@ -334,7 +303,7 @@ def classify_result(
             command, plain, timeout=timeout, observer=NullObserver(), stdout=stdout, stderr=stderr
         )
         if fails_the_same_way(result, again):
-            explanation = _not_a_compiler_bug(result)
+            explanation = _not_a_compiler_bug(result, failures)
             verdict, exit_code = "not-a-compiler-bug", ExitCode.NOT_COMPILER
             notes.append({"graph": None, "text": explanation})
             failures = []
@@ -378,13 +347,16 @@ def classify_result(
     return report
 
 
-def _not_a_compiler_bug(result: ProcessResult) -> str:
+def _not_a_compiler_bug(result: ProcessResult, failures: list[Failure]) -> str:
     first = _last_exception(result)
     what = (
         first["signature_text"]
         if first
         else ("timeout" if result.timed_out else f"exit status {result.returncode}")
     )
+    hung = [f for f in failures if f.kind == FailureKind.TIMEOUT.value and f.rank is not None]
+    if hung:  # a distributed job that hung: where each rank waited
+        what += ": " + "; ".join(f"rank {f.rank} waiting at {f.frame}" for f in hung)
     return f"the command fails the same way without torch.compile ({what}): not a compiler bug"
 
 

@@ -68,11 +68,16 @@ def build_report(
 ) -> ExplainReport:
     graphs = [e for e in events if e.get("event") == Event.GRAPH]
     breaks: Counter[tuple[str, str, int | None]] = Counter()
+    ranks: dict[tuple[str, str, int | None], set[int]] = {}
     for g in graphs:
         if g.get("break_reason"):
-            breaks[(g["break_reason"], g.get("break_file") or "", g.get("break_line"))] += 1
+            key = (g["break_reason"], g.get("break_file") or "", g.get("break_line"))
+            breaks[key] += 1
+            if g.get("rank") is not None:
+                ranks.setdefault(key, set()).add(g["rank"])
     graph_breaks = [
         {"reason": r, "file": f, "line": ln, "count": c}
+        | ({"ranks": sorted(ranks[(r, f, ln)])} if (r, f, ln) in ranks else {})
         for (r, f, ln), c in sorted(
             breaks.items(), key=lambda kv: (-kv[1], kv[0][1], kv[0][2] or 0)
         )
@@ -109,6 +114,11 @@ def build_report(
                 "phases": phases,
                 "compile_seconds": g.get("compile_seconds"),
                 "compile_id": g.get("compile_id"),
+            }
+            | {
+                k: g[k]
+                for k in ("rank", "local_rank", "world_size", "node", "ddp_bucket")
+                if k in g
             }
         )
     compile_seconds = {k: round(v, 3) for k, v in totals.items()}

@@ -11,6 +11,20 @@ from typing import Any
 
 from .signature import FailureSignature
 
+# fields of failures[] present only when they say something
+_OPTIONAL = (
+    "pid",
+    "phase",
+    "user_stack",
+    "record",
+    "not_a_compiler_bug",
+    "rank",
+    "local_rank",
+    "world_size",
+    "node",
+)
+DIST_FIELDS = ("rank", "local_rank", "world_size", "node")
+
 
 @dataclasses.dataclass
 class Failure:
@@ -26,6 +40,11 @@ class Failure:
     not_a_compiler_bug: bool | None = None
     # not yet checked against a run without torch.compile (the parent decides)
     unconfirmed: bool = False
+    # its place in a distributed job (torchrun): which rank, on which node
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    node: int | None = None
 
     @property
     def kind(self) -> str:
@@ -51,7 +70,7 @@ class Failure:
             "message": self.message,
             "frame": self.frame,
         }
-        for key in ("pid", "phase", "user_stack", "record", "not_a_compiler_bug"):
+        for key in _OPTIONAL:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -65,10 +84,7 @@ class Failure:
             signature=FailureSignature.from_json(data.get("signature_fields") or {}),
             message=data.get("message") or "",
             frame=data.get("frame") or "",
-            **{
-                k: data.get(k)
-                for k in ("pid", "phase", "user_stack", "record", "not_a_compiler_bug")
-            },
+            **{k: data.get(k) for k in _OPTIONAL},
         )
 
 
@@ -87,11 +103,45 @@ def group(failures: list[Failure]) -> list[dict[str, Any]]:
                 "graphs": [],
                 "graph_kinds": [],
                 "pids": [],
+                "ranks": [],
                 "message": f.message,
             },
         )
         g["count"] += 1
-        for key, value in (("graphs", f.graph), ("graph_kinds", f.graph_kind), ("pids", f.pid)):
+        for key, value in (
+            ("graphs", f.graph),
+            ("graph_kinds", f.graph_kind),
+            ("pids", f.pid),
+            ("ranks", f.rank),
+        ):
             if value is not None and value not in g[key]:
                 g[key].append(value)
+    for g in groups.values():
+        g["ranks"].sort()
     return list(groups.values())
+
+
+def rank_summary(failures: list[Failure]) -> str | None:
+    """In a distributed job: do all ranks fail the same way, or only some?  None when
+    the failures carry no ranks."""
+    sizes = {f.world_size for f in failures if f.world_size}
+    if not sizes:
+        return None
+    world = max(sizes)
+    lines = []
+    for g in group(failures):
+        ranks = g["ranks"]
+        if not ranks:
+            continue
+        if len(ranks) == world:
+            who = f"all {world} ranks"
+        else:
+            who = ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+            who += f" only (of {world})"
+        lines.append(f"{who}: {g['signature']}")
+    return "; ".join(lines) if lines else None
+
+
+def dist_of(e: dict[str, Any]) -> dict[str, Any]:
+    """An event's (or a graph's) place in a distributed job (rank, local_rank, world_size, node)."""
+    return {k: e[k] for k in DIST_FIELDS if e.get(k) is not None}

@@ -43,6 +43,7 @@ class Event(str, enum.Enum):
     INTERNAL = "internal"  # tcompile's own stack could not be built (a torch API it needs)
     BISECT_STEP = "bisect_step"  # (parent) one probe run of `tcompile bisect`
     MINIFY_PROGRESS = "minify_progress"  # (parent) the minifier's best so far
+    STOPPED = "stopped"  # the process showed the failure it was told to stop at (stop_on)
 
 
 # A minifier worker's capture of the graph it serves (child/serve.py writes it, the

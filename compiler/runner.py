@@ -31,7 +31,8 @@ from typing import IO, Any
 
 from .exitcodes import UsageError
 from .observer import NullObserver, Observer
-from .protocol import CONFIG_ENV, HookConfig, read_events, read_markers
+from .procs import RUN_ENV, dump_stacks, kill_run
+from .protocol import CONFIG_ENV, Event, HookConfig, read_events, read_markers
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
 
@@ -109,6 +110,7 @@ def child_env(config: HookConfig, base: dict[str, str] | None = None) -> dict[st
     if config.only:
         env["TORCHDYNAMO_DEBUG_FUNCTION"] = config.only  # Dynamo compiles only frames of that name
     env[CONFIG_ENV] = config.to_env()
+    env[RUN_ENV] = config.dir  # every process of the run, wherever it goes (procs.py)
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = BOOTSTRAP_DIR + (os.pathsep + path if path else "")
     env.update(SAFE_CACHE_ENV)
@@ -164,23 +166,25 @@ def run_process(
                 proc.wait(timeout=0.25)
                 break
             except subprocess.TimeoutExpired:
-                reader.poll()
+                stopped = reader.poll()
                 if CANCEL.is_set():
                     raise KeyboardInterrupt from None
                 if timeout is not None and time.monotonic() - t0 > timeout:
                     timed_out = True
-                    _kill_group(proc)
-                    proc.wait()
+                    dump_stacks(config.dir, config.dir)  # where each rank was waiting
+                    _kill_job(proc, config.dir)
+                    break
+                if stopped:  # one process showed the failure: the rest are not needed
+                    _kill_job(proc, config.dir)
                     break
     except BaseException:
-        _kill_group(proc)
-        proc.wait()
+        _kill_job(proc, config.dir)
         raise
     finally:
         for t in pumps:
             t.join(timeout=5)
     reader.poll()
-    _kill_group(proc)  # anything the command left behind in its group
+    _kill_job(proc, config.dir)  # anything the command left behind, in its group or not
     STDIN.ran()
     return ProcessResult(
         returncode=proc.returncode,
@@ -311,6 +315,14 @@ def _kill_group(proc: subprocess.Popen[Any]) -> None:
         pass
 
 
+def _kill_job(proc: subprocess.Popen[Any], token: str) -> None:
+    """The command's process group, and every process of the run outside it
+    (torchrun's workers lead sessions of their own)."""
+    _kill_group(proc)
+    kill_run(token)
+    proc.wait()
+
+
 class _EventTail:
     """Reads new events as the child writes them, for live progress."""
 
@@ -319,7 +331,9 @@ class _EventTail:
         self.observer = observer
         self.offsets: dict[Path, int] = {}
 
-    def poll(self) -> None:
+    def poll(self) -> bool:
+        """Pass new events on; True once a process said it stopped at the failure."""
+        stopped = False
         for path in sorted(self.run_dir.glob("events-*.jsonl")):
             offset = self.offsets.get(path, 0)
             try:
@@ -334,9 +348,12 @@ class _EventTail:
             self.offsets[path] = offset + len(chunk[: end + 1].encode("utf-8", errors="replace"))
             for line in chunk[: end + 1].splitlines():
                 try:
-                    self.observer.event(json.loads(line))
+                    event = json.loads(line)
+                    stopped = stopped or event.get("event") == Event.STOPPED
+                    self.observer.event(event)
                 except (json.JSONDecodeError, Exception):
                     continue
+        return stopped
 
 
 def new_run_dir(out: str | None, prefix: str = "run") -> str:

@@ -28,7 +28,13 @@ from ..protocol import Event
 from ..signature import FailureKind
 from ..stack import Stage, backend_name
 from .build import build_stage
-from .graphs import count_compute, describe_graph, expected_outputs
+from .graphs import (
+    count_compute,
+    ddp_bucket,
+    describe_graph,
+    expected_outputs,
+    frame_from_stack_trace,
+)
 from .judge import CompileSpec
 from .recorder import PHASE_COMPILE, PHASE_IDLE
 from .runners import AotHooks, GraphRunner
@@ -70,6 +76,9 @@ class TcompileBackend:
         stage = self.stage
         session.graph_stage[index] = stage
         base = dict(index=index, kind="dynamo", nodes=count_compute(gm), **describe_graph(gm))
+        bucket = ddp_bucket()
+        if bucket is not None:  # one bucket of a graph DDPOptimizer split
+            base.update(_bucket_fields(gm, bucket))
         gate = session.config.gate
         if gate is not None and index not in gate:
             rec.emit(Event.GRAPH, stage=Stage.EAGER.value, gated=True, compile_seconds=0.0, **base)
@@ -180,3 +189,23 @@ class _fallback_random:
     def __exit__(self, *exc: Any) -> None:
         if self._patch is not None:
             self._patch.__exit__(*exc)
+
+
+def _bucket_fields(gm: torch.fx.GraphModule, bucket: dict[str, Any]) -> dict[str, Any]:
+    """A DDP bucket's graph: where the program's code is, and, after the first bucket,
+    the graph break DDPOptimizer made there (explain lists it with its reason)."""
+    where = frame_from_stack_trace(gm)
+    if not where.get("file") and bucket.get("graph") is not None:
+        where = describe_graph(bucket["graph"])  # the frame the whole graph came from
+    out: dict[str, Any] = {"ddp_bucket": bucket["bucket"], "break_reason": None}
+    if where.get("file"):
+        out.update(frame=where.get("frame", ""), file=where["file"], line=where.get("line"))
+    if bucket["bucket"] > 0:
+        cap = f", bucket_cap_mb={bucket['cap_mb']:g}" if "cap_mb" in bucket else ""
+        out["break_reason"] = (
+            f"DDPOptimizer split the graph at a DDP bucket boundary (bucket {bucket['bucket']}"
+            f"{cap}), so that each bucket's all-reduce overlaps the rest of the backward; "
+            "torch._dynamo.config.optimize_ddp = False keeps one graph"
+        )
+        out["break_file"], out["break_line"] = where.get("file") or "", where.get("line")
+    return out

@@ -16,6 +16,50 @@ def count_compute(gm: torch.fx.GraphModule) -> int:
     return sum(1 for n in gm.graph.nodes if n.op in COMPUTE_OPS)
 
 
+# the namespaces of collective ops (all_reduce, all_gather, ... as Dynamo traces them)
+_COLLECTIVES = ("_c10d_functional.", "c10d_functional.", "c10d.", "_dtensor.")
+
+
+def has_collectives(gm: torch.fx.GraphModule) -> bool:
+    """The graph communicates with other ranks (a traced all_reduce, say)."""
+    return any(
+        n.op == "call_function" and str(n.target).startswith(_COLLECTIVES) for n in gm.graph.nodes
+    )
+
+
+def ddp_bucket() -> dict[str, Any] | None:
+    """When DDPOptimizer is compiling one bucket of a graph it split (the caller's
+    stack runs through torch/_dynamo/backends/distributed.py): which bucket, and the
+    bucket cap."""
+    import sys
+
+    frame: Any = sys._getframe(1)
+    info: dict[str, Any] = {}
+    while frame is not None:
+        if frame.f_code.co_filename.replace("\\", "/").endswith("_dynamo/backends/distributed.py"):
+            target = str(getattr(frame.f_locals.get("n"), "target", ""))
+            if target.startswith("submod_") and target[7:].isdigit():
+                info.setdefault("bucket", int(target[7:]))
+            for value in frame.f_locals.values():
+                cap = getattr(value, "bucket_bytes_cap", None)
+                if isinstance(cap, (int, float)) and "cap_mb" not in info:
+                    info["cap_mb"] = round(cap / 2**20, 3)
+                reason = getattr(value, "compile_subgraph_reason", None)
+                if reason is not None and "DDPOptimizer" not in str(getattr(reason, "reason", "")):
+                    info.setdefault("graph", value)  # the whole graph Dynamo captured
+        frame = frame.f_back
+    return info if "bucket" in info else None
+
+
+def in_distributed_job() -> bool:
+    import os
+
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        return False
+
+
 def fresh_copy(gm: torch.fx.GraphModule, *, strip_trace_meta: bool = True) -> torch.fx.GraphModule:
     """A new GraphModule over a new graph with the same nodes.
 
@@ -47,7 +91,7 @@ def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
         top = (user or modules or stack)[0]
         info.update(frame=top.name, file=top.filename, line=top.lineno)
     else:
-        info.update(_frame_from_stack_trace(gm))
+        info.update(frame_from_stack_trace(gm))
     info["compile_id"] = str(gm.meta.get("dynamo_compile_id", "")) if hasattr(gm, "meta") else ""
     if reason is not None and getattr(reason, "graph_break", False):
         info["break_reason"] = str(getattr(reason, "reason", ""))[:300]
@@ -56,7 +100,7 @@ def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
     return info
 
 
-def _frame_from_stack_trace(gm: torch.fx.GraphModule) -> dict[str, Any]:
+def frame_from_stack_trace(gm: torch.fx.GraphModule) -> dict[str, Any]:
     """From the first node's ``stack_trace``: 'File "x.py", line 5, in f'."""
     info: dict[str, Any] = {}
     for node in gm.graph.nodes:

@@ -14,6 +14,27 @@ from ..protocol import KIND_CODES, MARKER_FMT, MARKER_SIZE
 
 STARTED = time.monotonic()  # interpreter start-up, near enough (sitecustomize imports us)
 
+
+def _dist() -> dict[str, int]:
+    """This process's place in a distributed job (torchrun's environment), if any."""
+    if "WORLD_SIZE" not in os.environ:
+        return {}
+    out = {}
+    for key, env in (
+        ("rank", "RANK"),
+        ("local_rank", "LOCAL_RANK"),
+        ("world_size", "WORLD_SIZE"),
+        ("node", "GROUP_RANK"),
+    ):
+        try:
+            out[key] = int(os.environ[env])
+        except (KeyError, ValueError):
+            pass
+    return out
+
+
+DIST = _dist()  # every event says which rank it comes from
+
 # marker phases (protocol.PHASES): what a graph is doing
 PHASE_IDLE, PHASE_COMPILE, PHASE_RUN, PHASE_CHECK = 0, 1, 2, 3
 
@@ -44,7 +65,7 @@ class Recorder:
             return index
 
     def emit(self, event: str, **fields: Any) -> None:
-        fields = {"event": event, "pid": self.pid, "time": time.time(), **fields}
+        fields = {"event": event, "pid": self.pid, "time": time.time(), **DIST, **fields}
         line = json.dumps(fields, default=str)
         with self._lock:
             self._events.write(line + "\n")

@@ -21,7 +21,7 @@ import torch
 from .. import accuracy
 from ..protocol import Event
 from ..signature import FailureKind, cuda_fatal_message
-from .graphs import count_compute, fresh_copy
+from .graphs import count_compute, fresh_copy, has_collectives, in_distributed_job
 from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN
 from .session import Session, backward_graph_of, is_dynamo_exception
 
@@ -181,6 +181,7 @@ class _BackwardRunner:
         self.compiled = compiled
         self.eager = _boxed_eager(eager_gm)
         self.quarantined = False
+        self.collective = in_distributed_job() and has_collectives(eager_gm)  # see GraphRunner
 
     def __call__(self, *call_args: Any) -> Any:
         # AOTAutograd calls backward compilers' results boxed or not, depending on
@@ -194,7 +195,9 @@ class _BackwardRunner:
         try:
             return _call(self.compiled, args)
         except Exception as exc:
-            fatal = cuda_fatal_message(exc)  # the CUDA context is dead: eager cannot run
+            # the CUDA context is dead: eager cannot run; or the graph talks to other
+            # ranks: re-running it on this rank alone would hang them
+            fatal = cuda_fatal_message(exc) or self.collective
             result = None if fatal else self.eager(list(saved))  # eager raising: not ours
             self.session.failure(
                 graph=self.index,
@@ -240,6 +243,18 @@ class GraphRunner:
         )
         self._sync_first = True
         self.expected: list[Any] = []  # dtypes and shapes Dynamo traced the outputs with
+        # A graph that talks to other ranks runs exactly as often as on every other
+        # rank: no extra runs to check it, no eager re-run of it on this rank alone
+        # (either would issue collectives the other ranks never make: a hang).
+        self.collective = in_distributed_job() and has_collectives(reference)
+        if self.collective and self.checks_left:
+            self.checks_left = 0
+            session.note(
+                index,
+                "this graph holds collectives (all_reduce, ...): in a distributed job its "
+                "accuracy is not judged -- the extra runs a check makes would issue "
+                "collectives the other ranks do not",
+            )
 
     def __call__(self, *call_args: Any) -> Any:
         # Dynamo calls a backend's result with positional args, never boxed (and
@@ -274,8 +289,9 @@ class GraphRunner:
         except Exception as exc:
             if is_dynamo_exception(exc):
                 raise
-            if cuda_fatal_message(exc):
-                # the CUDA context is dead: not even eager can run in this process
+            if cuda_fatal_message(exc) or self.collective:
+                # the CUDA context is dead: not even eager can run in this process; or
+                # the graph talks to other ranks: re-running it here alone would hang
                 self._runtime_failure(exc)
                 raise
             result = self.reference(*args)  # eager raising too: the user's error, not ours

@@ -58,10 +58,28 @@ def backward_graph_of(exc: BaseException) -> int | None:
     return None
 
 
+def stacks_on_request(config: HookConfig) -> None:
+    """A distributed worker dumps its Python stacks on SIGUSR2 (procs.py asks, before
+    killing a run that hung), so that a timeout says where each rank was waiting.
+    Registered when the process first compiles (not in its helper processes)."""
+    if "WORLD_SIZE" not in os.environ or not config.dir:
+        return
+    import faulthandler
+    import signal
+
+    try:
+        os.makedirs(config.dir, exist_ok=True)
+        f = open(os.path.join(config.dir, f"stack-{os.getpid()}.txt"), "w")  # noqa: SIM115
+        faulthandler.register(signal.SIGUSR2, file=f, all_threads=True, chain=False)
+    except (OSError, ValueError, RuntimeError):
+        pass
+
+
 class Session:
     def __init__(self, config: HookConfig) -> None:
         self.config = config
         self.recorder = Recorder(config.dir)
+        stacks_on_request(config)
         self._said: set[tuple[Any, ...]] = set()
         self.graph_stage: dict[int, str] = {}  # graph index -> the stage compiling it
         self._tracing_seen = 0.0
@@ -102,6 +120,8 @@ class Session:
         self._maybe_serve(graph, graph_kind, signature)
         if self._stop_on is not None and self._stop_on.matches(signature, any_stage=True):
             self.emit_counts()
+            # the parent stops every other process of the run too (other ranks)
+            self.recorder.emit(Event.STOPPED, graph=graph)
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
             os._exit(STOP_EXIT)  # the failure showed: the rest of the program is not needed
