@@ -8,7 +8,6 @@ shared options are options.py.  torch is imported lazily inside commands so that
 
 from __future__ import annotations
 
-import json
 import signal
 from typing import Any
 
@@ -263,26 +262,6 @@ class _InfoReport:
         return self.info.to_json()
 
 
-@main.command()
-@json_option
-def env(as_json: bool) -> None:
-    """The environment, for a bug report."""
-    from tcompile.repro.environment import full_environment
-
-    info = full_environment()
-    if as_json:
-        click.echo(json.dumps(info, indent=2, default=str))
-        return
-    width = max(len(k) for k in info)
-    for key, value in info.items():
-        if isinstance(value, dict):
-            click.echo(f"{key}:")
-            for k, v in value.items():
-                click.echo(f"  {k}={v}")
-        else:
-            click.echo(f"{key.ljust(width)}  {value}")
-
-
 @main.command(context_settings=PROGRAM, epilog=exit_codes("minify"))
 @click.option(
     "--after",
@@ -448,6 +427,11 @@ def bisect(
 
     app.finish(job, as_json=as_json, render=bisect_result)
 
+
+from .tools import env, merge  # noqa: E402  (commands that run no program)
+
+main.add_command(env)
+main.add_command(merge)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -165,13 +165,14 @@ _CODES = {
     "replay": "0 the frame runs without a failure; 1 it fails (the same failure or another)",
     "explain": "0 the report was made (whatever the program did)",
     "report": "0 no compiler failure (nothing to report); 1 report.md was written",
+    "merge": "0 no compiler failure in any run; 1 a compiler failure in some run",
 }
 
 
 def exit_codes(command: str) -> str:
     """The epilog of a command's --help: its exit codes."""
     rest = "2 bad input (a script, a flag, a file); "
-    if command in ("run", "bisect", "minify", "replay", "report"):
+    if command in ("run", "bisect", "minify", "replay", "report", "merge"):
         rest += "3 the program fails the same way without torch.compile: not a compiler bug; "
     rest += "4 tcompile itself failed; 130 interrupted (Ctrl-C, SIGTERM)"
     return f"\b\nExit codes: {_CODES[command]};\n{rest}."

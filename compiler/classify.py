@@ -291,6 +291,15 @@ def classify_result(
             f"the run's files are in {run_dir})"
         )
     graphs, failures, notes = collect(result)
+    if result.teardown_hang:
+        notes.append(
+            {
+                "graph": None,
+                "text": "a rank hung at exit after destroying its process group (gloo's "
+                "teardown deadlock: its destructor joins a thread that waits for the GIL); "
+                "tcompile ended it -- the program had finished",
+            }
+        )
     records = _gather_records(result, run_dir, failures)
     verdict, explanation, exit_code = "clean", "no compiler failure", ExitCode.OK
     failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)

@@ -44,6 +44,7 @@ class Event(str, enum.Enum):
     BISECT_STEP = "bisect_step"  # (parent) one probe run of `tcompile bisect`
     MINIFY_PROGRESS = "minify_progress"  # (parent) the minifier's best so far
     STOPPED = "stopped"  # the process showed the failure it was told to stop at (stop_on)
+    GROUP_DESTROYED = "group_destroyed"  # a rank tore down its default process group
 
 
 # A minifier worker's capture of the graph it serves (child/serve.py writes it, the

@@ -51,6 +51,8 @@ class ProcessResult:
     events: list[dict[str, Any]]
     markers: dict[int, dict[str, Any]]
     run_dir: str
+    # ranks that had torn their process group down but never exited were ended
+    teardown_hang: bool = False
 
 
 def check_script(path: str) -> None:
@@ -85,6 +87,19 @@ def check_backend(name: str | None) -> None:
         raise UsageError(
             f"unknown backend {name!r}; known: {', '.join(n for n in names if not n.startswith('relu_'))}"
         )
+
+
+def is_distributed_launch(command: list[str]) -> bool:
+    """``torchrun ...`` or ``python -m torch.distributed.run ...``: the command starts
+    workers of its own (each one a rank), which do not inherit tcompile's pipes."""
+    if not command:
+        return False
+    if os.path.basename(command[0]) == "torchrun":
+        return True
+    return any(
+        a == "-m" and b in ("torch.distributed.run", "torch.distributed.launch")
+        for a, b in zip(command, command[1:])
+    )
 
 
 PARENT_ENV = "TCOMPILE_PARENT"
@@ -159,7 +174,7 @@ def run_process(
     for t in pumps:
         t.start()
     reader = _EventTail(config.dir, observer)
-    timed_out = False
+    timed_out = teardown_hang = False
     try:
         while True:
             try:
@@ -177,6 +192,12 @@ def run_process(
                 if stopped:  # one process showed the failure: the rest are not needed
                     _kill_job(proc, config.dir)
                     break
+                if reader.finished_ranks_hung():
+                    # every rank tore its process group down (the program's work is
+                    # done) and some still have not exited: gloo's teardown deadlock
+                    _kill_job(proc, config.dir)
+                    teardown_hang = True
+                    break
     except BaseException:
         _kill_job(proc, config.dir)
         raise
@@ -187,9 +208,11 @@ def run_process(
     _kill_job(proc, config.dir)  # anything the command left behind, in its group or not
     STDIN.ran()
     return ProcessResult(
-        returncode=proc.returncode,
+        # the ranks that hung at teardown had finished: the job's own status is theirs
+        returncode=0 if teardown_hang else proc.returncode,
         seconds=time.monotonic() - t0,
         timed_out=timed_out,
+        teardown_hang=teardown_hang,
         stderr_tail=list(tail),
         events=read_events(config.dir),
         markers=read_markers(config.dir),
@@ -323,13 +346,34 @@ def _kill_job(proc: subprocess.Popen[Any], token: str) -> None:
     proc.wait()
 
 
+TEARDOWN_GRACE = 10.0  # seconds a rank may take to exit after destroying its group
+
+
 class _EventTail:
-    """Reads new events as the child writes them, for live progress."""
+    """Reads new events as the child writes them, for live progress; notices when a
+    process stopped at the failure, and when every rank tore its group down."""
 
     def __init__(self, run_dir: str, observer: Observer) -> None:
         self.run_dir = Path(run_dir)
         self.observer = observer
         self.offsets: dict[Path, int] = {}
+        self.ranked: set[Any] = set()  # processes of a distributed job
+        self.destroyed: set[Any] = set()  # ... that destroyed their process group
+        self.last_destroyed = 0.0
+
+    def finished_ranks_hung(self) -> bool:
+        return (
+            bool(self.ranked)
+            and self.ranked <= self.destroyed
+            and time.monotonic() - self.last_destroyed > TEARDOWN_GRACE
+        )
+
+    def _track(self, event: dict[str, Any]) -> None:
+        if event.get("rank") is not None:
+            self.ranked.add(event.get("pid"))
+        if event.get("event") == Event.GROUP_DESTROYED:
+            self.destroyed.add(event.get("pid"))
+            self.last_destroyed = time.monotonic()
 
     def poll(self) -> bool:
         """Pass new events on; True once a process said it stopped at the failure."""
@@ -350,6 +394,7 @@ class _EventTail:
                 try:
                     event = json.loads(line)
                     stopped = stopped or event.get("event") == Event.STOPPED
+                    self._track(event)
                     self.observer.event(event)
                 except (json.JSONDecodeError, Exception):
                     continue

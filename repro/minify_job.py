@@ -28,7 +28,7 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.protocol import (
     HookConfig,
 )
-from tcompile.compiler.runner import new_run_dir, write_json
+from tcompile.compiler.runner import is_distributed_launch, new_run_dir, write_json
 from tcompile.compiler.signature import FailureSignature
 
 from .minify_search import Interrupts, inputs_json, read_capture, search_graph, shrink_minimal
@@ -81,7 +81,8 @@ def run_minify(
     run_dir = Path(new_run_dir(out, "minify"))
     common = dict(jobs=jobs, timeout=timeout, real_inputs=real_inputs, accuracy=accuracy)
     streams = {"stdout": stdout, "stderr": stderr}
-    if after != "aot":
+    distributed = is_distributed_launch(command)
+    if after != "aot" and not distributed:
         # the first run is the first worker: it serves the first failure it meets in a
         # graph (one run of the program fewer); when it meets none it could serve, its
         # run is classified as `tcompile run` would
@@ -122,6 +123,20 @@ def run_minify(
     # auto: the Dynamo graph, where every failure shows (a decomposition bug is
     # already inside the AOT graph, DESIGN.md mechanism 5)
     level = "aot" if after == "aot" else "dynamo"
+    if distributed:  # one rank's graph, minified in single processes
+        from .dist_minify import minify_rank
+
+        return minify_rank(
+            command,
+            target,
+            run_dir=run_dir,
+            level=level,
+            backend=backend,
+            observer=observer,
+            t0=t0,
+            **common,
+            **streams,
+        )
     observer.status(f"minifying graph {target.graph} ({target.graph_kind}): {sig}")
     config = HookConfig(
         dir=str(run_dir / "workers" / "events"),

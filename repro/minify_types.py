@@ -47,6 +47,7 @@ class MinifyReport:
     report: str | None = None  # --report: report.md
     repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
     capture: dict[str, Any] | None = None  # a capture failure: the function minified
+    rank: int | None = None  # a distributed job: the rank whose graph was minified
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

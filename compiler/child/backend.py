@@ -36,7 +36,7 @@ from .graphs import (
     frame_from_stack_trace,
 )
 from .judge import CompileSpec
-from .recorder import PHASE_COMPILE, PHASE_IDLE
+from .recorder import PHASE_COMPILE, PHASE_IDLE, serves
 from .runners import AotHooks, GraphRunner
 from .session import Session
 
@@ -92,12 +92,7 @@ class TcompileBackend:
             before = compile_metrics()
             base["ops"] = ops_of(gm)
         t0 = time.perf_counter()
-        serve = session.config.serve or {}
-        if (
-            not serve.get("first_failure")
-            and serve.get("graph") == index
-            and serve.get("level", "dynamo") == "dynamo"
-        ):
+        if serves(session.config.serve, index, "dynamo"):
             compiled = None  # a minifier worker serves this graph: its compile is not needed
         else:
             compiled = self._compile(gm, example_inputs, index, stage, hooks)

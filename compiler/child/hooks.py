@@ -81,16 +81,37 @@ def watch_parent() -> None:
             return False
         return start == "?" or (len(fields) > 19 and fields[19].decode() == start)
 
-    def watch() -> None:
+    def die() -> None:
         import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if not alive():
+        die()
+    try:  # Linux 5.3+: a descriptor that becomes readable when that process exits
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+
+    def wait_for_exit() -> None:
+        # blocks in the kernel until the parent exits: no polling
+        import select
+
+        select.select([pidfd], [], [])
+        die()
+
+    def poll() -> None:
         import time
 
         while True:
             time.sleep(0.5)
             if not alive():
-                os.kill(os.getpid(), signal.SIGKILL)
+                die()
 
-    threading.Thread(target=watch, name="tcompile-parent-watch", daemon=True).start()
+    if pidfd is not None and alive():  # the pid is still the parent's: the fd is its
+        threading.Thread(target=wait_for_exit, name="tcompile-parent-watch", daemon=True).start()
+    else:
+        threading.Thread(target=poll, name="tcompile-parent-watch", daemon=True).start()
 
 
 class _TorchImportHook(importlib.abc.MetaPathFinder):
@@ -191,6 +212,8 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
 
     compile._tcompile_patched = True  # type: ignore[attr-defined]
     torch.compile = compile
+    if "WORLD_SIZE" in os.environ:
+        _patch_destroy_process_group(torch)
     if config.bisect is not None:
         import atexit
 
@@ -209,6 +232,30 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
         from .diagnostics import install as install_diagnostics
 
         install_diagnostics(session().recorder)
+
+
+def _patch_destroy_process_group(torch: Any) -> None:
+    """Say when a rank has torn its process group down: the program's work is done.
+    (gloo's ProcessGroupGloo destructor can deadlock at the program's exit -- it joins
+    its threads holding the GIL while one of them needs it to free a finished work;
+    the parent ends such a rank once every rank has said this: runner.py.)"""
+    dist = getattr(torch, "distributed", None)
+    original = getattr(dist, "destroy_process_group", None)
+    if original is None or getattr(original, "_tcompile_patched", False):
+        return
+
+    @functools.wraps(original)
+    def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        try:
+            if not args and kwargs.get("group") is None:  # the default group: the end
+                session().recorder.emit(Event.GROUP_DESTROYED)
+        except Exception:
+            pass
+        return out
+
+    destroy_process_group._tcompile_patched = True  # type: ignore[attr-defined]
+    dist.destroy_process_group = destroy_process_group
 
 
 def _without_bisect_override(

@@ -35,6 +35,17 @@ def _dist() -> dict[str, int]:
 
 DIST = _dist()  # every event says which rank it comes from
 
+
+def serves(serve: dict[str, Any] | None, index: int, level: str) -> bool:
+    """Whether this process is the minifier worker for graph ``index`` at ``level``
+    (in a distributed job, only the rank named in the serve spec serves)."""
+    if not serve or serve.get("first_failure") or serve.get("graph") != index:
+        return False
+    if serve.get("level", "dynamo") != level:
+        return False
+    return serve.get("rank") is None or serve["rank"] == DIST.get("rank")
+
+
 # marker phases (protocol.PHASES): what a graph is doing
 PHASE_IDLE, PHASE_COMPILE, PHASE_RUN, PHASE_CHECK = 0, 1, 2, 3
 

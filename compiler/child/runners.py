@@ -22,7 +22,7 @@ from .. import accuracy
 from ..protocol import Event
 from ..signature import FailureKind, cuda_fatal_message
 from .graphs import count_compute, fresh_copy, has_collectives, in_distributed_job
-from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN
+from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN, serves
 from .session import Session, backward_graph_of, is_dynamo_exception
 
 
@@ -50,9 +50,8 @@ class AotHooks:
         nodes = count_compute(gm)
         serve = self.session.config.serve
         if (
-            serve
-            and serve.get("level") == "aot"
-            and serve.get("graph") == self.index
+            serves(serve, self.index, "aot")
+            and serve is not None
             and (serve.get("graph_kind") in (None, kind))
         ):
             # a minifier worker at the AOT level: no compile; stop at the first call of
@@ -235,12 +234,7 @@ class GraphRunner:
         cfg = session.config
         self.checks_left = cfg.check_calls if cfg.accuracy != "off" else 0
         self.quarantined = compiled is None  # its compile failed: it runs eagerly
-        self.serve_here = (
-            bool(cfg.serve)
-            and not cfg.serve.get("first_failure")
-            and cfg.serve.get("graph") == index
-            and cfg.serve.get("level", "dynamo") == "dynamo"
-        )
+        self.serve_here = serves(cfg.serve, index, "dynamo")
         self._sync_first = True
         self.expected: list[Any] = []  # dtypes and shapes Dynamo traced the outputs with
         # A graph that talks to other ranks runs exactly as often as on every other

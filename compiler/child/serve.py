@@ -49,6 +49,14 @@ def serve(
         meta = _capture_meta(graph, index, stage, forward_kind, spec, level)
         meta.update(meta_extra or {})
         _write_capture(cap, graph, inputs, meta)
+    if serve_spec.get("capture_only"):
+        # one rank of a distributed job: the capture is all the parent needs (workers
+        # then serve it in single processes); it stops every process of the run
+        from ..protocol import Event
+        from .hooks import session
+
+        session().recorder.emit(Event.STOPPED, graph=index)
+        os._exit(0)
     target = Target(
         signature=signature or FailureSignature.from_json(serve_spec["signature"]),
         stage=stage,

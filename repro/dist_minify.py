@@ -1,0 +1,95 @@
+"""``tcompile minify -- torchrun ...``: a failing graph of one rank of a distributed job,
+shrunk into a single-process repro.py that needs no process group.
+
+A minifier worker cannot pause a torchrun job and answer on pipes (torchrun's
+workers do not inherit them), and a paused rank would leave the others waiting in a
+collective.  So the job runs once more with the failing rank told to capture the
+graph at its first call (its reference, its real inputs, the configuration in force:
+child/serve.py, ``capture_only``); the capture stops every process of the run.  The
+graph is then written as a minifier_launcher.py, and minified from it by workers that
+are plain single processes (launcher_job.py), like any launcher.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler.exitcodes import ExitCode
+from tcompile.compiler.failure import Failure
+from tcompile.compiler.observer import Observer
+from tcompile.compiler.protocol import CAPTURE_META, HookConfig
+from tcompile.compiler.runner import run_process
+
+from .minify_types import MinifyReport
+
+
+def minify_rank(
+    command: list[str],
+    target: Failure,
+    *,
+    run_dir: Path,
+    level: str,
+    backend: str | None,
+    accuracy: str,
+    jobs: int,
+    timeout: float | None,
+    real_inputs: bool,
+    observer: Observer,
+    t0: float,
+    stdout: Any = None,
+    stderr: Any = None,
+) -> MinifyReport:
+    from .launcher import write_launcher
+    from .launcher_job import launch
+    from .minify_search import read_capture
+
+    where = f"graph {target.graph} on rank {target.rank}"
+    observer.status(f"running the job again; rank {target.rank} captures graph {target.graph}")
+    capture_dir = run_dir / "capture"
+    config = HookConfig(
+        dir=str(run_dir / "capture-run"),
+        stage=backend,
+        accuracy=accuracy,
+        serve={
+            "graph": target.graph,
+            "rank": target.rank,
+            "capture_only": True,
+            "capture_dir": str(capture_dir),
+            "signature": target.signature.to_json(),
+            "level": level,
+            "graph_kind": target.graph_kind,
+        },
+    )
+    run_process(command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
+    if not (capture_dir / CAPTURE_META).exists():
+        return MinifyReport(
+            ExitCode.COMPILER_FAILURE,
+            f"could not minify: the job did not reach {where} again",
+            signature=target.text,
+            graph=target.graph,
+            rank=target.rank,
+            run_dir=str(run_dir),
+            seconds=time.monotonic() - t0,
+        )
+    gm, inputs, meta = read_capture(capture_dir)
+    launcher = write_launcher(
+        run_dir / "minifier_launcher.py",
+        gm=gm,
+        inputs=inputs,
+        meta={**meta, "rank": target.rank},
+        signature=target.signature,
+        accuracy=accuracy,
+        command=command,
+    )
+    observer.status(f"minifying {where} in single processes (no process group)")
+    report = launch(
+        str(launcher), jobs=jobs, out=str(run_dir), real_inputs=real_inputs, observer=observer
+    )
+    report.launcher = str(launcher)
+    report.graph = target.graph
+    report.graph_kind = target.graph_kind
+    report.rank = target.rank
+    report.seconds = time.monotonic() - t0
+    return report
