@@ -66,6 +66,7 @@ class BisectReport:
     candidates: list[str] | None = None  # interrupted: the culprit is one of these
     report: str | None = None  # --report: report.md
     repeat: int | None = None  # runs a configuration gets before it counts as passing
+    rank: int | None = None  # a distributed job: the rank the culprit was found on
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -205,6 +206,7 @@ class _Bisection:
             graph=target.graph,
             graph_kind=target.graph_kind,
             signature=target.text,
+            rank=target.rank,
         )
         try:
             return self.search(target, base.graphs, base_counts(base))
@@ -274,6 +276,7 @@ class _Bisection:
             graph=graph,
             graph_kind=graph_kind,
             signature=sig_text,
+            rank=target.rank,
             **found,
         )
 

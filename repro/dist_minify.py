@@ -62,7 +62,7 @@ def minify_rank(
             "graph_kind": target.graph_kind,
         },
     )
-    run_process(command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
+    run_process(command, config, timeout=timeout, stdout=stdout, stderr=stderr)
     if not (capture_dir / CAPTURE_META).exists():
         return MinifyReport(
             ExitCode.COMPILER_FAILURE,

@@ -15,7 +15,7 @@ from tcompile.compiler.protocol import LAUNCHER_WORKER, HookConfig
 from tcompile.compiler.runner import new_run_dir
 from tcompile.compiler.signature import FailureSignature
 
-from .minify_job import minify_captured
+from .minify_graph import minify_captured
 from .minify_types import Job, MinifyReport
 
 

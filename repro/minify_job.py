@@ -15,7 +15,6 @@ nothing and report to an observer.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import time
@@ -28,10 +27,10 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.protocol import (
     HookConfig,
 )
-from tcompile.compiler.runner import is_distributed_launch, new_run_dir, write_json
+from tcompile.compiler.runner import is_distributed_launch, new_run_dir
 from tcompile.compiler.signature import FailureSignature
 
-from .minify_search import Interrupts, inputs_json, read_capture, search_graph, shrink_minimal
+from .minify_graph import minify_captured
 from .minify_target import choose_target, graphless_report
 from .minify_types import Job, MinifyReport
 
@@ -104,18 +103,8 @@ def run_minify(
             stdout=stdout,
             stderr=stderr,
         )
-    try:
-        target = choose_target(report, graph, match, after)
-    except UsageError:
-        shutil.rmtree(run_dir, ignore_errors=True)  # nothing to report: leave no files
-        raise
-    if target is None or isinstance(target, MinifyReport):
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if target is None:
-            return MinifyReport(
-                ExitCode.OK, "no compiler failure: nothing to minify", seconds=time.monotonic() - t0
-            )
-        target.seconds = time.monotonic() - t0
+    target = _target_or_report(report, graph, match, after, run_dir, t0)
+    if isinstance(target, MinifyReport):
         return target
     if target.graph is None:
         return _without_graph(target, run_dir, t0, timeout, observer)
@@ -162,6 +151,26 @@ def run_minify(
         **common,
     )
     return minify_captured(job)
+
+
+def _target_or_report(
+    report: Any, graph: int | None, match: str | None, after: str, run_dir: Path, t0: float
+) -> Any:
+    """The failure to minify, or the report that says there is none (and leaves no
+    files behind)."""
+    try:
+        target = choose_target(report, graph, match, after)
+    except UsageError:
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing to report: leave no files
+        raise
+    if target is None or isinstance(target, MinifyReport):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if target is None:
+            return MinifyReport(
+                ExitCode.OK, "no compiler failure: nothing to minify", seconds=time.monotonic() - t0
+            )
+        target.seconds = time.monotonic() - t0
+    return target
 
 
 def _without_graph(
@@ -251,135 +260,3 @@ def _first_worker(
         **common,
     )
     return minify_captured(job)
-
-
-def minify_captured(job: Job) -> MinifyReport:
-    from tcompile.compiler.pool import WorkerPool
-    from tcompile.minifier import MinifyError
-
-    pool = job.pool or WorkerPool(
-        job.command,
-        job.config,
-        jobs=job.jobs,
-        work_dir=str(job.run_dir / "workers"),
-        target=job.signature,
-        startup_timeout=job.timeout or 900.0,
-    )
-    launcher = None
-    try:
-        if job.pool is None:
-            job.observer.status(
-                "starting a worker (the program again, paused at the failing graph)"
-            )
-            pool.start()  # interrupted here: nothing found yet (exit 130)
-        gm, inputs, meta = read_capture(Path(job.config.serve["capture_dir"]))  # type: ignore[index]
-        if job.write_launcher:
-            launcher = _write_launcher(job, gm, inputs, meta)
-        with Interrupts() as interrupts:
-            try:
-                result = search_graph(job, pool, gm, inputs, meta, interrupts.event)
-            except MinifyError as exc:
-                return job.report(
-                    ExitCode.COMPILER_FAILURE,
-                    f"could not minify: {exc}",
-                    stage=meta["stage"],
-                    launcher=launcher,
-                )
-            shrunk = None
-            if not result.stopped and not job.real_inputs:
-                shrunk = shrink_minimal(job, pool, result, meta, interrupts.event)
-    finally:
-        pool.close()
-    job.observer.status(
-        f"minified {result.nodes_before} -> {result.nodes_after} nodes in {result.calls} "
-        "calls; writing and verifying repro.py"
-    )
-    from .artifacts import write_verified
-    from .kernel import graph_ops
-
-    art = write_verified(
-        job.run_dir,
-        gm=result.gm,
-        inputs=result.inputs,
-        shrunk=shrunk,
-        signature=str(job.signature),
-        accuracy=job.accuracy,
-        meta={**meta, "graph_kind": job.graph_kind},
-        real_only=job.real_inputs,
-    )
-    repro, verified, cut = art.repro, art.verified, art.interrupted
-    report = job.report(
-        ExitCode.COMPILER_FAILURE,
-        _message(verified, result.stopped, cut, repro),
-        repro=str(repro),
-        launcher=launcher,
-        nodes_before=result.nodes_before,
-        nodes_after=result.nodes_after,
-        calls=result.calls,
-        verified=verified,
-        eager_passes=art.eager_passes,
-        real_inputs=art.real_inputs,
-        repro_form=art.form,
-        repro_lines=art.lines,
-        repro_bytes=art.bytes,
-        sidecar=art.sidecar,
-        kernel=art.kernel,
-        inputs=inputs_json(shrunk),
-        repro_before=art.before,
-        ops=graph_ops(result.gm),
-        device=art.device,
-        repro_output=art.output.strip() or None,
-        graph_kind=job.graph_kind,
-        stage=meta["stage"],
-        interrupted=result.stopped or cut,
-        worker_restarts=pool.restarts,
-        history=[dataclasses.asdict(h) for h in result.history],
-    )
-    doc = report.to_json()
-    write_json(job.run_dir / "minify.json", {k: doc[k] for k in MINIFY_JSON_FIELDS})
-    return report
-
-
-# what minify.json (beside repro.py) keeps of the report
-MINIFY_JSON_FIELDS = (
-    "signature",
-    "nodes_before",
-    "nodes_after",
-    "calls",
-    "verified",
-    "interrupted",
-    "repro",
-    "repro_form",
-    "repro_lines",
-    "repro_bytes",
-    "sidecar",
-    "kernel",
-    "inputs",
-    "repro_before",
-)
-
-
-def _message(verified: bool, stopped: bool, cut: bool, repro: Path) -> str:
-    if cut:
-        return f"interrupted while verifying: {repro} is NOT verified (the search had finished)"
-    if stopped:
-        state = "verified" if verified else "NOT verified"
-        return f"interrupted: {repro} holds the smallest graph found so far ({state})"
-    if verified:
-        return "verified"
-    return "NOT verified: the repro did not reproduce the failure in a fresh process"
-
-
-def _write_launcher(job: Job, gm: Any, inputs: list[Any], meta: dict[str, Any]) -> str:
-    from .launcher import write_launcher
-
-    path = write_launcher(
-        job.run_dir / "minifier_launcher.py",
-        gm=gm,
-        inputs=inputs,
-        meta=meta,
-        signature=job.signature,
-        accuracy=job.accuracy,
-        command=job.command,
-    )
-    return str(path)

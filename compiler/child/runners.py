@@ -128,6 +128,7 @@ class _AotServer:
             forward_kind=self.kind,
             spec=hooks.backend.spec(),
             level="aot",
+            recorder=hooks.session.recorder,
         )
 
 
@@ -307,6 +308,7 @@ class GraphRunner:
             spec=self.backend.spec(),
             signature=target[1] if target else None,
             graph_kind=target[2] if target else None,
+            recorder=self.session.recorder,
         )
 
     def _serve_first_failure(self, args: list[Any]) -> None:

@@ -35,11 +35,13 @@ def serve(
     meta_extra: dict[str, Any] | None = None,
     signature: FailureSignature | None = None,
     graph_kind: str | None = None,
+    recorder: Any = None,
 ) -> NoReturn:
     """Capture ``graph`` (the reference, before compilation) and its inputs, then judge
     candidates until told to stop; the process then exits.  ``signature``: the failure
     this very process just saw (a worker serving the first failure it meets); else
-    the one in the serve spec."""
+    the one in the serve spec.  With ``capture_only`` (one rank of a distributed job)
+    it stops after the capture, and says so through ``recorder``."""
     from ..accuracy import clone_input
 
     serve_spec = config.serve or {}
@@ -53,9 +55,9 @@ def serve(
         # one rank of a distributed job: the capture is all the parent needs (workers
         # then serve it in single processes); it stops every process of the run
         from ..protocol import Event
-        from .hooks import session
 
-        session().recorder.emit(Event.STOPPED, graph=index)
+        if recorder is not None:
+            recorder.emit(Event.STOPPED, graph=index)
         os._exit(0)
     target = Target(
         signature=signature or FailureSignature.from_json(serve_spec["signature"]),

@@ -1,0 +1,147 @@
+"""torchrun (issue 15): DDP training scripts with two gloo ranks on the CPU, under
+``tcompile run|explain|bisect|minify -- torchrun --nproc-per-node 2 ...``.  Every graph
+and failure carries its rank; a failure on one rank only is said to be; a hang names
+where each rank waited; nothing is ever left running.  Slow: real two-rank jobs."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import FIXTURES, run_tcompile, tcompile_cmd
+
+pytestmark = pytest.mark.slow
+
+
+def _torchrun(fixture, *extra):
+    return ["--", "torchrun", "--nproc-per-node", "2", *extra, str(FIXTURES / fixture)]
+
+
+def _json(*args, timeout=600):
+    r = run_tcompile(*args, timeout=timeout)
+    assert "Traceback (most recent call last)" not in r.stdout, r.stderr[-3000:]
+    return r, json.loads(r.stdout)
+
+
+def _left_running(token_dir):
+    """Processes whose TCOMPILE_RUN lies under ``token_dir`` (procs.RUN_ENV)."""
+    needle = f"TCOMPILE_RUN={token_dir}".encode()
+    alive = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read():
+                    alive.append(int(pid))
+        except OSError:
+            continue
+    return alive
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_run_names_the_one_rank_that_fails(tmp_path):
+    r, doc = _json(
+        "run", "--accuracy", "--json", "--out", str(tmp_path), *_torchrun("ddp_rank1_bug.py")
+    )
+    assert r.returncode == 1, doc["explanation"]
+    assert [f["rank"] for f in doc["failures"]] == [1]
+    f = doc["failures"][0]
+    assert f["world_size"] == 2 and f["kind"] == "accuracy" and f["graph_kind"] == "forward"
+    assert doc["ranks"].startswith("rank 1 only (of 2)")
+    assert {g["rank"] for g in doc["graphs"]} == {0, 1}
+    assert _left_running(str(tmp_path)) == []
+    human = run_tcompile(
+        "run", "--accuracy", "--out", str(tmp_path / "h"), *_torchrun("ddp_rank1_bug.py")
+    )
+    assert "ranks: rank 1 only (of 2)" in human.stdout
+
+
+def test_run_says_when_every_rank_fails_alike(tmp_path):
+    r, doc = _json("run", "--json", "--out", str(tmp_path), *_torchrun("ddp_every_rank_bug.py"))
+    assert r.returncode == 1
+    assert sorted(f["rank"] for f in doc["failures"]) == [0, 1]
+    assert doc["ranks"].startswith("all 2 ranks: inductor/compile")
+    assert [g["ranks"] for g in doc["groups"]] == [[0, 1]]
+
+
+def test_explain_shows_ddp_bucket_splits_as_graph_breaks(tmp_path):
+    r, doc = _json("explain", "--json", "--out", str(tmp_path), *_torchrun("ddp_buckets.py"))
+    assert r.returncode == 0
+    ddp = [b for b in doc["graph_breaks"] if "DDPOptimizer" in b["reason"]]
+    assert ddp and ddp[0]["ranks"] == [0, 1] and "bucket_cap_mb=1" in ddp[0]["reason"]
+    buckets = {(g["rank"], g["ddp_bucket"]) for g in doc["graphs"]}
+    assert {(0, 0), (0, 1), (1, 0), (1, 1)} <= buckets
+
+
+def test_a_hang_names_where_each_rank_waited_and_nothing_is_left(tmp_path):
+    r, doc = _json(
+        "run", "--timeout", "25", "--json", "--out", str(tmp_path), *_torchrun("ddp_hang.py")
+    )
+    # it hangs without torch.compile too: the program's own divergence, said with where
+    assert r.returncode == 3, doc["explanation"]
+    assert "rank 0 waiting at" in doc["explanation"] and "rank 1 waiting at" in doc["explanation"]
+    assert "ddp_hang.py:" in doc["explanation"]
+    assert _left_running(str(tmp_path)) == []
+
+
+def test_sigterm_leaves_no_rank_running(tmp_path):
+    proc = subprocess.Popen(
+        [*tcompile_cmd(), "run", "--out", str(tmp_path), *_torchrun("ddp_hang.py")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_left_running(str(tmp_path))) < 3:
+        time.sleep(1)  # torchrun and both ranks are up
+    time.sleep(8)  # they reach the hang
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    time.sleep(2)
+    assert _left_running(str(tmp_path)) == []
+
+
+def test_bisect_and_minify_a_bug_on_rank_1_only(tmp_path):
+    r, doc = _json(
+        "bisect", "--accuracy", "--minify", "--json", "--out", str(tmp_path),
+        *_torchrun("ddp_rank1_bug.py"),
+    )  # fmt: skip
+    assert r.returncode == 1, doc["message"]
+    assert doc["rank"] == 1 and doc["graph"] == 0 and doc["graph_kind"] == "forward"
+    assert (doc["stage"], doc["subsystem"], doc["detail"]) == ("inductor", "lowerings", "relu")
+    m = doc["minify"]
+    assert m["verified"] and m["rank"] == 1 and m["ops"] == ["relu"], m["message"]
+    repro = open(m["repro"]).read()
+    assert "init_process_group" not in repro and "torch.distributed" not in repro
+    ran = subprocess.run([sys.executable, m["repro"]], capture_output=True, text=True)
+    assert ran.returncode == 1 and ran.stdout.startswith("REPRODUCED")
+    assert _left_running(str(tmp_path)) == []
+
+
+def test_two_nodes_each_write_their_results_and_merge_combines_them(tmp_path):
+    port = _free_port()
+    procs = []
+    for node in (0, 1):
+        args = [
+            *tcompile_cmd(), "run", "--accuracy", "--json", "--out", str(tmp_path / f"node{node}"),
+            "--", "torchrun", "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", "t2",
+            str(FIXTURES / "ddp_rank1_bug.py"),
+        ]  # fmt: skip
+        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+    docs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    assert sorted(d["exit_code"] for d in docs) == [0, 1]  # the node that had rank 1 says so
+    r, merged = _json("merge", "--json", str(tmp_path / "node0"), str(tmp_path / "node1"))
+    assert r.returncode == 1 and merged["ranks"].startswith("rank 1 only (of 2)")
+    assert {g["rank"] for g in merged["graphs"]} == {0, 1}
+    r = run_tcompile("merge", str(tmp_path / "nowhere"))
+    assert r.returncode == 2 and r.stderr.startswith("tcompile: error:")
