@@ -38,7 +38,13 @@ def finish(
     job: Callable[[], Any], *, as_json: bool, render: Callable[[Any, Any], None]
 ) -> NoReturn:
     """Run a job; print its report (JSON or rich) and exit with its exit code.  Bad
-    input is one line and exit 2; Ctrl-C (or SIGTERM) is exit 130."""
+    input is one line and exit 2; Ctrl-C (or SIGTERM) is exit 130.  A torch release
+    this repository was not tested with gets one warning line first."""
+    from tcompile.compiler.stack import torch_version_warning
+
+    warning = torch_version_warning()
+    if warning:
+        click.echo(f"tcompile: warning: {warning}", err=True)
     try:
         report = job()
     except UsageError as exc:

@@ -47,9 +47,17 @@ class ConsoleObserver:
                 highlight=False,
             )
         elif kind == "failure":
+            where = (
+                "outside any graph"
+                if e.get("graph") is None
+                else f"in graph {e.get('graph')} ({e.get('graph_kind')})"
+            )
+            rank = f" on rank {e['rank']}" if e.get("rank") is not None else ""
             self.console.print(
-                f"[red]tcompile: {e.get('kind')} failure in graph {e.get('graph')} "
-                f"({e.get('graph_kind')}): {e.get('signature_text')}[/red]",
+                Text(
+                    f"tcompile: {e.get('kind')} failure {where}{rank}: {e.get('signature_text')}",
+                    style="red",
+                ),
                 highlight=False,
             )
         elif kind == "bisect_step":

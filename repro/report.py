@@ -128,7 +128,8 @@ def write_report(run_dir: Path, bugs: list[dict[str, Any]], *, base_seconds: flo
     )
     text = "\n".join(parts)
     if len(text) > GITHUB_LIMIT:
-        note = "\n\n(cut to GitHub's limit: the full report is report.md beside the repro)\n"
+        (run_dir / "report-full.md").write_text(text)
+        note = "\n\n(cut to GitHub's limit: the whole report is report-full.md beside it)\n"
         text = text[: GITHUB_LIMIT - len(note)] + note
     path = run_dir / "report.md"
     path.write_text(text)

@@ -167,3 +167,21 @@ def test_piped_output_is_not_cut_to_80_columns(tmp_path):
     r = run_tcompile("run", "--out", str(tmp_path / "out"), str(s))
     assert r.returncode == 3
     assert any(len(line) > 120 for line in r.stdout.splitlines()), r.stdout
+
+
+def test_untested_torch_is_warned_once_at_start(tmp_path):
+    """A command on a torch release this repository was not tested with says so in one
+    line before anything else (the version is read from the package metadata)."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "result.json").write_text(json.dumps({"failures": [], "exit_code": 0}))
+    code = (
+        "import importlib.metadata as m, sys\n"
+        "real = m.version\n"
+        "m.version = lambda name: '2.99.0+cpu' if name == 'torch' else real(name)\n"
+        "from tcompile.cli.main import main\n"
+        f"sys.argv = ['tcompile', 'merge', {str(tmp_path / 'run')!r}]\n"
+        "main()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("tcompile: warning:")]
+    assert r.returncode == 0 and len(warnings) == 1 and "torch 2.99.0" in warnings[0], r.stderr

@@ -46,7 +46,7 @@ def run_repro(path, *args, cwd):
 
 @pytest.fixture(scope="module")
 def compile_error_minified(tmp_path_factory):
-    return minify(tmp_path_factory.mktemp("compile_error"), "cpp_relu_compile_error.py")
+    return minify(tmp_path_factory.mktemp("compile_error"), "cpp_relu_compile_error.py", "--report")
 
 
 # the accuracy variant is minified by tests/test_bisect_e2e.py (bisect --minify)
@@ -84,6 +84,14 @@ def test_cpp_relu_bugs_minify_to_the_relu(fixture, flags, op, tmp_path, request)
     # tcompile verified it (fresh process, no tcompile importable); once here too: it
     # runs from another directory with only torch, and says what it found
     if fixture == "cpp_relu_compile_error.py":
+        # the generated code beside it, the kernel that holds the culprit first
+        assert doc["kernel"].endswith("kernel.cpp") and os.path.isfile(doc["kernel"])
+        kernel = open(doc["kernel"]).read()
+        first = kernel.split("extern", 2)[1] if "extern" in kernel else kernel
+        assert "relu" in kernel[:2000] or "relu" in first, kernel[:500]
+        # --report: report.md beside it, in the shape of PyTorch's bug template
+        report = open(doc["report"]).read()
+        assert report.startswith("# [inductor]") and "### Versions" in report and "relu" in report
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
         proc = run_repro(doc["repro"], cwd=elsewhere)
