@@ -376,6 +376,13 @@ def minify(
     "or timeout, which may not show every run; 1 otherwise).",
 )
 @click.option("--minify", "then_minify", is_flag=True, help="Go on to minify the culprit graph.")
+@click.option(
+    "--peers",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="A job of several nodes (torchrun --nnodes N): a directory every node's tcompile "
+    "bisect shares, so that all take the same steps.",
+)
 @report_option
 @json_option
 @out_option
@@ -387,6 +394,7 @@ def bisect(
     jobs: int,
     repeat: int | None,
     then_minify: bool,
+    peers: str | None,
     write_report: bool,
     as_json: bool,
     out: str | None,
@@ -404,6 +412,7 @@ def bisect(
             match=match,
             jobs=jobs,
             repeat=repeat,
+            peers=peers,
             **app.common(out, timeout, as_json),
         )
         then = report.minify_args() if then_minify else None

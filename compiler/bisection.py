@@ -95,6 +95,7 @@ def run_bisect(
     stderr: Any = None,
     baseline: RunReport | None = None,
     repeat: int | None = None,
+    peers: str | None = None,
 ) -> BisectReport:
     """``tcompile bisect``: baseline, stage, graph, inside the stage, confirmation.
     ``baseline``: a run already made with :func:`baseline_run` (``tcompile report``
@@ -105,6 +106,11 @@ def run_bisect(
         command, accuracy=accuracy, timeout=timeout, jobs=jobs, run_dir=run_dir, observer=observer
     )
     b.repeat = repeat
+    if peers:  # several nodes bisect one job together: the same steps, in order
+        from .peers import Peers
+
+        b.peers = Peers(peers, command)
+        b.jobs = 1
     job = _Bisection(b, command, accuracy, match, stdout, stderr)
     report = job.run(baseline)
     report.repeat = b.tries_for() if b.target is not None else None
@@ -186,6 +192,9 @@ class _Bisection:
                 "seconds": round(base.seconds, 2),
             }
         )
+        counts = base_counts(base)
+        if b.peers is not None:
+            counts = self.share_baseline(base, counts)
         if base.exit_code == ExitCode.NOT_COMPILER:
             return self.done(ExitCode.NOT_COMPILER, base.explanation)
         if not base.failures:
@@ -209,9 +218,31 @@ class _Bisection:
             rank=target.rank,
         )
         try:
-            return self.search(target, base.graphs, base_counts(base))
+            return self.search(target, base.graphs, counts)
         except KeyboardInterrupt:
             return self.interrupted()
+
+    def share_baseline(self, base: RunReport, counts: dict[str, list[str]]) -> Any:
+        """Several nodes: every node's baseline failures, so that all of them bisect the
+        same failure (it may show on another node's rank only)."""
+        shared = self.b.peers.share(
+            "baseline",
+            {
+                "failures": [f.to_json() for f in base.failures],
+                "exit_code": base.exit_code,
+                "explanation": base.explanation,
+                "counts": counts,
+            },
+        )
+        base.failures = sorted(
+            (Failure.from_json(f) for d in shared for f in d["failures"]),
+            key=lambda f: (f.rank if f.rank is not None else -1, f.graph or 0),
+        )
+        if base.failures:
+            base.exit_code = int(ExitCode.COMPILER_FAILURE)
+        elif any(d["exit_code"] != ExitCode.NOT_COMPILER for d in shared):
+            base.exit_code = int(ExitCode.OK)
+        return next((d["counts"] for d in shared if d["failures"] and d["counts"]), counts)
 
     def interrupted(self) -> BisectReport:
         """Ctrl-C or SIGTERM after the baseline: the narrowest answer found so far."""

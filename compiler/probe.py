@@ -52,6 +52,7 @@ class Bisector:
         self.graphless = False  # the target failure showed outside any compiled graph
         self._known: dict[str, bool] = {}
         self.repeat: int | None = None  # runs per configuration (None: by the failure)
+        self.peers: Any = None  # peers.Peers: the other nodes of a job bisecting too
         self._lock = threading.Lock()
 
     def tries_for(self) -> int:
@@ -127,6 +128,13 @@ class Bisector:
                 s = FailureSignature.from_json(last[-1].get("signature") or {})
                 if t.as_exception().matches(s.as_exception()):
                     hit = [Failure(graph=None, graph_kind="dynamo", signature=s)]
+        counts = last_counts(result.events)
+        if self.peers is not None:  # the failure may show on another node's rank
+            shared = self.peers.share(
+                f"probe-{n:03d}", {"hit": [f.to_json() for f in hit], "counts": counts}
+            )
+            hit = [Failure.from_json(f) for d in shared for f in d["hit"]]
+            counts = next((d["counts"] for d in shared if d["hit"] and d["counts"]), counts)
         verdict = bool(hit)
         step = {
             "run": n,
@@ -137,7 +145,7 @@ class Bisector:
         }
         self.steps.append(step)
         self.observer.event({"event": Event.BISECT_STEP, **step})
-        return verdict, {"failures": hit, "graphs": graphs, "counts": last_counts(result.events)}
+        return verdict, {"failures": hit, "graphs": graphs, "counts": counts}
 
     def probe_many(self, specs: list[tuple[str, dict[str, Any]]]) -> list[bool]:
         if self.jobs == 1 or len(specs) == 1:

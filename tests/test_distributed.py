@@ -145,3 +145,24 @@ def test_two_nodes_each_write_their_results_and_merge_combines_them(tmp_path):
     assert {g["rank"] for g in merged["graphs"]} == {0, 1}
     r = run_tcompile("merge", str(tmp_path / "nowhere"))
     assert r.returncode == 2 and r.stderr.startswith("tcompile: error:")
+
+
+def test_two_nodes_bisect_together_through_a_shared_directory(tmp_path):
+    """Each node's bisect sees only its own rank; with --peers they share what they saw
+    after every run, take the same steps, and both name the culprit on rank 1."""
+    port = _free_port()
+    procs = []
+    for node in (0, 1):
+        args = [
+            *tcompile_cmd(), "bisect", "--accuracy", "--json", "--peers", str(tmp_path / "peers"),
+            "--out", str(tmp_path / f"node{node}"),
+            "--", "torchrun", "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", "b2",
+            str(FIXTURES / "ddp_rank1_bug.py"),
+        ]  # fmt: skip
+        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+    docs = [json.loads(p.communicate(timeout=900)[0]) for p in procs]
+    for doc in docs:
+        assert doc["exit_code"] == 1 and doc["rank"] == 1, doc["message"]
+        assert (doc["subsystem"], doc["detail"]) == ("lowerings", "relu")
+    assert docs[0]["runs"] == docs[1]["runs"]
