@@ -180,3 +180,13 @@ def test_torch_record_name_is_parsed(tmp_path):
         31,
         "IndexError",
     )
+
+
+def test_altered_payload_is_refused_by_info_too(tmp_path, tripwire_record):
+    """``replay --info`` checks the checksum as replay does: one line, exit 2."""
+    good, marker = tripwire_record
+    data = bytearray(good.read_bytes())
+    data[-3] ^= 0xFF
+    p = _bad(tmp_path, "altered.pkl", bytes(data))
+    _one_line_error(run_tcompile("replay", "--info", str(p)), "checksum")
+    assert not marker.exists()

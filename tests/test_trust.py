@@ -149,6 +149,20 @@ def test_malformed_record_with_a_valid_checksum_is_exit_2(tmp_path):
         assert r.returncode == 2, (parts, r.stderr)
         lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tcompile: error:")]
         assert lines and "malformed record" in lines[0], r.stderr
+    # a foreign pickle as a part (a class of a module that is not here): exit 2 too
+    import pickle
+
+    from tcompile.compiler import record_format as rec
+
+    path = tmp_path / "foreign.pkl"
+    foreign = b"cno_such_module_here\nThing\n)R."
+    import dill
+
+    payload = pickle.dumps({"code": dill.dumps(_code()), "local:x": foreign})
+    base = {"function": "f", "python": ".".join(map(str, sys.version_info[:3]))}
+    rec.write_record(path, base, payload)
+    r = run_tcompile("replay", "--trust", "--out", str(tmp_path / "out2"), str(path))
+    assert r.returncode == 2 and "cannot restore" in r.stderr, r.stderr
 
 
 @pytest.mark.slow
@@ -287,3 +301,78 @@ def test_untested_torch_gets_one_warning(monkeypatch):
     assert warning and "2.99.0" in warning and "\n" not in warning
     monkeypatch.setattr(metadata, "version", lambda name: "2.13.0+cpu")
     assert stack.torch_version_warning() is None
+
+
+def test_interrupt_while_verifying_keeps_the_repro_as_not_verified(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM while a finished repro is being checked: repro.py stays (and
+    parses), and it is reported as not verified -- never as verified, never missing."""
+    import torch
+
+    from tcompile.repro import artifacts
+
+    def relu_twice(x):
+        return torch.relu(x) * 2
+
+    gm = torch.fx.symbolic_trace(relu_twice)
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(artifacts, "check_repro", interrupted)
+    art = artifacts.write_verified(
+        tmp_path,
+        gm=gm,
+        inputs=[torch.randn(4)],
+        shrunk=None,
+        signature="inductor/compile: RuntimeError: boom",
+        accuracy="off",
+        meta={"stage": "inductor", "level": "dynamo", "graph_kind": "inference"},
+    )
+    assert art.interrupted and not art.verified
+    text = (tmp_path / "repro.py").read_text()
+    compile(text, "repro.py", "exec")
+    assert "relu" in text
+
+
+def _run_processes(under: Path) -> list[int]:
+    """Processes whose run token (TCOMPILE_RUN) lies under ``under``."""
+    needle = f"TCOMPILE_RUN={under}".encode()
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read() and _alive(int(pid)):
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_killed_tcompile_takes_its_minifier_workers_with_it(tmp_path):
+    """SIGKILL to tcompile while minify's workers (paused copies of the program) are up:
+    every one of them exits too."""
+    proc = subprocess.Popen(
+        [
+            *tcompile_cmd(),
+            "minify",
+            "--out",
+            str(tmp_path),
+            str(FIXTURES / "cpp_relu_compile_error.py"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not _run_processes(tmp_path):
+        assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
+        time.sleep(0.2)
+    time.sleep(3)
+    assert _run_processes(tmp_path)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _run_processes(tmp_path):
+        assert time.monotonic() < deadline, "a worker outlived tcompile"
+        time.sleep(0.2)
