@@ -78,4 +78,3 @@ class Peers:
                 time.sleep(0.2)
                 out.append(json.loads(p.read_text()))
         return out
-
