@@ -35,6 +35,8 @@ FIXTURES = [
     "capture_fullgraph.py",
     "capture_closure_global.py",
     "real/gaussian_nll_loss_fullgraph_dde.py",
+    "recompile_error.py",
+    "recompile_limit.py",
 ]
 
 

@@ -254,6 +254,13 @@ def record_info(info: Any, console: Console) -> None:
             else "NO: not by this user's tcompile (replay needs --trust)",
         ),
     ]
+    guards = meta.get("guard_failures_text") or meta.get("guard_failures")
+    if guards:
+        first = [next(iter(str(g).strip().splitlines()), "") for g in guards]
+        rows.append(("guards", "; ".join(re.split(r"\s+#\s", g, maxsplit=1)[0] for g in first)))
+    if meta.get("earlier_calls"):
+        n = meta["earlier_calls"]
+        rows.append(("earlier", f"{n} earlier call(s) of the frame, replayed before this one"))
     _rows(console, rows)
     args = meta.get("arguments") or {}
     if args:

@@ -38,6 +38,9 @@ _SCRUBS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?"), "N"),
     # autograd names the node that made a saved tensor: the program's history, not the bug
     (re.compile(r", which is output N of [\w:<>]+,"), ""),
+    # a place in a source file ("Recompiling function forward in <path>/model.py:N"): the
+    # same code re-run from a minified copy or a repro.py is the same failure
+    (re.compile(r"(<path>/)?(<candidate>|[\w.\-]+\.py):N\b"), "<file>:N"),
     (re.compile(r"\s+"), " "),
 ]
 
@@ -53,6 +56,38 @@ def normalize_message(message: str, limit: int = 300) -> str:
     for pattern, repl in _SCRUBS:
         text = pattern.sub(repl, text)
     return text.strip()[:limit]
+
+
+def scrub_guards(reasons: list[str]) -> list[str]:
+    """Guard failure reasons ("0/1: act == 'tanh'  # h = getattr(torch, act)(h)  # m.py:19
+    in forward") scrubbed like a message, without the source comment: which guard
+    failed, not the sizes of this run nor where its source line sits."""
+    out = []
+    for text in reasons:  # a reason's first line; a user stack trace may follow it
+        line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+        line = re.split(r"\s+#\s", line, maxsplit=1)[0]
+        for pattern, repl in _SCRUBS:
+            line = pattern.sub(repl, line)
+        if line.strip():
+            out.append(line.strip())
+    return out
+
+
+def guard_failures(message: str, scrub: bool = True) -> list[str]:
+    """The guard failures a recompilation error lists ("triggered by the following guard
+    failure(s): - 0/0: tensor 'x' size mismatch at index 0. expected 4, actual 8"),
+    scrubbed (``scrub_guards``) unless ``scrub`` is False."""
+    lines = message.splitlines()
+    start = next((i for i, ln in enumerate(lines) if "guard failure" in ln), None)
+    if start is None:
+        return []
+    out = []
+    for ln in lines[start + 1 :]:
+        ln = ln.strip()
+        if not ln.startswith("- "):
+            break
+        out.append(ln[2:].strip())
+    return scrub_guards(out) if scrub else out
 
 
 def innermost_frame(exc: BaseException) -> str:

@@ -112,6 +112,94 @@ def unroll_loops(search: Search, best: str, hints: Hints) -> str | None:
     return None
 
 
+def calls_to_arguments(search: Search, best: str, hints: Hints) -> str | None:
+    """A call -> one of its arguments that is a plain name (``h = F.linear(t, w)`` ->
+    ``h = t``): the call is not what fails; its input stands in for its output."""
+    tree = ast.parse(best)
+    count = sum(1 for n in ast.walk(function_def(tree, search.name)) if isinstance(n, ast.Call))
+    for i in range(count):
+        call = nth(tree, search.name, ast.Call, i)
+        names = [a.id for a in call.args if isinstance(a, ast.Name)]
+        for name in dict.fromkeys(names):
+            cand = ast.parse(best)
+            old = nth(cand, search.name, ast.Call, i)
+            _swap_expr(function_def(cand, search.name), old, ast.Name(name, ast.Load()))
+            found = search.fails(cand, best, f"{ast.unparse(call.func)}(...) -> {name}")
+            if found:
+                return found
+    return None
+
+
+class _Subst(ast.NodeTransformer):
+    def __init__(self, old: str, new: str) -> None:
+        self.old, self.new = old, new
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id == self.old and isinstance(node.ctx, ast.Load):
+            return ast.Name(self.new, ast.Load())
+        return node
+
+
+def forward_copies(search: Search, best: str, hints: Hints) -> str | None:
+    """``v = w`` (two names) goes, and the statements after it read ``w`` for ``v``, up
+    to the one that assigns ``v`` again (its value side included)."""
+    tree = ast.parse(best)
+    for b, block in enumerate(blocks_of(function_def(tree, search.name))):
+        for i, stmt in enumerate(block):
+            if not (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and isinstance(stmt.value, ast.Name)
+            ):
+                continue
+            old, new = stmt.targets[0].id, stmt.value.id
+            cand = ast.parse(best)
+            target = blocks_of(function_def(cand, search.name))[b]
+            rest = target[i + 1 :]
+            del target[i:]
+            subst = _Subst(old, new)
+            for j, later in enumerate(rest):
+                assigns = any(
+                    isinstance(n, ast.Name) and n.id == old and isinstance(n.ctx, ast.Store)
+                    for n in ast.walk(later)
+                )
+                if assigns and isinstance(later, ast.Assign):
+                    later.value = subst.visit(later.value)
+                    target += rest[j:]
+                    break
+                target.append(subst.visit(later))
+            if not target:
+                target.append(ast.Pass())
+            found = search.fails(cand, best, f"{old} = {new} forwarded")
+            if found:
+                return found
+    return None
+
+
+def drop_call_arguments(search: Search, best: str, hints: Hints) -> str | None:
+    """A call's trailing positional arguments and its keyword arguments, one at a time
+    (``F.linear(x, w, b)`` -> ``F.linear(x, w)``): optional ones go, and with them the
+    parameters only they read."""
+    tree = ast.parse(best)
+    count = sum(1 for n in ast.walk(function_def(tree, search.name)) if isinstance(n, ast.Call))
+    for i in range(count):
+        call = nth(tree, search.name, ast.Call, i)
+        options = [("keyword", k) for k in range(len(call.keywords))]
+        options += [("positional", len(call.args) - 1)] if len(call.args) > 1 else []
+        for kind, k in options:
+            cand = ast.parse(best)
+            c = nth(cand, search.name, ast.Call, i)
+            if kind == "keyword":
+                del c.keywords[k]
+            else:
+                del c.args[k]
+            found = search.fails(cand, best, f"drop a {kind} argument of {ast.unparse(call.func)}")
+            if found:
+                return found
+    return None
+
+
 def drop_arguments(search: Search, best: str, hints: Hints) -> str | None:
     tree = ast.parse(best)
     fn = function_def(tree, search.name)
@@ -363,5 +451,8 @@ SCHEDULE: tuple[Callable[[Search, str, Hints], str | None], ...] = (
     branches,
     loops,
     delete_statements,
+    calls_to_arguments,
+    forward_copies,
+    drop_call_arguments,
     drop_arguments,
 )

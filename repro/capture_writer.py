@@ -35,7 +35,7 @@ _MAIN = """
 if __name__ == "__main__":
     fn = forward if "--no-compile" in sys.argv else torch.compile(forward, {kwargs})
     try:
-        fn(**inputs())
+        {earlier}fn(**inputs())
     except Exception as exc:
         sys.exit(print(f"REPRODUCED: {{signature(exc)}}") or 1)
     print("NOT REPRODUCED")
@@ -65,17 +65,67 @@ def _tensor_expr(name: str, what: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _inputs(params: dict[str, Any]) -> str | None:
-    body = ["def inputs():", "    torch.manual_seed(0)"]
-    for name, what in params.items():
+def _inputs(
+    params: dict[str, Any], name: str = "inputs", base: dict[str, Any] | None = None
+) -> str | None:
+    """``def inputs()`` building the arguments.  With ``base`` (the final call's), an
+    earlier call's function builds only the arguments that differ and takes the rest
+    from ``inputs()``."""
+    body = [f"def {name}():", "    torch.manual_seed(0)"]
+    own = [a for a, what in params.items() if base is None or base.get(a) != what]
+    for arg in own:
+        what = params[arg]
         if "tensor" in what:
-            body += _tensor_expr(name, what)
+            body += _tensor_expr(arg, what)
         elif "constant" in what:
-            body.append(f"    {name} = {what['constant']}")
+            body.append(f"    {arg} = {what['constant']}")
         else:
             return None  # a module or an object a standalone repro cannot build
-    body.append(f"    return dict({', '.join(f'{n}={n}' for n in params)})")
+    pairs = ", ".join(f"{n}={n}" for n in own)
+    if base is None:
+        body.append(f"    return dict({pairs})")
+    elif set(params) != set(base):
+        return None  # an earlier call with other arguments: not written as a difference
+    else:
+        body.append(f"    return dict(inputs(){', ' if pairs else ''}{pairs})")
     return "\n".join(body) + "\n"
+
+
+def _earlier(history: list[dict[str, Any]], final: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """The calls before the one that fails (a recompilation needs them): (functions,
+    call lines).  A call whose differing arguments are one expression each is written
+    in place, ``fn(**dict(inputs(), x=torch.randn((8, 16))))``; others get a function."""
+    defs, calls = [], []
+    for i, params in enumerate(history):
+        if set(params) != set(final):
+            return None  # an earlier call with other arguments
+        diff = {a: w for a, w in params.items() if final.get(a) != w}
+        inline = {}
+        for arg, what in diff.items():
+            lines = _tensor_expr(arg, what) if "tensor" in what else []
+            if "constant" in what:
+                inline[arg] = what["constant"]
+            elif len(lines) == 1:
+                inline[arg] = lines[0].split(" = ", 1)[1]
+        if len(inline) == len(diff):
+            pairs = "".join(f", {a}={e}" for a, e in inline.items())
+            calls.append(f"fn(**dict(inputs(){pairs}))" if pairs else "fn(**inputs())")
+            continue
+        text = _inputs(params, f"earlier_{i}", base=final)
+        if text is None:
+            return None
+        defs.append(text)
+        calls.append(f"fn(**earlier_{i}())")
+    return "\n".join(defs), calls
+
+
+def _config_lines(config: dict[str, dict[str, Any]]) -> str:
+    """The config the program changed (error_on_recompile, recompile_limit, ...)."""
+    return "".join(
+        f"{module}.{key} = {value!r}\n"
+        for module, diffs in sorted((config or {}).items())
+        for key, value in sorted(diffs.items())
+    )
 
 
 def _names(names: dict[str, Any]) -> tuple[list[str], list[str]] | None:
@@ -110,10 +160,13 @@ def capture_repro(
     """The text of repro.py, or None when the function needs something a standalone
     file cannot build (a module object, say)."""
     inputs = _inputs(described.get("params") or {})
+    history = described.get("history") or []
+    earlier = _earlier(history, described.get("params") or {})
     names = _names({k: v for k, v in (described.get("names") or {}).items() if k != "torch"})
-    if inputs is None or names is None:
+    if inputs is None or names is None or earlier is None:
         return None
     imports, defs = names
+    earlier_defs, earlier_calls = earlier
     tree = ast.parse(source)
     fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     for fn in fns:
@@ -129,13 +182,18 @@ def capture_repro(
     header = _header(env, signature).replace("[--backend eager]", "[--no-compile]")
     out = [
         header,
-        "import re\nimport sys\n\nimport torch\n",
+        "import re\nimport sys\nimport torch\n",
         "".join(f"{i}\n" for i in sorted(set(imports))),
+        _config_lines(described.get("config") or {}),
         f"\nSCRUBS = [{scrubs}]\n",
         "".join(f"\n{d}\n" for d in defs),
         "\n" + body + "\n",
+        ("\n" + earlier_defs) if earlier_defs else "",
         "\n" + inputs,
         _SIGNATURE,
-        _MAIN.format(kwargs=", ".join(f"{k}={v!r}" for k, v in kwargs.items())),
+        _MAIN.format(
+            kwargs=", ".join(f"{k}={v!r}" for k, v in kwargs.items()),
+            earlier="".join(f"{call}\n        " for call in earlier_calls),
+        ),
     ]
     return re.sub(r"\n{3,}", "\n\n", "".join(out))

@@ -24,6 +24,10 @@ CAPTURE_FIXTURES = {
     "capture_symbolic_guard.py": "== 8",  # a guard error on a symbolic size
     "capture_fullgraph.py": "if ",
     "capture_closure_global.py": "threshold",
+    # a recompilation the program forbids: the earlier call (batch 8) comes first
+    "recompile_error.py": "x=torch.randn((8, 16)",
+    # a recompile limit hit under fullgraph: the two earlier activations come first
+    "recompile_limit.py": "act='tanh'",
 }
 
 

@@ -1,8 +1,10 @@
 from tcompile.compiler.signature import (
     FailureSignature,
+    guard_failures,
     innermost_frame,
     normalize_message,
     root_cause,
+    scrub_guards,
 )
 
 
@@ -11,6 +13,35 @@ def test_normalize_scrubs_numbers_paths_addresses():
     b = normalize_message("shape (4x7) at 0x7f11aaaa0000 in /tmp/other/cd/cabc.py")
     assert a == b
     assert "<addr>" in a and "<path>/" in a
+
+
+def test_a_source_place_is_the_same_in_a_minified_copy():
+    a = normalize_message("Recompiling function forward in /home/u/model.py:17")
+    assert a == normalize_message("Recompiling function forward in <candidate>:3")
+    assert a == normalize_message("Recompiling function forward in repro.py:2")
+    assert a != normalize_message("Recompiling function backward in repro.py:2")
+
+
+def test_guard_failures_name_the_guard_not_the_sizes():
+    msg = (
+        "Recompiling function forward in /a/m.py:17\n"
+        "    triggered by the following guard failure(s):\n"
+        "    - 0/0: tensor 'x' size mismatch at index 0. expected 8, actual 12\n"
+        "\nSet TORCH_LOGS=recompiles for more"
+    )
+    same = msg.replace("expected 8, actual 12", "expected 2, actual 3")
+    other = msg.replace("'x'", "'y'")
+    assert (
+        guard_failures(msg)
+        == guard_failures(same)
+        == ["N/N: tensor 'x' size mismatch at index N. expected N, actual N"]
+    )
+    assert guard_failures(msg) != guard_failures(other)
+    assert guard_failures("Unsupported: a graph break") == []
+    # as torch._dynamo records them: the source comment is not part of the guard
+    a = scrub_guards(["0/1: act == 'tanh'  # h = getattr(torch, act)(h)  # /a/m.py:19 in f"])
+    assert a == scrub_guards(["0/1: act == 'tanh'  # h = getattr(torch, act)(h)  # <candidate>:3"])
+    assert a == ["N/N: act == 'tanh'"]
 
 
 def test_normalize_keeps_first_line_only():

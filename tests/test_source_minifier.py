@@ -3,6 +3,7 @@ Each pass alone, the gate, and the property that the result still fails and is n
 larger than the start."""
 
 import ast
+import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,9 +39,10 @@ def test_the_statement_that_fails_is_all_that_is_left():
     oracle, seen = _calls(_fails_if("print("))
     out = S.minify_source(GATE, "forward", oracle)
     fn = ast.parse(out.source).body[0]
-    assert [ast.unparse(s) for s in fn.body] == ["print('debug', z.shape)"]
+    # an optional argument of the call goes too (drop_call_arguments)
+    assert [ast.unparse(s) for s in fn.body] == ["print('debug')"]
     assert [a.arg for a in fn.args.args] == []  # self and x are gone
-    assert out.calls == len(seen) and out.calls <= 12
+    assert out.calls == len(seen) and out.calls <= 16
     assert len(set(seen)) == len(seen)  # the gate: nothing is asked twice
 
 
@@ -64,13 +66,34 @@ def test_inlining_a_module_call_and_its_attributes():
     }
     attrs = {"self.lin.weight": {"tensor": {}}, "self.lin.bias": {"tensor": {}}}
     hints = S.Hints(callees=callees, attrs=attrs)
+
     # fails while the branch on h stays and h still comes from a linear layer
-    out = S.minify_source(src, "forward", _fails_if("if h.sum() > 0", "linear("), hints=hints)
+    # (and F.linear keeps its three arguments: with fewer it would not run)
+    def oracle(src):
+        linear = "self.lin(x)" in src or re.search(r"linear\(\w+, [\w.]+, [\w.]+\)", src)
+        return _fails_if("if h.sum() > 0")(src) if linear else Verdict.PASS
+
+    out = S.minify_source(src, "forward", oracle, hints=hints)
     bindings, _ = S.literals(out.source)
     assert "F.linear(x, lin_weight, lin_bias)" in out.source
     assert bindings == {"lin_weight": "self.lin.weight", "lin_bias": "self.lin.bias"}
     assert "self" not in out.source.split("def forward")[1]
     assert out.history[0] == "inline self.lin"
+
+
+def test_a_call_gives_way_to_its_argument_and_loses_optional_ones():
+    src = "def forward(x, w, b, act):\n    return getattr(torch, act)(F.linear(x, w, b), dim=-1)\n"
+    out = S.minify_source(src, "forward", _fails_if("getattr(torch, act)("))
+    assert out.source.split("def forward")[1] == "(x, act):\n    return getattr(torch, act)(x)\n"
+    assert "F.linear(...) -> x" in out.history
+    assert any(h.startswith("drop a keyword argument") for h in out.history)
+
+
+def test_a_copy_is_forwarded_to_its_readers():
+    src = "def forward(x, w):\n    h = w\n    h = torch.sin(h)\n    return h + x\n"
+    out = S.minify_source(src, "forward", _fails_if("torch.sin(w)"))
+    assert out.source.split("def forward")[1] == "(w):\n    h = torch.sin(w)\n"
+    assert "h = w forwarded" in out.history
 
 
 def test_nested_calls_are_lifted_before_inlining_and_locals_renamed():

@@ -29,6 +29,8 @@ class Entry:
     where: str  # file:line
     depth: int = 0
     marks: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # mark_dynamic dims
+    # the arguments of the frame's earlier compiles, called first (a recompile needs them)
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_json(self, index: int) -> dict[str, Any]:
         return {
@@ -71,9 +73,16 @@ def function_source(fn: Any, torch: Any, owner: Any = None) -> str:
     return ast.unparse(tree) + "\n"
 
 
-def root_entry(fn: Any, args: list[Any], kwargs: dict[str, Any], torch: Any) -> Entry:
+def root_entry(
+    fn: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    torch: Any,
+    history: list[tuple[list[Any], dict[str, Any]]] | None = None,
+) -> Entry:
     """The recorded frame as an entry.  torch wraps a compiled module in a function of
-    its own (``wrap_inline``): then the entry is the module's ``forward``."""
+    its own (``wrap_inline``): then the entry is the module's ``forward``.  ``history``:
+    the (args, kwargs) of the frame's earlier compiles."""
     code = fn.__code__
     target, owner = fn, None
     if not is_user_file(code.co_filename):
@@ -85,10 +94,12 @@ def root_entry(fn: Any, args: list[Any], kwargs: dict[str, Any], torch: Any) -> 
             if isinstance(value, types.FunctionType) and is_user_file(value.__code__.co_filename):
                 target = value
                 break
-    if owner is not None:
-        bound = inspect.signature(target).bind(owner, *args, **kwargs)
-    else:
-        bound = inspect.signature(target).bind(*args, **kwargs)
+
+    def bind(a: list[Any], kw: dict[str, Any]) -> dict[str, Any]:
+        lead = [owner] if owner is not None else []
+        return dict(inspect.signature(target).bind(*lead, *a, **kw).arguments)
+
+    bound = bind(args, kwargs)
     namespace = target.__globals__
     for name, cell in zip(target.__code__.co_freevars, target.__closure__ or ()):
         try:
@@ -99,10 +110,15 @@ def root_entry(fn: Any, args: list[Any], kwargs: dict[str, Any], torch: Any) -> 
         name=target.__name__,
         source=function_source(target, torch, owner),
         namespace=namespace,
-        recorded=dict(bound.arguments),
+        recorded=bound,
         where=f"{target.__code__.co_filename}:{target.__code__.co_firstlineno}",
     )
     entry.marks = _marks_of(entry.recorded, torch)
+    for a, kw in history or []:
+        try:
+            entry.history.append(bind(a, kw))
+        except TypeError:
+            pass  # an earlier call this entry cannot take
     return entry
 
 
@@ -219,9 +235,9 @@ def _function(source: str, name: str, namespace: dict[str, Any]) -> Any:
     return fn
 
 
-def _fresh(value: Any) -> Any:
+def _fresh(value: Any, memo: dict[int, Any] | None = None) -> Any:
     try:
-        return copy.deepcopy(value)
+        return copy.deepcopy(value, memo)
     except Exception:
         return value
 
@@ -258,12 +274,22 @@ def tensor_spec(t: Any, torch: Any) -> dict[str, Any]:
     return spec
 
 
-def call_args(entry: Entry, fn: Any, scope: dict[str, Any], torch: Any) -> dict[str, Any]:
-    """Keyword arguments for a candidate: fresh copies of the recorded ones, values
-    bound by ``__bindings__``, tensors made from ``__inputs__``; dims marked dynamic."""
+def call_args(
+    entry: Entry,
+    fn: Any,
+    scope: dict[str, Any],
+    torch: Any,
+    recorded: dict[str, Any] | None = None,
+    memo: dict[int, Any] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for a candidate: fresh copies of the recorded ones (or of
+    ``recorded``: an earlier call's), values bound by ``__bindings__``, tensors made
+    from ``__inputs__``; dims marked dynamic.  Calls that share ``memo`` share the
+    copy of an object they were both given (one module called twice stays one)."""
     bindings = scope.get("__bindings__") or {}
     specs = scope.get("__inputs__") or {}
-    recorded = {k: _fresh(v) for k, v in entry.recorded.items()}
+    base = entry.recorded if recorded is None else recorded
+    recorded = {k: _fresh(v, memo) for k, v in base.items()}
     torch.manual_seed(0)
     out: dict[str, Any] = {}
     for name, p in inspect.signature(fn).parameters.items():

@@ -6,6 +6,7 @@ Runs only inside the worker's interpreter."""
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import sys
 import textwrap
@@ -129,15 +130,21 @@ def describe(entry: Entry, source: str, torch: Any) -> dict[str, Any]:
     scope = dict(entry.namespace)
     exec(compile(source, "<candidate>", "exec"), scope)  # noqa: S102
     fn = scope[entry.name]
-    kwargs = call_args(entry, fn, scope, torch)
     specs = scope.get("__inputs__") or {}
-    params: dict[str, Any] = {}
-    for name, value in kwargs.items():
-        what = _what(value, torch, name)
-        if "tensor" in what:
-            what["fill"] = "random" if name in specs else "recorded"
-            what["marks"] = entry.marks.get(name, [])
-        params[name] = what
+
+    def described(kwargs: dict[str, Any]) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for name, value in kwargs.items():
+            what = _what(value, torch, name)
+            if "tensor" in what:
+                what["fill"] = "random" if name in specs else "recorded"
+                what["marks"] = entry.marks.get(name, [])
+            params[name] = what
+        return params
+
+    kwargs = call_args(entry, fn, scope, torch)
+    params = described(kwargs)
+    history = [described(call_args(entry, fn, scope, torch, h)) for h in entry.history]
     tree = ast.parse(source)
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assigned = {
@@ -149,8 +156,13 @@ def describe(entry: Entry, source: str, torch: Any) -> dict[str, Any]:
     names: dict[str, Any] = {}
     for n in sorted(loaded - set(kwargs) - assigned - defined):
         if n in entry.namespace and n not in ("__builtins__",):
+            if getattr(builtins, n, _MISSING) is entry.namespace[n]:
+                continue  # the builtin itself: a repro needs no import for it
             names[n] = _what(entry.namespace[n], torch, n)
-    return {"params": params, "names": names}
+    return {"params": params, "names": names, "history": history}
+
+
+_MISSING = object()
 
 
 def _what(value: Any, torch: Any, name: str = "") -> dict[str, Any]:

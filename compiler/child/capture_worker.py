@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
 
     from ..record_format import read_info
     from ..signature import FailureSignature
-    from .replay_driver import _load_tcompile, _load_torch, build
+    from .replay_driver import _arguments, _load_tcompile, _load_torch, build
     from .torch_config import apply_module_diffs
 
     info = read_info(argv[0])
@@ -54,7 +54,13 @@ def main(argv: list[str]) -> int:
     fn, args, kwargs, _missing = build(loaded)
     options = dict(loaded.get("compile") or {})
     target = FailureSignature.from_json(info.meta.get("signature") or {})
-    state = _State(torch, options, target, root_entry(fn, args, kwargs, torch))
+    history = [_arguments(fn.__code__, h)[:2] for h in loaded.get("history") or []]
+    state = _State(torch, options, target, root_entry(fn, args, kwargs, torch, history))
+    state.guards = list(info.meta.get("guard_failures") or [])
+    state.config = {
+        "torch._dynamo.config": loaded.get("dynamo_config") or {},
+        "torch._inductor.config": loaded.get("inductor_config") or {},
+    }
     rfd, wfd = (int(x) for x in os.environ[FDS_ENV].split(","))
     with os.fdopen(rfd, "r") as requests, os.fdopen(wfd, "w", buffering=1) as replies:
         root = state.entries[0]
@@ -75,6 +81,8 @@ class _State:
     def __init__(self, torch: Any, options: dict[str, Any], target: Any, root: Entry) -> None:
         self.torch, self.options, self.target = torch, options, target
         self.entries = [root]
+        self.guards: list[str] = []  # a recompilation failure: the guards that failed
+        self.config: dict[str, dict[str, Any]] = {}  # the config the program changed
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req.get("op", "judge")
@@ -88,19 +96,20 @@ class _State:
         if op == "values":
             return {"values": local_values(entry, req["source"], self.torch)}
         if op == "describe":
-            return describe(entry, req["source"], self.torch)
+            return {**describe(entry, req["source"], self.torch), "config": _plain(self.config)}
         return self.judge(entry, req["source"], req.get("backend"))
 
     def judge(self, entry: Entry, source: str, backend: str | None) -> dict[str, Any]:
-        from ..signature import FailureSignature
-        from .session import is_dynamo_exception
+        from ..signature import FailureSignature, guard_failures, scrub_guards
+        from .session import guard_reasons, is_dynamo_exception
 
         torch = self.torch
         try:
             scope = dict(entry.namespace)
             exec(compile(source, "<candidate>", "exec"), scope)  # noqa: S102
             fn = scope[entry.name]
-            kwargs = call_args(entry, fn, scope, self.torch)
+            memo: dict[int, Any] = {}  # the calls of one judgement share their objects
+            kwargs = call_args(entry, fn, scope, self.torch, memo=memo)
         except Exception as exc:
             return {"verdict": "invalid", "error": f"{type(exc).__name__}: {exc}"[:300]}
         kw: dict[str, Any] = {
@@ -109,14 +118,22 @@ class _State:
             "dynamic": self.options.get("dynamic"),
         }
         torch._dynamo.reset()
+        seen_guards = 0
         try:
-            torch.compile(fn, **kw)(**kwargs)
+            compiled = torch.compile(fn, **kw)
+            for earlier in entry.history:  # the calls before the one that failed
+                compiled(**call_args(entry, fn, scope, torch, earlier, memo=memo))
+            seen_guards = len(guard_reasons(fn.__code__))
+            compiled(**kwargs)
         except Exception as exc:
             capture = is_dynamo_exception(exc)
             sig = FailureSignature.from_exception(
                 "eager" if capture else kw["backend"], "capture" if capture else "runtime", exc
             )
             same = capture and sig.matches(self.target)
+            if same and self.guards:  # a recompilation: the same guards must fail
+                now = guard_reasons(fn.__code__)[seen_guards:]
+                same = (scrub_guards(now) or guard_failures(str(exc))) == self.guards
             if same and not self.runs_eagerly(entry, fn, scope):
                 # it fails in Dynamo, but it is not a program: without torch.compile it
                 # raises too (a name whose definition a pass deleted, say)
@@ -131,6 +148,14 @@ class _State:
         except Exception:
             return False
         return True
+
+
+def _plain(config: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Config entries a repro can set as literals."""
+    return {
+        mod: {k: v for k, v in diffs.items() if isinstance(v, (bool, int, float, str, type(None)))}
+        for mod, diffs in config.items()
+    }
 
 
 if __name__ == "__main__":  # pragma: no cover

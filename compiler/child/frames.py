@@ -21,8 +21,9 @@ from typing import Any
 
 from ..protocol import Event
 from ..record_format import write_record
-from ..signature import FailureSignature
+from ..signature import FailureSignature, guard_failures, scrub_guards
 from .recorder import STARTED
+from .session import guard_reasons
 from .torch_config import module_diffs
 
 _written = 0
@@ -39,6 +40,25 @@ class FrameState:
     f_builtins: Any
     one_graph: bool
     backend: Any  # the TcompileBackend of the torch.compile call, if found
+    # the arguments of the frame's earlier compiles (a recompile failure needs them)
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    guards: list[str] = dataclasses.field(default_factory=list)  # as Dynamo wrote them
+
+
+# Earlier compiles of a frame whose arguments a record keeps: enough for torch's default
+# recompile_limit (8).  They are kept only where a recompilation can raise (fullgraph,
+# error_on_recompile, fail_on_recompile_limit_hit): elsewhere they would only hold memory.
+MAX_HISTORY = 8
+
+
+def _recompile_can_raise(state: FrameState) -> bool:
+    import torch._dynamo.config as dynamo_config
+
+    return bool(
+        state.one_graph
+        or getattr(dynamo_config, "error_on_recompile", False)
+        or getattr(dynamo_config, "fail_on_recompile_limit_hit", False)
+    )
 
 
 def install(session: Any) -> None:
@@ -56,19 +76,37 @@ def install(session: Any) -> None:
     except (TypeError, ValueError):
         return
 
+    history: dict[Any, list[dict[str, Any]]] = {}
+
     def _compile(*args: Any, **kwargs: Any) -> Any:
+        code = args[0] if args else kwargs.get("code")
+        seen_guards = len(guard_reasons(code))
         try:
-            return original(*args, **kwargs)
+            out = original(*args, **kwargs)
         except Exception as exc:
             if getattr(exc, "_tcompile_frame", None) is None:
                 try:
                     state = _state_from_call(sig, args, kwargs)
+                    state.history = list(history.get(state.code, []))
+                    # the guards that failed when this compile began (a recompilation)
+                    state.guards = guard_reasons(code)[seen_guards:]
                     exc._tcompile_frame = state  # type: ignore[attr-defined]
                     if session().config.record == "all":
                         write_from_exception(session(), exc)
                 except Exception:
                     pass  # recording must never change what the program does
             raise
+        try:  # the arguments it was compiled for (references, the last few)
+            state = _state_from_call(sig, args, kwargs)
+            if not _recompile_can_raise(state):
+                return out  # keep no references a failure could never need
+            names = argument_names(state.code)
+            seen = history.setdefault(state.code, [])
+            seen.append({n: v for n, v in state.f_locals.items() if n in names})
+            del seen[:-MAX_HISTORY]
+        except Exception:
+            pass
+        return out
 
     _compile._tcompile_wrapped = True  # type: ignore[attr-defined]
     convert_frame._compile = _compile  # noqa: SLF001
@@ -238,6 +276,15 @@ def _put_frame(parts: _Parts, state: FrameState) -> dict[str, Any]:
         except ValueError:
             continue  # an empty cell
         parts.put(f"cell:{i}", value)
+    for i, earlier in enumerate(state.history):  # a recompile needs the earlier calls
+        for name, value in earlier.items():
+            # the very object of this call (the module, mostly): named, not copied, so
+            # that it stays one object when loaded (Dynamo guards on its identity)
+            same = next((n for n, v in arguments.items() if v is value), None)
+            if same is not None:
+                parts.put(f"historyref:{i}:{name}", same)
+            else:
+                parts.put(f"history:{i}:{name}", value)
     for name in sorted(_reachable_names(names, state.f_globals, arguments)):
         if name in state.f_globals and not name.startswith("__"):
             parts.put(f"global:{name}", state.f_globals[name])
@@ -291,10 +338,16 @@ def snapshot(state: FrameState, exc: BaseException, sig: Any) -> tuple[dict[str,
         "function": code.co_qualname if hasattr(code, "co_qualname") else code.co_name,
         "file": code.co_filename,
         "line": code.co_firstlineno,
-        "failure_at": f"{inner.filename}:{inner.lineno} in {inner.name}" if inner else "",
+        "failure_at": f"{inner.filename}:{inner.lineno} in {inner.name}"
+        if inner
+        else f"{code.co_filename}:{code.co_firstlineno} on entry to {code.co_name}",
         "user_stack": [f"{fs.filename}:{fs.lineno} in {fs.name}" for fs in stack][-8:],
         "signature": sig.to_json(),
         "signature_text": str(sig),
+        # a recompilation failure: which guards failed (the minifier keeps them failing)
+        "guard_failures": scrub_guards(state.guards) or guard_failures(str(exc)),
+        "guard_failures_text": state.guards or guard_failures(str(exc), scrub=False),
+        "earlier_calls": len(state.history),  # their arguments are in the payload
         "compile": {
             **{k: v for k, v in options.items() if k != "options"},
             "backend": user_backend

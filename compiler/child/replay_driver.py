@@ -64,7 +64,21 @@ def _load_tcompile(info: Any, sha256: str | None) -> dict[str, Any]:
                 f"{type(exc).__name__}: {str(exc)[:200]}"
             ) from None
         kind, _, name = key.partition(":")
-        if kind == "global":
+        if kind in ("history", "historyref"):
+            # history:I:NAME, an argument of an earlier compile; historyref:I:NAME, one
+            # that was this call's argument VALUE (the same object)
+            index, _, arg = name.partition(":")
+            if (
+                not index.isdigit()
+                or not arg
+                or (kind == "historyref" and not isinstance(value, str))
+            ):
+                raise BadRecord(f"malformed record: a history part named {name!r}")
+            history = out.setdefault("history", [])
+            while len(history) <= int(index):
+                history.append({})
+            history[int(index)][arg] = value if kind == "history" else _Ref(value)
+        elif kind == "global":
             out["globals"][name] = value
         elif kind == "local":
             out["locals"][name] = value
@@ -74,8 +88,21 @@ def _load_tcompile(info: Any, sha256: str | None) -> dict[str, Any]:
             out["cells"][int(name)] = value
         else:
             out[kind] = value
+    for earlier in out.get("history") or []:
+        for arg, value in earlier.items():
+            if isinstance(value, _Ref):
+                if value.name not in out["locals"]:
+                    raise BadRecord(f"malformed record: a history part names {value.name!r}")
+                earlier[arg] = out["locals"][value.name]
     _check_loaded(out)
     return out
+
+
+class _Ref:
+    """A history argument that is the failing call's argument ``name`` itself."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 # the parts of a record and the types they must have once loaded
@@ -308,6 +335,9 @@ def main(argv: list[str]) -> int:
         spare = None
     compiled = torch.compile(fn, **kw)
     try:
+        for earlier in loaded.get("history") or []:  # a recompilation needs the calls before
+            a, k, _ = _arguments(loaded["code"], earlier)
+            compiled(*a, **k)
         compiled(*args, **kwargs)
     except Exception as exc:
         same = _eager_fails_same(fn, spare, exc)

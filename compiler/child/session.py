@@ -16,7 +16,7 @@ def is_dynamo_exception(exc: BaseException) -> bool:
     """A TorchDynamo capture failure (not a backend failure wrapped by Dynamo): one of
     Dynamo's own exceptions, or a symbolic-shapes error raised while Dynamo made the
     frame's guards (a dynamic size the code specialises: ConstraintViolationError),
-    which Dynamo lets through unwrapped."""
+    which Dynamo lets through unwrapped, or a recompile limit hit that is fatal."""
     try:
         from torch._dynamo import exc as dexc
         from torch.fx.experimental import symbolic_shapes
@@ -32,7 +32,21 @@ def is_dynamo_exception(exc: BaseException) -> bool:
         )
         if isinstance(t, type)
     )
-    return isinstance(exc, (dexc.TorchDynamoException, *guard_errors))
+    # a recompile limit hit under fullgraph=True (or fail_on_recompile_limit_hit) raises
+    # an exception of Dynamo's own that is not a TorchDynamoException
+    limit = getattr(dexc, "FailOnRecompileLimitHit", None)
+    own = (limit,) if isinstance(limit, type) else ()
+    return isinstance(exc, (dexc.TorchDynamoException, *own, *guard_errors))
+
+
+def guard_reasons(code: object) -> list[str]:
+    """The guard failures Dynamo has noted for ``code`` so far (one per cache entry that
+    failed, each time the frame was compiled again), as Dynamo wrote them."""
+    try:
+        from torch._dynamo.utils import guard_failures
+    except Exception:  # pragma: no cover
+        return []
+    return [str(r) for r in guard_failures.get(code, ())]
 
 
 def backward_graph_of(exc: BaseException) -> int | None:
