@@ -45,6 +45,7 @@ class _Found:
     lines_before: int  # of the user code the frame ran (its function and its callees)
     calls: int = 0
     history: list[str] = dataclasses.field(default_factory=list)
+    source_from: str = "file"  # or decompiled bytecode, when the file is gone or changed
 
 
 def minify_capture(
@@ -117,7 +118,7 @@ def _done(report: MinifyReport, t0: float, message: str, **kw: Any) -> MinifyRep
 def _start(pool: Any, ready: dict[str, Any], meta: dict[str, Any], observer: Observer) -> Any:
     """The function the search starts from: the innermost that fails the same way."""
     if not ready.get("source"):
-        return "could not minify: the recorded frame's source is not available"
+        return f"could not minify: {ready.get('error') or 'the recorded frame has no source'}"
     verdict, got = pool.judge(0, ready["source"])
     if verdict is not Verdict.SAME_FAILURE:
         what = str(FailureSignature.from_json(got)) if got else verdict.value
@@ -127,6 +128,9 @@ def _start(pool: Any, ready: dict[str, Any], meta: dict[str, Any], observer: Obs
         )
     lines = ready["source"].strip().count("\n") + 1
     found = _Found(0, ready["name"], ready["where"], ready["source"], lines)
+    found.source_from = ready.get("source_from") or "file"
+    if found.source_from != "file":
+        observer.status(f"the source of {found.name}: {found.source_from}")
     observer.status("stepping into the functions the frame calls")
     entries = pool.entries(list(meta.get("user_stack") or []))
     found.lines_before = sum(e["lines"] for e in entries[1:]) + lines
@@ -250,6 +254,7 @@ def _write(
         "function_lines": fn_lines,
         "oracle_calls": pool.calls,
         "history": found.history,
+        "source_from": found.source_from,
     }
     text = capture_repro(
         source=final,

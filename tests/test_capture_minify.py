@@ -100,3 +100,24 @@ def test_bisect_and_replay_go_on_to_minify_a_capture_failure(tmp_path):
     r = run_tcompile("replay", "--minify", "--json", "--out", str(tmp_path / "r"), doc["record"])
     rep = json.loads(r.stdout)
     assert rep["outcome"] == "reproduced" and rep["minify"]["verified"]
+
+
+@pytest.mark.parametrize("change", ["gone", "changed"])
+def test_source_gone_or_changed_is_decompiled_from_the_record(change, tmp_path):
+    """The script was deleted or edited after its run: the frame's source comes from
+    the recorded bytecode (depyf), never from the file as it is now, and says so."""
+    pytest.importorskip("depyf")
+    script = tmp_path / "capture_fullgraph.py"
+    shutil.copy(FIXTURES / "capture_fullgraph.py", script)
+    run = run_tcompile("run", "--json", "--out", str(tmp_path / "run"), str(script))
+    record = json.loads(run.stdout)["failures"][0]["record"]
+    if change == "gone":
+        script.unlink()
+    else:  # the same lines, another op: the file no longer holds the recorded code
+        script.write_text(script.read_text().replace("torch.sin(x)", "torch.cos(x)"))
+    r, doc = _minify(tmp_path / "m", record)
+    assert r.returncode == 1 and doc["verified"], doc["message"]
+    assert doc["capture"]["source_from"].startswith("bytecode, decompiled by depyf")
+    assert change in doc["capture"]["source_from"]
+    text = open(doc["repro"]).read()
+    assert "if " in text and "torch.cos" not in text

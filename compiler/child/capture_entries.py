@@ -31,6 +31,7 @@ class Entry:
     marks: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # mark_dynamic dims
     # the arguments of the frame's earlier compiles, called first (a recompile needs them)
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    source_from: str = "file"  # or "bytecode, decompiled by depyf (...)"
 
     def to_json(self, index: int) -> dict[str, Any]:
         return {
@@ -41,6 +42,7 @@ class Entry:
             "params": list(self.recorded),
             "lines": self.source.count("\n") + 1,
             "source": self.source,
+            "source_from": self.source_from,
         }
 
 
@@ -59,13 +61,58 @@ def is_user_file(filename: str) -> bool:
     )
 
 
+class SourceUnavailable(Exception):
+    """A function whose source is neither in its file nor decompilable."""
+
+
+def source_text(fn: Any) -> tuple[str, str]:
+    """(the source of ``fn``, where it came from).  From its file while the file still
+    holds the code that was recorded (the names it reads agree); otherwise decompiled
+    from the recorded bytecode with depyf (an optional dependency), and said so."""
+    code = fn.__code__
+    try:
+        text = textwrap.dedent(inspect.getsource(fn))
+        if _reads_same_names(text, code):
+            return text, "file"
+        why = "changed since the record was written"
+    except (OSError, TypeError, SyntaxError):
+        why = "gone"
+    try:
+        import depyf
+    except ImportError:
+        raise SourceUnavailable(
+            f"the source of {code.co_name} ({code.co_filename}) is {why}, and depyf, which "
+            "decompiles bytecode, is not installed (pip install depyf)"
+        ) from None
+    try:
+        text = depyf.decompile(code)
+        ast.parse(text)
+    except Exception as exc:
+        raise SourceUnavailable(
+            f"the source of {code.co_name} ({code.co_filename}) is {why}, and depyf could "
+            f"not decompile its bytecode: {type(exc).__name__}: {str(exc)[:120]}"
+        ) from None
+    return text, f"bytecode, decompiled by depyf (the file is {why})"
+
+
+def _reads_same_names(text: str, code: Any) -> bool:
+    """Does ``text`` (a function's source) compile to code that reads the names the
+    recorded ``code`` reads?  A cheap check that the file was not edited since."""
+    try:
+        module = compile(text, "<check>", "exec")
+    except SyntaxError:
+        return False
+    fns = [c for c in module.co_consts if isinstance(c, type(code))]
+    return any(c.co_name == code.co_name and set(c.co_names) == set(code.co_names) for c in fns)
+
+
 def function_source(fn: Any, torch: Any, owner: Any = None) -> str:
     """A module source defining ``fn`` at top level: dedented, decorators dropped.  A
     ``nn.Sequential``'s forward is written out as its calls, one per layer."""
     if owner is not None and isinstance(owner, torch.nn.Sequential):
         lines = [f"    input = self[{i}](input)" for i in range(len(owner))]
         return "def forward(self, input):\n" + "\n".join(lines) + "\n    return input\n"
-    text = textwrap.dedent(inspect.getsource(fn))
+    text = source_text(fn)[0]
     tree = ast.parse(text)
     node = tree.body[0]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -109,6 +156,9 @@ def root_entry(
     entry = Entry(
         name=target.__name__,
         source=function_source(target, torch, owner),
+        source_from="file"
+        if owner is not None and isinstance(owner, torch.nn.Sequential)
+        else source_text(target)[1],
         namespace=namespace,
         recorded=bound,
         where=f"{target.__code__.co_filename}:{target.__code__.co_firstlineno}",

@@ -29,7 +29,7 @@ import os
 import sys
 from typing import Any
 
-from .capture_entries import Entry, call_args, callee_entries, root_entry
+from .capture_entries import Entry, SourceUnavailable, call_args, callee_entries, root_entry
 from .capture_info import describe, local_values, module_info
 
 FDS_ENV = "TCOMPILE_CAPTURE_FDS"  # compiler/capture_pool.py names the same variable
@@ -55,7 +55,16 @@ def main(argv: list[str]) -> int:
     options = dict(loaded.get("compile") or {})
     target = FailureSignature.from_json(info.meta.get("signature") or {})
     history = [_arguments(fn.__code__, h)[:2] for h in loaded.get("history") or []]
-    state = _State(torch, options, target, root_entry(fn, args, kwargs, torch, history))
+    try:
+        root = root_entry(fn, args, kwargs, torch, history)
+    except SourceUnavailable as exc:  # said to the parent, which ends with it
+        rfd, wfd = (int(x) for x in os.environ[FDS_ENV].split(","))
+        with os.fdopen(wfd, "w", buffering=1) as replies:
+            replies.write(
+                json.dumps({"ready": True, "name": fn.__name__, "error": str(exc)}) + "\n"
+            )
+        return 0
+    state = _State(torch, options, target, root)
     state.guards = list(info.meta.get("guard_failures") or [])
     state.config = {
         "torch._dynamo.config": loaded.get("dynamo_config") or {},
