@@ -96,9 +96,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default=None, help="fixtures whose name holds this")
     a = ap.parse_args()
     rows = []
-    for fixture in FIXTURES:
+    for fixture in [f for f in FIXTURES if a.only is None or a.only in f]:
         runs = [ours(fixture) for _ in range(a.repeat)]
         ok = [r for r in runs if "error" not in r]
         if not ok:

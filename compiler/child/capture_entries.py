@@ -102,8 +102,13 @@ def _reads_same_names(text: str, code: Any) -> bool:
         module = compile(text, "<check>", "exec")
     except SyntaxError:
         return False
+    # a closure's free variables are globals once its source is compiled on its own
+    free = set(code.co_freevars) | set(code.co_cellvars)
     fns = [c for c in module.co_consts if isinstance(c, type(code))]
-    return any(c.co_name == code.co_name and set(c.co_names) == set(code.co_names) for c in fns)
+    return any(
+        c.co_name == code.co_name and set(c.co_names) - free == set(code.co_names) - free
+        for c in fns
+    )
 
 
 def function_source(fn: Any, torch: Any, owner: Any = None) -> str:
