@@ -1,7 +1,7 @@
 """Every real upstream bug in fixtures/real/: tcompile's run, bisect and minify side by
 side with torch's own tools on the same script.
 
-    python benchmarks/real_bugs.py [--only SUBSTRING] [--results DIR] [--table FILE]
+    python benchmarks/real_bugs.py [--only SUBSTRING] [--limit S] [--results DIR] [--table FILE]
 
 tcompile: `run --accuracy`, `bisect --accuracy`, `minify --accuracy` (each with --json).
 torch: the accuracy minifier (`TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4`,
@@ -116,6 +116,7 @@ def theirs(script: Path, raises: bool) -> dict:
         queries = re.findall(r"Made (\d+) queries", proc.stdout + proc.stderr)
         repro = Path(d) / "repro.py"
         out.update(minify_seconds=round(seconds, 1), queries=int(queries[-1]) if queries else None)
+        out["timed_out"] = proc.returncode == -9
         if repro.exists():
             out["repro_lines"] = repro.read_text().count("\n")
             elsewhere = tempfile.mkdtemp(prefix="real-torch-repro-")
@@ -134,6 +135,7 @@ def theirs(script: Path, raises: bool) -> dict:
         if "Bisection" in ln or "Subsystem" in ln or "Debug info" in ln
     ]
     out["bisector"] = {
+        "timed_out": proc.returncode == -9,
         "seconds": round(seconds, 1),
         "runs": len(log.read_text().splitlines()) if log.exists() else 0,
         "result": " ".join(result[-3:])[:200]
@@ -174,11 +176,13 @@ def table(results: dict[str, dict]) -> str:
         tm = (
             f"{'yes' if t.get('detected') else 'no'}, {t.get('queries')}, {t.get('repro_lines')}, "
             f"{t.get('standalone')}, {t.get('first_run', 0) + (t.get('minify_seconds') or 0):.0f}"
+            + (" (timed out)" if t.get("timed_out") else "")
         )
         tb = t.get("bisector") or {}
         rows.append(
             f"| [{name}]({r['url']}) | {run[:90]} | {bis} | {mini} | {tm} | "
-            f"{tb.get('runs')}, {tb.get('seconds')}, {str(tb.get('result'))[:70]} |"
+            f"{tb.get('runs')}, {tb.get('seconds')}, "
+            f"{'timed out' if tb.get('timed_out') else str(tb.get('result'))[:70]} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -186,9 +190,12 @@ def table(results: dict[str, dict]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=None)
+    ap.add_argument("--limit", type=int, default=LIMIT, help="seconds for one tool on one bug")
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "real"))
     ap.add_argument("--table", default=str(ROOT / "benchmarks" / "results" / "real-bugs.md"))
     ns = ap.parse_args()
+    global LIMIT
+    LIMIT = ns.limit
     manifest = json.loads((REAL / "MANIFEST.json").read_text())
     results_dir = Path(ns.results)
     results_dir.mkdir(parents=True, exist_ok=True)
