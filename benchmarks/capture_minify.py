@@ -36,7 +36,7 @@ FIXTURES = [
     "capture_closure_global.py",
     "real/gaussian_nll_loss_fullgraph_dde.py",
     "recompile_error.py",
-    "recompile_limit.py",
+    "recompile_limit_fullgraph.py",
 ]
 
 
