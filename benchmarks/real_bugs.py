@@ -190,7 +190,7 @@ def table(results: dict[str, dict]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=None)
-    ap.add_argument("--limit", type=int, default=LIMIT, help="seconds for one tool on one bug")
+    ap.add_argument("--limit", type=int, default=900, help="seconds for one tool on one bug")
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "real"))
     ap.add_argument("--table", default=str(ROOT / "benchmarks" / "results" / "real-bugs.md"))
     ns = ap.parse_args()

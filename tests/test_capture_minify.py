@@ -121,3 +121,19 @@ def test_source_gone_or_changed_is_decompiled_from_the_record(change, tmp_path):
     assert change in doc["capture"]["source_from"]
     text = open(doc["repro"]).read()
     assert "if " in text and "torch.cos" not in text
+
+
+def test_a_recompilation_replays_with_its_earlier_calls(tmp_path):
+    """The record of a recompilation holds the earlier call's arguments: replay makes
+    that call first and the same guard fails; --info names the guard."""
+    run = run_tcompile(
+        "run", "--json", "--out", str(tmp_path / "run"), str(FIXTURES / "recompile_error.py")
+    )
+    record = json.loads(run.stdout)["failures"][0]["record"]
+    r = run_tcompile("replay", "--json", "--out", str(tmp_path / "r"), record)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["outcome"] == "reproduced", doc
+    assert "RecompileError" in doc["signature"]
+    info = run_tcompile("replay", "--info", record)
+    assert "tensor 'x' size mismatch at index 0" in info.stdout
+    assert "1 earlier call(s)" in info.stdout
