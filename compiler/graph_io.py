@@ -18,6 +18,7 @@ import dataclasses
 import importlib
 import io
 import os
+import sys
 from typing import Any
 
 VERSION = 1
@@ -50,7 +51,24 @@ def _target_ref(target: Any) -> tuple[str, ...] | Any:
         if mod.startswith("torch") and hasattr(torch, getattr(target, "__name__", "")):
             if getattr(torch, target.__name__) is target:
                 return ("fn", "torch", target.__name__)
+    if mod and qual:
+        # a function made inside another (torch's boolean_dispatch makes
+        # F.adaptive_max_pool2d so): found by the name its module gives it
+        found = _module_name_of(mod, target)
+        if found:
+            return ("fn", mod, found)
     return ("object", target)  # pickled as it is (a user function defined importably)
+
+
+def _module_name_of(module: str, target: Any) -> str | None:
+    """The attribute of ``module`` that is ``target`` (its ``__name__`` first)."""
+    mod = sys.modules.get(module)
+    if mod is None:
+        return None
+    name = getattr(target, "__name__", "")
+    if name and getattr(mod, name, None) is target:
+        return name
+    return next((k for k, v in vars(mod).items() if v is target and not k.startswith("_")), None)
 
 
 def _resolve_fn(module: str, qualname: str) -> Any:

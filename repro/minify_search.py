@@ -87,6 +87,12 @@ def shrink_minimal(
 
     from .shrink import shrink_inputs
 
+    plain = (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, type(None))
+    if not all(isinstance(x, plain) for x in result.inputs):
+        # a subgraph of a higher-order op (while_loop, cond) or another object among the
+        # inputs: nothing to shrink it to; the inputs stay as they are
+        job.observer.status("the minimal graph takes an object as an input: inputs kept")
+        return None
     job.observer.status("shrinking the inputs of the minimal graph")
     t0 = time.monotonic()
     with torch.set_grad_enabled(meta.get("grad_enabled", True)):

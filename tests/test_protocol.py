@@ -102,3 +102,15 @@ def test_cuda_fatal_errors_are_crashes():
         ).kind
         == "runtime"
     )
+
+
+def test_a_function_torch_makes_inside_another_crosses_by_name():
+    """F.adaptive_max_pool2d is made inside boolean_dispatch (qualname with <locals>):
+    a graph holding it is saved for the workers by its module and name, not pickled."""
+    import torch.nn.functional as F
+
+    from tcompile.compiler.graph_io import _resolve_target, _target_ref
+
+    ref = _target_ref(F.adaptive_max_pool2d)
+    assert ref == ("fn", "torch.nn.functional", "adaptive_max_pool2d")
+    assert _resolve_target(ref) is F.adaptive_max_pool2d
