@@ -127,16 +127,24 @@ def test_bisect_and_minify_a_bug_on_rank_1_only(tmp_path):
     assert _left_running(str(tmp_path)) == []
 
 
+def _node_command(node: int, port: int, rdzv_id: str, *tcompile_args: str) -> list[str]:
+    """tcompile on one node of a two-node torchrun job of ddp_rank1_bug.py (one rank per
+    node, rendezvous on localhost:port)."""
+    return [
+        *tcompile_cmd(), *tcompile_args,
+        "--", "torchrun", "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", rdzv_id,
+        str(FIXTURES / "ddp_rank1_bug.py"),
+    ]  # fmt: skip
+
+
 def test_two_nodes_each_write_their_results_and_merge_combines_them(tmp_path):
     port = _free_port()
     procs = []
     for node in (0, 1):
-        args = [
-            *tcompile_cmd(), "run", "--accuracy", "--json", "--out", str(tmp_path / f"node{node}"),
-            "--", "torchrun", "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", "t2",
-            str(FIXTURES / "ddp_rank1_bug.py"),
-        ]  # fmt: skip
+        args = _node_command(
+            node, port, "t2", "run", "--accuracy", "--json", "--out", str(tmp_path / f"node{node}")
+        )
         procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
     docs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
     assert sorted(d["exit_code"] for d in docs) == [0, 1]  # the node that had rank 1 says so
@@ -153,13 +161,10 @@ def test_two_nodes_bisect_together_through_a_shared_directory(tmp_path):
     port = _free_port()
     procs = []
     for node in (0, 1):
-        args = [
-            *tcompile_cmd(), "bisect", "--accuracy", "--json", "--peers", str(tmp_path / "peers"),
+        args = _node_command(
+            node, port, "b2", "bisect", "--accuracy", "--json", "--peers", str(tmp_path / "peers"),
             "--out", str(tmp_path / f"node{node}"),
-            "--", "torchrun", "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", "--rdzv-id", "b2",
-            str(FIXTURES / "ddp_rank1_bug.py"),
-        ]  # fmt: skip
+        )  # fmt: skip
         procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
     docs = [json.loads(p.communicate(timeout=900)[0]) for p in procs]
     for doc in docs:

@@ -49,17 +49,19 @@ def test_killed_tcompile_takes_its_program_with_it(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while not pidfile.exists() or not pidfile.read_text():
-        assert time.monotonic() < deadline, "the program never started"
-        time.sleep(0.1)
+    _until(lambda: pidfile.exists() and pidfile.read_text(), 60, "the program never started")
     child = int(pidfile.read_text())
     proc.kill()
     proc.wait()
-    deadline = time.monotonic() + 10
-    while _alive(child):
-        assert time.monotonic() < deadline, "the program outlived tcompile"
-        time.sleep(0.2)
+    _until(lambda: not _alive(child), 10, "the program outlived tcompile")
+
+
+def _until(ready, seconds: float, why: str, proc=None) -> None:
+    """Wait for ``ready()``; fail with ``why`` after ``seconds`` (or once ``proc`` ended)."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert time.monotonic() < deadline and (proc is None or proc.poll() is None), why
+        time.sleep(0.1)
 
 
 def _alive(pid: int) -> bool:
@@ -364,15 +366,9 @@ def test_killed_tcompile_takes_its_minifier_workers_with_it(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 120
-    while not _run_processes(tmp_path):
-        assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
-        time.sleep(0.2)
+    _until(lambda: _run_processes(tmp_path), 120, "no worker started", proc)
     time.sleep(3)
     assert _run_processes(tmp_path)
     proc.kill()
     proc.wait()
-    deadline = time.monotonic() + 10
-    while _run_processes(tmp_path):
-        assert time.monotonic() < deadline, "a worker outlived tcompile"
-        time.sleep(0.2)
+    _until(lambda: not _run_processes(tmp_path), 10, "a worker outlived tcompile")
