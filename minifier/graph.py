@@ -248,11 +248,46 @@ def rebuild(
     return Case(case.root, g, new_inputs)
 
 
+# Calls that change process-wide state rather than return a value: a graph captured
+# under a functorch transform (jacfwd, vmap, grad) enters and leaves the transform with
+# them, and their results are never used.  FX's own dead-code elimination knows only
+# some (``_jvp_increment_nesting`` but not ``_vmap_increment_nesting``, not
+# ``_set_fwd_grad_enabled``): dropping the entry into a transform while keeping its body
+# turns a candidate into another program.
+_STATE_CALL_WORDS = ("increment_nesting", "decrement_nesting", "dual_level", "autocast")
+
+
+def has_effect(n: fx.Node) -> bool:
+    """Whether ``n`` must stay even when nothing uses its value: FX's impure nodes,
+    in-place updates (``x.fill_(1)``, ``torch.Tensor.add_``) and state changes."""
+    if n.op in ("placeholder", "output"):
+        return True
+    if n.op not in ("call_function", "call_method"):
+        return _impure(n)
+    name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+    name = str(name or "")
+    if name.endswith("_") and not name.endswith("__"):
+        return True  # in place: what it updates may be read later, or be an input
+    if n.op == "call_function" and (
+        any(w in name for w in _STATE_CALL_WORDS) or name.startswith(("_set_", "set_"))
+    ):
+        return True
+    return _impure(n)
+
+
+def _impure(n: fx.Node) -> bool:
+    try:
+        return bool(n.is_impure())
+    except Exception:  # a target FX cannot judge: keep it
+        return True
+
+
 def _dce(g: fx.Graph, root: torch.nn.Module) -> None:
-    """FX's dead-code elimination; it asks the module whether call_module is pure."""
+    """Dead-code elimination that keeps every node with an effect (:func:`has_effect`);
+    it asks the module whether call_module is pure."""
     g.owning_module = root
     try:
-        g.eliminate_dead_code()
+        g.eliminate_dead_code(is_impure_node=has_effect)
     finally:
         g.owning_module = None
 

@@ -222,10 +222,24 @@ def params_to_inputs(problem: Problem, case: Case) -> Case | None:
 
 
 def lift_attributes(case: Case) -> Case | None:
-    attrs = [n.name for n in case.graph.nodes if n.op == "get_attr"]
+    """Tensor attributes become inputs; a subgraph of a higher-order op (``cond``,
+    ``while_loop``: a GraphModule read by get_attr) stays an attribute -- as an input
+    it is an object no repro can build."""
+    attrs = [
+        n.name
+        for n in case.graph.nodes
+        if n.op == "get_attr" and isinstance(_attribute(case.root, n.target), torch.Tensor)
+    ]
     if not attrs:
         return None
     return rebuild(case, lift=attrs)
+
+
+def _attribute(root: torch.nn.Module, target: Any) -> Any:
+    obj: Any = root
+    for part in str(target).split("."):
+        obj = getattr(obj, part, None)
+    return obj
 
 
 PassFn = Callable[["Problem", Case], "Case | None"]

@@ -15,6 +15,7 @@ nothing and report to an observer.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import time
@@ -86,10 +87,13 @@ def run_minify(
         # graph (one run of the program fewer); when it meets none it could serve, its
         # run is classified as `tcompile run` would
         first = _first_worker(
-            command, run_dir, backend, graph, match, observer, t0, common, streams
+            command, run_dir, backend, graph, match, observer, t0, common, streams, after
         )
         if isinstance(first, MinifyReport):
             return first
+        if isinstance(first, _AotInstead):
+            after, graph = "aot", first.graph
+    if after != "aot" and not distributed:
         report = first
     else:
         observer.status(f"running the program once to find the failing graph ({run_dir})")
@@ -189,6 +193,15 @@ def _without_graph(
     return graphless_report(target, run_dir, t0)
 
 
+@dataclasses.dataclass
+class _AotInstead:
+    """The graph the first worker served runs a functorch transform, and the failure is
+    inductor's: minify its AOT graph, where AOTAutograd has traced the transform away
+    (the Dynamo graph's body works on batched and dual tensors no cut can keep)."""
+
+    graph: int
+
+
 def _first_worker(
     command: list[str],
     run_dir: Path,
@@ -199,7 +212,8 @@ def _first_worker(
     t0: float,
     common: dict[str, Any],
     streams: dict[str, Any],
-) -> MinifyReport | Any:
+    after: str = "auto",
+) -> MinifyReport | _AotInstead | Any:
     """The minify job on the graph the first worker served, or, when it served none,
     the classified run (a RunReport)."""
     from tcompile.compiler.classify import classify_result
@@ -246,6 +260,19 @@ def _first_worker(
         pool.close()
         raise
     sig = FailureSignature.from_json(ready["signature"])
+    if (
+        after == "auto"
+        and ready.get("transform")
+        and sig.stage == "inductor"
+        and sig.kind in ("compile", "runtime", "crash")
+    ):
+        pool.close()
+        shutil.rmtree(run_dir / "capture", ignore_errors=True)  # the Dynamo graph's
+        observer.status(
+            f"graph {ready['graph']} runs a functorch transform (vmap, jacfwd, grad): "
+            "minifying its AOT graph instead, where the transform is traced away"
+        )
+        return _AotInstead(int(ready["graph"]))
     observer.status(f"minifying graph {ready['graph']} ({ready.get('graph_kind')}): {sig}")
     job = Job(
         command=command,

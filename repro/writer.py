@@ -7,8 +7,11 @@ only the pieces this failure needs (snippets.py).  It prints ``REPRODUCED:
 <signature>`` and exits 1, or ``NOT REPRODUCED`` and exits 0; ``--backend eager``
 runs the same check with another backend.
 
-A Dynamo-level graph only: an AOT-level graph, or a short repro that does not
-reproduce, falls back to the long form (writer_full.py).
+A Dynamo-level graph is compiled by ``torch.compile``; an AOT-level graph (``--after
+aot``, or a graph that runs a functorch transform) by inductor's ``compile_fx_inner``,
+as inductor compiles the graphs AOTAutograd hands it.  An accuracy failure in an AOT
+graph, or a short repro that does not reproduce, falls back to the long form
+(writer_full.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from tcompile.compiler import accuracy as _acc
 from tcompile.compiler import signature as _sig
-from tcompile.compiler.configs import config_source
+from tcompile.compiler.configs import AOT_COMPILE_SOURCE, config_source
 from tcompile.compiler.crash import _DYING_WORDS
 
 from . import snippets
@@ -67,10 +70,11 @@ def short_repro(
     env: dict[str, Any],
 ) -> str | None:
     """The text of a short repro.py, or None when this failure needs the long form."""
-    if meta.get("level", "dynamo") != "dynamo":
-        return None
     stage, kind = _kind(signature)
     checking = kind == "accuracy"
+    aot = meta.get("level", "dynamo") == "aot"
+    if aot and (checking or stage != "inductor"):
+        return None
     cuda = any(s.device.startswith("cuda") for s in specs if s.kind == "tensor")
     random_ops = checking and _acc.has_random_ops(gm)
     module_src, imports = module_source(gm, real=bool(sidecar) or _real(specs), sidecar=sidecar)
@@ -88,6 +92,8 @@ def short_repro(
     std += ["signal", "subprocess"] if kind == "crash" else []
     out.append("".join(f"import {m}\n" for m in sorted(std)) + "\nimport torch\n")
     out.append("".join(f"{i}\n" for i in imports))
+    if aot:
+        out.append(AOT_COMPILE_SOURCE + "\n")
     out.append(f"\nSTAGE = {stage!r}\n")
     out.append(
         'BACKEND = sys.argv[sys.argv.index("--backend") + 1] if "--backend" in sys.argv else STAGE\n'
@@ -114,15 +120,18 @@ def short_repro(
             out.append("\n\n" + src.strip() + "\n")
     out.append("\n\n" + module_src.rstrip() + "\n")
     out.append("\n\n" + compact_source(specs))
-    out.append(
-        "\n\n" + _check(kind, accuracy, cuda, random_ops, bool(kwargs), own, meta, signature)
+    check = (
+        _aot_check(kind, cuda)
+        if aot
+        else _check(kind, accuracy, cuda, random_ops, bool(kwargs), own, meta, signature)
     )
+    out.append("\n\n" + check)
     helpers = []
     if uses_signature:
         helpers.append(snippets.SIGNATURE)
     if kind == "crash":
         helpers.append(snippets.SCRUB)
-    if not checking and meta.get("graph_kind") == "backward":
+    if not checking and meta.get("graph_kind") == "backward" and not aot:
         helpers.append(snippets.GRADS)
     if checking:
         if "Mismatch" not in signature:
@@ -160,6 +169,39 @@ def compile_kwargs_of(
     if options and "mode" not in kwargs:
         kwargs["options"] = options
     return kwargs
+
+
+def _aot_check(kind: str, cuda: bool) -> str:
+    """An AOT graph (ATen ops): compile_fx_inner on its trace, then a call (boxed)."""
+    sync = "        torch.cuda.synchronize()  # a kernel that faults shows here\n" if cuda else ""
+    body = (
+        "    if BACKEND != STAGE:\n"
+        "        return torch.compile(mod, backend=BACKEND)(*inputs)\n"
+        "    with torch.no_grad():  # an AOT graph, compiled as inductor compiles those it is handed\n"
+        "        compiled = compile_fx_inner(torch.fx.symbolic_trace(mod), inputs)\n"
+        '        STEP[0] = "runtime"\n'
+        "        return compiled(list(inputs))\n"
+    )
+    if kind == "crash":
+        return (
+            'STEP = ["compile"]\n\n\n'
+            "def compiled_call(mod, inputs):\n" + body + "\n\n"
+            "def check():\n"
+            "    compiled_call(Repro(), make_inputs())\n"
+            f"{sync.replace('        ', '    ')}"
+            "    return None\n"
+        )
+    return (
+        'STEP = ["compile"]\n\n\n'
+        "def compiled_call(mod, inputs):\n" + body + "\n\n"
+        "def check():\n"
+        "    try:\n"
+        "        compiled_call(Repro(), make_inputs())\n"
+        f"{sync}"
+        "    except Exception as exc:\n"
+        "        return signature(STEP[0], exc)\n"
+        "    return None\n"
+    )
 
 
 def _check(

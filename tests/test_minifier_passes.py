@@ -16,6 +16,7 @@ from tcompile.minifier.graph import (
     eliminate_dead_code,
     make_case,
     output_values,
+    rebuild,
 )
 from tcompile.minifier.passes import (
     consolidate_inputs,
@@ -288,3 +289,67 @@ def test_progress_reported():
     seen = []
     minify(build(CHAIN), [torch.randn(3)], has(torch.relu), on_progress=seen.append)
     assert seen and seen[-1].nodes == 1 and seen[-1].calls >= 1
+
+
+def test_effects_stay_when_their_values_are_unused():
+    """A graph from torch.compile(jacfwd(f)) enters a transform and fills a view in place;
+    neither value is used, and dropping them makes another program (FX's own dead-code
+    elimination drops both)."""
+    from torch._functorch import predispatch
+
+    g = fx.Graph()
+    x = g.placeholder("x0")
+    z = g.call_method("new_zeros", (x, 3, 3))
+    diag = g.call_method("diagonal", (z, 0))
+    g.call_method("fill_", (diag, 1))
+    g.call_function(predispatch._vmap_increment_nesting, (3, "error"))
+    g.call_function(torch._C._set_fwd_grad_enabled, (True,))
+    dead = g.call_function(torch.sin, (x,))
+    out = g.call_function(torch.add, (x, z))
+    g.output((out, dead))
+    case = make_case(fx.GraphModule(torch.nn.Module(), g), [torch.randn(3, 3)])
+    kept = eliminate_dead_code(rebuild(case, outputs=[compute_nodes(case.graph)[-1]]))
+    names = [str(n.target) for n in compute_nodes(kept.graph)]
+    assert "fill_" in names and "diagonal" in names
+    assert any("_vmap_increment_nesting" in t for t in names)
+    assert any("_set_fwd_grad_enabled" in t for t in names)
+    assert not any("sin" in t for t in names)  # a plain unused value still goes
+
+
+def test_a_candidate_that_stops_inside_a_transform_leaves_no_state():
+    """A minifier worker judges candidates one after another in one process; one that
+    fails between entering a transform and leaving it must not leave the next one inside
+    it ("Nested forward mode AD is not supported")."""
+    from torch._functorch import predispatch
+
+    from tcompile.compiler.child.global_state import isolated
+
+    depth = torch._C._functorch.get_dynamic_layer_stack_depth()
+    with pytest.raises(RuntimeError), isolated():
+        predispatch._vmap_increment_nesting(3, "error")
+        predispatch._jvp_increment_nesting()
+        predispatch._enter_dual_level()
+        torch._C._set_fwd_grad_enabled(False)
+        raise RuntimeError("the candidate failed half-way")
+    assert torch._C._functorch.get_dynamic_layer_stack_depth() == depth
+    assert torch._C._is_fwd_grad_enabled()
+    level = predispatch._enter_dual_level()  # raises when a level is still open
+    predispatch._exit_dual_level(level=level)
+
+
+def test_subgraphs_of_higher_order_ops_stay_attributes():
+    """params_to_inputs lifts tensors, never a while_loop's or cond's subgraph: as an
+    input it is an object no repro can build."""
+    from tcompile.minifier.passes import lift_attributes
+
+    root = torch.nn.Module()
+    root.body = fx.symbolic_trace(torch.nn.ReLU())
+    root.weight = torch.nn.Parameter(torch.randn(3))
+    g = fx.Graph()
+    x = g.placeholder("x0")
+    body, w = g.get_attr("body"), g.get_attr("weight")
+    g.output((g.call_function(torch.add, (g.call_module("body", (x,)), w)), body))
+    case = make_case(fx.GraphModule(root, g), [torch.randn(3)])
+    lifted = lift_attributes(case)
+    assert [n.target for n in lifted.graph.nodes if n.op == "get_attr"] == ["body"]
+    assert len(lifted.inputs) == 2  # x0 and the weight's value

@@ -70,6 +70,9 @@ def test_run_classifies_the_real_bug(name, tmp_path):
         "interpolate_inplace_backward_error.py",  # a backward runtime error, tied to its graph
         "any_uint8_returns_bool.py",  # another dtype than eager
         "adaptive_maxpool3d_channels_last_grad.py",  # F.adaptive_max_pool3d: made in torch
+        "split_normalization_pass_uneven.py",  # a nested config dict (fusion options) carried
+        "while_loop_cond_aliasing.py",  # a higher-order op: its subgraphs stay attributes
+        "jacfwd_fp16_cpp_compile_error.py",  # a graph that runs a functorch transform: its AOT graph
         "custom:../custom_graph_pass_bug.py",  # a CustomGraphPass object carried along
     ],
 )
@@ -80,6 +83,9 @@ def test_minify_real_bugs_to_verified_repros(name, tmp_path):
     text = open(doc["repro"]).read()
     if name.startswith("custom:"):
         assert "class MulToSub(CustomGraphPass)" in text and doc["nodes_after"] == 1
+    if name.startswith("jacfwd"):  # short, compiled as inductor compiles an AOT graph
+        assert doc["repro_form"] == "short" and "compile_fx_inner" in text
+        assert doc["nodes_after"] <= 8 and "_add_batch_dim" not in text
 
 
 def test_minify_says_a_graphless_failure_is_not_a_capture_failure(tmp_path):

@@ -27,6 +27,19 @@ def has_collectives(gm: torch.fx.GraphModule) -> bool:
     )
 
 
+# what a functorch transform (vmap, jacfwd, jvp, grad) leaves in a Dynamo graph
+_TRANSFORM_CALLS = ("_vmap_increment_nesting", "_jvp_increment_nesting", "_grad_increment_nesting")
+
+
+def holds_transform(gm: torch.fx.GraphModule) -> bool:
+    """The graph enters a functorch transform itself (``torch.compile(jacfwd(f))``):
+    its body works on batched and dual tensors that exist only inside the transform."""
+    return any(
+        n.op == "call_function" and getattr(n.target, "__name__", "") in _TRANSFORM_CALLS
+        for n in gm.graph.nodes
+    )
+
+
 def ddp_bucket() -> dict[str, Any] | None:
     """When DDPOptimizer is compiling one bucket of a graph it split (the caller's
     stack runs through torch/_dynamo/backends/distributed.py): which bucket, and the

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from ..graph_io import load_graph, save_graph
 from ..protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, HookConfig
 from ..signature import FailureSignature
+from .global_state import isolated
 from .judge import CompileSpec, Target, judge
 from .torch_config import config_diffs, source_of
 
@@ -67,8 +68,11 @@ def serve(
         level=level,
         graph_kind=forward_kind,
     )
+    from .graphs import holds_transform
+
     ready = {
         "graph": index,
+        "transform": holds_transform(graph),  # minify_job may prefer its AOT graph
         "signature": target.signature.to_json(),
         "graph_kind": graph_kind or forward_kind,
         "stage": stage,
@@ -123,7 +127,8 @@ def _answer(fds: list[int], target: Target, ready: dict[str, Any]) -> None:
             try:
                 gm = load_graph(req["graph"])  # written by our parent
                 cand_inputs = torch.load(req["inputs"], weights_only=False)
-                verdict, sig = judge(gm, cand_inputs, target)
+                with isolated():  # a candidate cut inside a functorch transform
+                    verdict, sig = judge(gm, cand_inputs, target)
             except Exception as exc:  # a broken candidate, not a broken worker
                 verdict, sig = judge_error(exc)
             # a sticky CUDA error (a kernel faulted) leaves this process's CUDA context

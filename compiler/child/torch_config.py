@@ -112,13 +112,14 @@ def user_decompositions() -> dict[str, Any]:
 
 
 def _plain_container(v: Any) -> bool:
+    """Plain data at any depth (lists, tuples, dicts with str keys, scalars): what a repro
+    can restate with ``repr`` -- e.g. ``post_grad_fusion_options={"pass": {}}``."""
+    if isinstance(v, (str, int, float, bool, type(None))):
+        return True
     if isinstance(v, (list, tuple)):
-        return all(isinstance(x, (str, int, float, bool, type(None))) for x in v)
+        return all(_plain_container(x) for x in v)
     if isinstance(v, dict):
-        return all(
-            isinstance(k, str) and isinstance(x, (str, int, float, bool, type(None)))
-            for k, x in v.items()
-        )
+        return all(isinstance(k, str) and _plain_container(x) for k, x in v.items())
     return False
 
 
