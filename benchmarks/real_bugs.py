@@ -2,14 +2,18 @@
 side with torch's own tools on the same script.
 
     python benchmarks/real_bugs.py [--only SUBSTRING] [--limit S] [--results DIR] [--table FILE]
+                                   [--ours-again]
 
 tcompile: `run --accuracy`, `bisect --accuracy`, `minify --accuracy` (each with --json).
 torch: the accuracy minifier (`TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4`,
 level 2 for a failure that raises, then `python minifier_launcher.py`), and the compiler
 bisector (`python -m torch._inductor.compiler_bisector run python SCRIPT`: the fixture's
 own assertion is the checker, its runs counted).  Each fixture's results are kept as
-JSON under --results (a fixture already there is not run again), and the Markdown
-table is written to --table.  Slow: minutes per fixture.
+JSON under --results (a fixture already there is not run again; with --ours-again
+tcompile's side is run again and torch's kept), and the Markdown table is written to
+--table.  When `minify --accuracy` says compiled is more precise than eager, `minify
+--strict-accuracy` is run too (the column then shows that one, marked "strict").
+Slow: minutes per fixture.
 """
 
 from __future__ import annotations
@@ -58,10 +62,10 @@ def _run(
 def ours(script: Path) -> dict:
     d = tempfile.mkdtemp(prefix="real-tcompile-")
     out: dict = {}
-    for job in ("run", "bisect", "minify"):
-        proc, seconds = _run(
-            [*_tcompile(), job, "--accuracy", "--json", "--out", d, str(script)], d
-        )
+    jobs = [("run", "--accuracy"), ("bisect", "--accuracy"), ("minify", "--accuracy")]
+    while jobs:
+        job, mode = jobs.pop(0)
+        proc, seconds = _run([*_tcompile(), job, mode, "--json", "--out", d, str(script)], d)
         try:
             doc = json.loads(proc.stdout)
         except json.JSONDecodeError:
@@ -70,7 +74,13 @@ def ours(script: Path) -> dict:
         doc["exit"] = proc.returncode
         if job == "minify" and doc.get("repro") and os.path.exists(doc["repro"]):
             doc["repro_text_lines"] = Path(doc["repro"]).read_text().count("\n")
-        out[job] = {
+        if (
+            job == "minify"
+            and mode == "--accuracy"
+            and "--strict-accuracy" in (doc.get("message") or "")
+        ):
+            jobs.append(("minify", "--strict-accuracy"))  # compiled is more precise: said so
+        out[job if mode == "--accuracy" else "minify_strict"] = {
             k: doc.get(k)
             for k in (
                 "exit",
@@ -166,10 +176,11 @@ def table(results: dict[str, dict]) -> str:
             str(x) for x in (b.get("stage"), b.get("subsystem"), b.get("detail")) if x
         ) or (b.get("message") or "-")
         bis = f"{where[:60]} ({b.get('runs')}, {b.get('wall')})"
-        m = o["minify"]
+        m = o.get("minify_strict") or o["minify"]
         mini = (
             f"{m.get('nodes_before')}→{m.get('nodes_after')}, {'yes' if m.get('verified') else 'NO'}, "
             f"{m.get('repro_text_lines')}, {m.get('wall')}"
+            + (" (strict: compiled is more precise than eager)" if "minify_strict" in o else "")
             if m.get("nodes_after") is not None
             else f"{(m.get('message') or m.get('error') or '-')[:80]}"
         )
@@ -193,6 +204,9 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=900, help="seconds for one tool on one bug")
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "real"))
     ap.add_argument("--table", default=str(ROOT / "benchmarks" / "results" / "real-bugs.md"))
+    ap.add_argument(
+        "--ours-again", action="store_true", help="run tcompile again, keep torch's results"
+    )
     ns = ap.parse_args()
     global LIMIT
     LIMIT = ns.limit
@@ -205,7 +219,12 @@ def main() -> int:
         if ns.only and ns.only not in name:
             continue
         path = results_dir / f"{name}.json"
-        if not path.exists():
+        if path.exists() and ns.ours_again:
+            r = json.loads(path.read_text())
+            r["ours"] = ours(REAL / entry["file"])
+            path.write_text(json.dumps(r, indent=1))
+            print(f"{name}: tcompile again", file=sys.stderr, flush=True)
+        elif not path.exists():
             raises = entry["expected_kind"] in ("compile", "runtime", "crash", "capture")
             r = {
                 "url": entry["url"],

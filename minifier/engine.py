@@ -22,7 +22,12 @@ from .verdict import Verdict, as_verdict
 
 
 class MinifyError(Exception):
-    """The search cannot start (the starting graph does not fail) or went wrong."""
+    """The search cannot start (the starting graph does not fail) or went wrong;
+    ``verdict``: what the oracle said of the starting graph, when that is the reason."""
+
+    def __init__(self, message: str, verdict: Verdict | None = None) -> None:
+        super().__init__(message)
+        self.verdict = verdict
 
 
 class Stopped(Exception):
@@ -223,7 +228,8 @@ class Problem:
         self.cache[self.best.key] = verdict
         if verdict is not Verdict.SAME_FAILURE:
             raise MinifyError(
-                f"the starting graph does not fail (oracle said {verdict.value}); nothing to minify"
+                f"the starting graph does not fail (oracle said {verdict.value}); nothing to minify",
+                verdict,
             )
 
     def sanity_check(self, start: Case, overlap: bool) -> None:

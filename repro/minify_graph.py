@@ -16,6 +16,20 @@ from .minify_search import Interrupts, inputs_json, read_capture, search_graph, 
 from .minify_types import Job, MinifyReport
 
 
+def _why_alone(exc: Exception, job: Job) -> str:
+    """Why a graph that failed in the program passes on its own, said plainly."""
+    if getattr(getattr(exc, "verdict", None), "value", None) != "pass":
+        return ""
+    return (
+        f" -- graph {job.graph} failed in the program, but compiled alone in a worker (the"
+        " program again, paused at that graph's first call, with its inputs and compiler"
+        " config) it does not: the failure needs something that ran before in the"
+        " program's process (an earlier compile of the same code: a recompilation or a"
+        " cached artifact; or state the program set). minifier_launcher.py holds the graph;"
+        " `tcompile explain` lists the recompilations"
+    )
+
+
 def minify_captured(job: Job) -> MinifyReport:
     from tcompile.compiler.pool import WorkerPool
     from tcompile.minifier import MinifyError
@@ -44,7 +58,7 @@ def minify_captured(job: Job) -> MinifyReport:
             except MinifyError as exc:
                 return job.report(
                     ExitCode.COMPILER_FAILURE,
-                    f"could not minify: {exc}",
+                    f"could not minify: {exc}{_why_alone(exc, job)}",
                     stage=meta["stage"],
                     launcher=launcher,
                 )

@@ -71,7 +71,8 @@ def test_run_classifies_the_real_bug(name, tmp_path):
         "any_uint8_returns_bool.py",  # another dtype than eager
         "adaptive_maxpool3d_channels_last_grad.py",  # F.adaptive_max_pool3d: made in torch
         "split_normalization_pass_uneven.py",  # a nested config dict (fusion options) carried
-        "while_loop_cond_aliasing.py",  # a higher-order op: its subgraphs stay attributes
+        "while_loop_cond_aliasing.py",
+        "oob_index_parallel_abort.py",  # compiled aborts where eager raises IndexError  # a higher-order op: its subgraphs stay attributes
         "jacfwd_fp16_cpp_compile_error.py",  # a graph that runs a functorch transform: its AOT graph
         "custom:../custom_graph_pass_bug.py",  # a CustomGraphPass object carried along
     ],

@@ -67,24 +67,33 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgem
         return judge_aot(gm, inputs, target)
     strict = target.accuracy == "strict"
     rng = accuracy.RngState()
-    # the candidate must run eagerly: otherwise it is not a program, let alone a bug
+    # the candidate must run eagerly: otherwise it is not a program, let alone a bug --
+    # except for a crash: compiled code that dies where eager raises a catchable error
+    # (an index out of bounds that aborts the process) is the bug itself
+    eager_error: Exception | None = None
     try:
         ref = accuracy.run_with_grads(gm, inputs)
-    except Exception:
-        return Verdict.INVALID, None
+    except Exception as exc:
+        if target.signature.kind != FailureKind.CRASH.value:
+            return Verdict.INVALID, None
+        eager_error = exc
     finally:
         rng.restore()
-    forward_kind = "forward" if ref.grads else "inference"
     compiled, compile_errors = _compile_through_dynamo(gm, target)
     try:
         res = accuracy.run_with_grads(compiled, inputs)
         accuracy.cuda_sync(inputs)  # a kernel that faults shows here (a crash: see serve.py)
     except Exception as exc:
+        if eager_error is not None and type(exc) is type(eager_error) and not compile_errors:
+            return Verdict.PASS, None  # raises as eager does: no crash
         kind = FailureKind.COMPILE if compile_errors else FailureKind.RUNTIME
         sig = FailureSignature.from_exception(target.stage, kind, (compile_errors or [exc])[0])
         return target.verdict(sig), sig.to_json()
     finally:
         rng.restore()
+    if eager_error is not None:
+        return Verdict.PASS, None  # no crash (nor eager's error): not this failure
+    forward_kind = "forward" if ref.grads else "inference"
     if target.checking:
         fp64 = None if strict else accuracy.float64_outcome(gm, inputs, rng)
         verdict = accuracy.judge_outcomes(
