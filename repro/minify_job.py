@@ -73,29 +73,24 @@ def run_minify(
 ) -> MinifyReport:
     observer = observer or NullObserver()
     t0 = time.monotonic()
-    if match is not None:
-        try:
-            re.compile(match)
-        except re.error as exc:
-            raise UsageError(f"--match is not a valid regular expression: {exc}") from None
+    _check_match(match)
     run_dir = Path(new_run_dir(out, "minify"))
     common = dict(jobs=jobs, timeout=timeout, real_inputs=real_inputs, accuracy=accuracy)
     streams = {"stdout": stdout, "stderr": stderr}
     distributed = is_distributed_launch(command)
+    report: Any = None
     if after != "aot" and not distributed:
         # the first run is the first worker: it serves the first failure it meets in a
         # graph (one run of the program fewer); when it meets none it could serve, its
         # run is classified as `tcompile run` would
-        first = _first_worker(
+        report = _first_worker(
             command, run_dir, backend, graph, match, observer, t0, common, streams, after
         )
-        if isinstance(first, MinifyReport):
-            return first
-        if isinstance(first, _AotInstead):
-            after, graph = "aot", first.graph
-    if after != "aot" and not distributed:
-        report = first
-    else:
+        if isinstance(report, MinifyReport):
+            return report
+        if isinstance(report, _AotInstead):
+            after, graph, report = "aot", report.graph, None
+    if report is None:
         observer.status(f"running the program once to find the failing graph ({run_dir})")
         report = run_and_classify(
             command,
@@ -104,8 +99,7 @@ def run_minify(
             accuracy=accuracy,
             timeout=timeout,
             observer=observer,
-            stdout=stdout,
-            stderr=stderr,
+            **streams,
         )
     target = _target_or_report(report, graph, match, after, run_dir, t0)
     if isinstance(target, MinifyReport):
@@ -155,6 +149,14 @@ def run_minify(
         **common,
     )
     return minify_captured(job)
+
+
+def _check_match(match: str | None) -> None:
+    if match is not None:
+        try:
+            re.compile(match)
+        except re.error as exc:
+            raise UsageError(f"--match is not a valid regular expression: {exc}") from None
 
 
 def _target_or_report(
