@@ -233,7 +233,10 @@ def main() -> int:
             }
             path.write_text(json.dumps(r, indent=1))
             print(f"{name}: done", file=sys.stderr, flush=True)
-        results[name] = json.loads(path.read_text())
+    for entry in manifest:  # the table holds every bug measured so far, not only --only's
+        path = results_dir / f"{entry['file'].removesuffix('.py')}.json"
+        if path.exists():
+            results[path.stem] = json.loads(path.read_text())
     text = table(results)
     Path(ns.table).write_text(text)
     print(text)

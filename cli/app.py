@@ -50,7 +50,7 @@ def finish(
     except UsageError as exc:
         fail_usage(str(exc))
     except InternalError as exc:
-        click.echo(f"tcompile: internal error: {exc}", err=True)
+        click.echo(f"tcompile: internal error: {one_line(str(exc))}", err=True)
         sys.exit(ExitCode.INTERNAL)
     except KeyboardInterrupt:
         click.echo("tcompile: interrupted", err=True)
@@ -79,7 +79,8 @@ def quiet_stdout() -> None:
 
 
 def fail_usage(message: str) -> NoReturn:
-    click.echo(f"tcompile: error: {message}", err=True)
+    # one line whatever the message holds: a file name may carry a line break (\x85, \u2028)
+    click.echo(f"tcompile: error: {one_line(message)}", err=True)
     sys.exit(ExitCode.USAGE)
 
 
@@ -138,7 +139,8 @@ class Group(click.Group):
                 f.write(f"tcompile {__version__}\nargv: {sys.argv}\n\n")
                 traceback.print_exc(file=f)
             click.echo(
-                f"tcompile: internal error: {type(exc).__name__}: {exc} (traceback in {path})",
+                f"tcompile: internal error: {type(exc).__name__}: {one_line(str(exc))} "
+                f"(traceback in {path})",
                 err=True,
             )
             sys.exit(ExitCode.INTERNAL)

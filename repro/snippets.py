@@ -57,7 +57,7 @@ def run(fn, inputs, dtype=None):  # gradients of a fixed random projection of th
     leaves = [x.detach().clone().to(dtype or x.dtype).requires_grad_(x.requires_grad)
               if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
     args = [x.clone() if torch.is_tensor(x) and x.requires_grad else x for x in leaves]
-    outs = [o for o in fn(*args) if torch.is_tensor(o) and o.requires_grad and o.is_floating_point()]
+    outs = [o for o in torch.utils._pytree.tree_leaves(fn(*args)) if getattr(o, "requires_grad", 0)]
     g = torch.Generator().manual_seed(1234)
     loss = sum((o * torch.randn(o.shape, generator=g, dtype=torch.float64).to(o)).sum() for o in outs)
     leaves = [a for a in leaves if torch.is_tensor(a) and a.requires_grad]
@@ -68,7 +68,8 @@ NO_GRADS = """
 def run(fn, inputs, dtype=None):  # the outputs, on private copies of the inputs
     args = [x.detach().clone().to(dtype or x.dtype).requires_grad_(x.requires_grad)
             if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
-    return [o.detach() for o in fn(*args) if torch.is_tensor(o)], []
+    outs = torch.utils._pytree.tree_leaves(fn(*args))  # nested tuples too (a pool's indices)
+    return [o.detach() for o in outs if torch.is_tensor(o)], []
 """
 
 # A failure that kills the process (a C++ throw in generated code, a CUDA fault): the

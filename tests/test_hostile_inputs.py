@@ -314,6 +314,16 @@ def test_fuzzed_launchers_are_one_line_exit_2(tmp_path, data):
     assert not (Path.cwd() / "X").exists()
 
 
+@pytest.mark.parametrize("name", ["\x85", "a\u2028b.pt", "x\ny.pt", "\r"])
+def test_a_file_name_with_a_line_break_still_gives_one_line(tmp_path, name):
+    # found by the fuzzer: a data file named "\x85" (a line break to str.splitlines)
+    data = _good_data()
+    data["graph_file"] = name
+    path = tmp_path / "minifier_launcher.py"
+    path.write_text(_launcher_text(repr(data)))
+    assert _one_line_exit_2(_cli("minify", str(path)))
+
+
 def test_launcher_data_files_outside_its_folder_are_refused(tmp_path):
     from tcompile.repro.launcher import read_launcher
 

@@ -88,6 +88,23 @@ def test_loose_snippet_agrees_with_tcompile(seed):
     assert ns["differs"](eager, compiled, exact) == tcompile_says
 
 
+def test_run_snippets_see_every_output_tensor_even_nested():
+    # F.adaptive_max_pool2d(..., return_indices=True) in a graph returns ((values, indices),):
+    # a check that skipped nested tuples saw no output and never reproduced (real bug #197434)
+    x = torch.randn(1, 1, 6, 6, requires_grad=True)
+
+    def fn(x):
+        return (torch.nn.functional.adaptive_max_pool2d(x, (2, 2), return_indices=True), x * 2)
+
+    ns = {"torch": torch}
+    exec(snippets.NO_GRADS, ns)
+    outs, _ = ns["run"](fn, [x])
+    assert [o.dtype for o in outs] == [torch.float32, torch.int64, torch.float32]
+    exec(snippets.GRADS, ns)
+    _, grads = ns["run"](fn, [x])
+    assert len(grads) == 1 and grads[0].shape == x.shape
+
+
 def test_inputs_are_made_by_the_repros_own_source():
     xs = [
         torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last),
