@@ -19,6 +19,7 @@ from ..graph_io import load_graph, save_graph
 from ..protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, HookConfig
 from ..signature import FailureSignature
 from .global_state import isolated
+from .graphs import holds_transform
 from .judge import CompileSpec, Target, judge
 from .torch_config import config_diffs, source_of
 
@@ -68,8 +69,6 @@ def serve(
         level=level,
         graph_kind=forward_kind,
     )
-    from .graphs import holds_transform
-
     ready = {
         "graph": index,
         "transform": holds_transform(graph),  # minify_job may prefer its AOT graph
