@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .signature import FailureKind, FailureSignature
@@ -42,6 +42,8 @@ MULTIPLIER = 3.0
 class Outcome:
     outputs: list[Any]
     grads: list[Any]
+    # input index -> (value before, value after) for each input the call updated in place
+    mutated: dict[int, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -96,14 +98,16 @@ def cuda_sync(values: list[Any]) -> None:
 
 
 def clone_input(x: Any, dtype: torch.dtype | None = None) -> Any:
+    """An exact copy of one input (strides, storage offset, requires_grad kept: see
+    snapshot.py), floating values cast to ``dtype`` when given."""
     import torch
+
+    from .snapshot import Snapshot
 
     if not isinstance(x, torch.Tensor):
         return x
-    y = x.detach().clone(memory_format=torch.preserve_format)
-    if dtype is not None and y.is_floating_point():
-        y = y.to(dtype)
-    if x.requires_grad and y.is_floating_point():
+    y = Snapshot([x]).materialize(dtype, grads=False)[0][0]
+    if x.requires_grad and (y.is_floating_point() or y.is_complex()):
         y.requires_grad_(True)
     return y
 
@@ -120,39 +124,69 @@ def flatten(value: Any) -> list[Any]:
 
 
 def run_with_grads(
-    fn: Callable[..., Any], inputs: Sequence[Any], dtype: torch.dtype | None = None
+    fn: Callable[..., Any],
+    inputs: Any,
+    dtype: torch.dtype | None = None,
+    tangents: list[Any] | None = None,
+    forward_context: Callable[[], Any] | None = None,
 ) -> Outcome:
-    """Run ``fn`` on clones of ``inputs``; backprop a fixed projection if grads flow.
+    """Run ``fn`` on exact copies of ``inputs`` (a list or a snapshot.Snapshot); then
+    backprop: the given ``tangents`` (one per output, None for an output that got no
+    gradient), or else a fixed random projection of the outputs.
 
-    An input that requires grad is passed as a non-leaf (a copy of the leaf the
-    gradient is taken for), as activations are in the program: a graph may update one
-    in place, which autograd refuses for a leaf."""
+    An input that requires grad is passed as a non-leaf with the program's layout (an
+    identity of the leaf the gradient is taken for), as activations are in the
+    program: a graph may update one in place, which autograd refuses for a leaf.
+    Inputs the call updated in place are kept in ``mutated``, before and after.
+    ``tangents=[]``: no backward.  ``forward_context``: the state the forward runs in
+    (the program's autocast), the backward running in the caller's."""
+    import contextlib
+
     import torch
 
-    leaves_or_values = [clone_input(x, dtype) for x in inputs]
-    args = [
-        a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a
-        for a in leaves_or_values
-    ]
-    outputs = flatten(fn(*args))
-    leaves = [a for a in leaves_or_values if isinstance(a, torch.Tensor) and a.requires_grad]
+    from .snapshot import Snapshot, changed
+
+    snap = inputs if isinstance(inputs, Snapshot) else Snapshot(inputs)
+    args, leaves = snap.materialize(dtype)
+    before = snap.materialize(dtype, grads=False)[0]
+    with (forward_context or contextlib.nullcontext)():
+        outputs = flatten(fn(*args))
+    mutated = {
+        i: (b, a.detach())
+        for i, (b, a) in enumerate(zip(before, args))
+        if isinstance(a, torch.Tensor) and changed(b, a)
+    }
     diff_outs = [
-        o
-        for o in outputs
-        if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()
+        (i, o)
+        for i, o in enumerate(outputs)
+        if isinstance(o, torch.Tensor)
+        and o.requires_grad
+        and (o.is_floating_point() or o.is_complex())
     ]
     grads: list[Any] = []
-    if leaves and diff_outs:
+    if tangents is not None:
+        pairs = [
+            (o, tangents[i].to(device=o.device, dtype=o.dtype))
+            for i, o in diff_outs
+            if i < len(tangents) and tangents[i] is not None
+        ]
+        if leaves and pairs:
+            grads = list(
+                torch.autograd.grad(
+                    [o for o, _ in pairs], leaves, [t for _, t in pairs], allow_unused=True
+                )
+            )
+    elif leaves and diff_outs:
         gen = torch.Generator().manual_seed(1234)
         loss = 0
-        for o in diff_outs:
+        for _, o in diff_outs:
             cot = torch.randn(o.shape, generator=gen, dtype=torch.float64).to(
                 device=o.device, dtype=o.dtype
             )
             loss = loss + (o * cot).sum()
         grads = list(torch.autograd.grad(loss, leaves, allow_unused=True))
     outputs = [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
-    return Outcome(outputs, grads)
+    return Outcome(outputs, grads, mutated)
 
 
 def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -179,8 +213,12 @@ def _eps(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
 
 
-def compare_tensor(ref: Any, res: Any, fp64: Any | None, *, strict: bool) -> str | None:
-    """None when ``res`` is acceptable, else a short description of the mismatch."""
+def compare_tensor(
+    ref: Any, res: Any, fp64: Any | None, *, strict: bool, coarse: Any = None
+) -> str | None:
+    """None when ``res`` is acceptable, else a short description of the mismatch.
+    ``coarse``: the lower precision of the program's autocast; a reference whose values
+    that precision holds exactly (the policy rounded them) gets that precision's floor."""
     import torch
 
     if not isinstance(ref, torch.Tensor) or not isinstance(res, torch.Tensor):
@@ -248,7 +286,10 @@ def compare_tensor(ref: Any, res: Any, fp64: Any | None, *, strict: bool) -> str
     fp64 = fp64.detach().cpu()
     ref_err = _rmse(ref, fp64)
     res_err = _rmse(res, fp64)
-    floor = 16 * _eps(ref.dtype) * (_rms(fp64) + 1e-30)
+    eps = _eps(ref.dtype)
+    if coarse is not None and torch.equal(fp64.to(coarse).double(), fp64.double()):
+        eps = max(eps, _eps(coarse))
+    floor = 16 * eps * (_rms(fp64) + 1e-30)
     if res_err <= MULTIPLIER * ref_err + floor or math.isclose(res_err, ref_err):
         return None
     return (
@@ -257,23 +298,43 @@ def compare_tensor(ref: Any, res: Any, fp64: Any | None, *, strict: bool) -> str
     )
 
 
-def compare(ref: Outcome, res: Outcome, fp64: Outcome | None, *, strict: bool) -> Mismatch | None:
+def compare(
+    ref: Outcome, res: Outcome, fp64: Outcome | None, *, strict: bool, coarse: Any = None
+) -> Mismatch | None:
     if len(ref.outputs) != len(res.outputs):
         return Mismatch(
             "outputs", f"{len(res.outputs)} outputs where eager gives {len(ref.outputs)}"
         )
     for i, (a, b) in enumerate(zip(ref.outputs, res.outputs)):
         c = fp64.outputs[i] if fp64 is not None and i < len(fp64.outputs) else None
-        why = compare_tensor(a, b, c, strict=strict)
+        why = compare_tensor(a, b, c, strict=strict, coarse=coarse)
         if why:
             return Mismatch(f"output {i}", why)
+    for i in sorted(set(ref.mutated) | set(res.mutated)):
+        a, b = ref.mutated.get(i), res.mutated.get(i)
+        # an input only one side updated: the other side's value is the one it had
+        a_after = a[1] if a is not None else b[0]
+        b_after = b[1] if b is not None else a[0]
+        c = fp64.mutated[i][1] if fp64 is not None and i in fp64.mutated else None
+        why = compare_tensor(a_after, b_after, c, strict=strict, coarse=coarse)
+        if why:
+            side = (
+                ""
+                if a is not None and b is not None
+                else (
+                    " (updated in place by compiled only)"
+                    if a is None
+                    else " (updated in place by eager only)"
+                )
+            )
+            return Mismatch(f"input {i}", why + side)
     for i, (a, b) in enumerate(zip(ref.grads, res.grads)):
         if a is None and b is None:
             continue
         if (a is None) != (b is None):
             return Mismatch(f"grad {i}", "gradient missing on one side")
         c = fp64.grads[i] if fp64 is not None and i < len(fp64.grads) else None
-        why = compare_tensor(a, b, c, strict=strict)
+        why = compare_tensor(a, b, c, strict=strict, coarse=coarse)
         if why:
             return Mismatch(f"grad {i}", why)
     return None
@@ -283,7 +344,8 @@ def outcomes_identical(a: Outcome, b: Outcome) -> bool:
     """Two eager runs from the same RNG state: bitwise equal when deterministic."""
     import torch
 
-    xs, ys = a.outputs + a.grads, b.outputs + b.grads
+    xs = a.outputs + a.grads + [v[1] for _, v in sorted(a.mutated.items())]
+    ys = b.outputs + b.grads + [v[1] for _, v in sorted(b.mutated.items())]
     if len(xs) != len(ys):
         return False
     for x, y in zip(xs, ys):
@@ -331,35 +393,6 @@ def has_random_ops(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
-def to_float64(gm: torch.nn.Module) -> Any:
-    """The float64 reference of a graph: parameters and buffers in float64, and every
-    floating value the graph makes (a factory call, a cast to bf16) taken to float64
-    too, so that a graph that creates its own tensors computes in float64 throughout."""
-    import copy
-
-    import torch
-
-    g = copy.deepcopy(gm).to(torch.float64)
-    if not isinstance(g, torch.fx.GraphModule):
-        return g
-
-    def up(value: Any) -> Any:
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            return value.to(torch.float64)
-        if isinstance(value, (list, tuple)):
-            return type(value)(up(v) for v in value)
-        return value
-
-    class Float64(torch.fx.Interpreter):
-        def run_node(self, n: Any) -> Any:
-            return up(super().run_node(n))
-
-    def run(*args: Any) -> Any:
-        return Float64(g).run(*args)
-
-    return run
-
-
 def graph_kind_of(mismatch: Mismatch, forward_kind: str) -> str:
     """The graph a mismatch belongs to: a gradient that differs is the backward's."""
     return "backward" if mismatch.where.startswith("grad") else forward_kind
@@ -397,35 +430,18 @@ def judge_outcomes(
     strict: bool,
     stage: str,
     forward_kind: str,
+    coarse: Any = None,
 ) -> tuple[FailureSignature, Mismatch] | None:
     """The accuracy verdict on one compiled run: None when acceptable, else the
     failure's signature and what differs.  ``forward_kind`` "backward" means the graph
-    *is* a backward graph (an AOT graph): its outputs are gradients."""
-    mismatch = compare(ref, res, fp64, strict=strict)
+    *is* a backward graph (an AOT graph): its outputs are gradients.  ``coarse``: see
+    :func:`compare_tensor`."""
+    mismatch = compare(ref, res, fp64, strict=strict, coarse=coarse)
     if mismatch is None:
         return None
     if forward_kind == "backward" and not mismatch.where.startswith("grad"):
         mismatch = Mismatch("grad " + mismatch.where.split()[-1], mismatch.detail)
     return accuracy_signature(stage, strict, mismatch, forward_kind), mismatch
-
-
-def float64_outcome(
-    model: Any, inputs: Sequence[Any], rng: RngState | None = None, *, grads: bool = True
-) -> Outcome | None:
-    """The float64 reference of ``model`` on ``inputs`` (None where it cannot run in
-    float64: integer-only ops, a dtype-specific kernel)."""
-    import torch
-
-    try:
-        if grads:
-            return run_with_grads(to_float64(model), inputs, dtype=torch.float64)
-        args = [clone_input(x, torch.float64) for x in inputs]
-        return Outcome(flatten(to_float64(model)(*args)), [])
-    except Exception:
-        return None
-    finally:
-        if rng is not None:
-            rng.restore()
 
 
 def with_fallback_random(

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import datetime
 import inspect
+import re
 from typing import Any
 
 import torch.fx as fx
 
 from tcompile.compiler import accuracy as _acc
+from tcompile.compiler import float64 as _f64
 from tcompile.compiler import signature as _sig
+from tcompile.compiler import snapshot as _snap
 from tcompile.compiler.configs import AOT_COMPILE_SOURCE, config_source
 
 from .inputs import InputSpec, compact_source
@@ -45,6 +48,11 @@ def _helpers() -> str:
         ),
         inspect.getsource(_acc.Mismatch),
         inspect.getsource(_acc.RngState),
+        inspect.getsource(_snap.plain_tensor),
+        inspect.getsource(_snap._as_input),
+        inspect.getsource(_snap.Snapshot),
+        inspect.getsource(_snap.exact_copies),
+        inspect.getsource(_snap.changed),
         inspect.getsource(_acc.clone_input),
         inspect.getsource(_acc.flatten),
         inspect.getsource(_acc.run_with_grads),
@@ -53,9 +61,11 @@ def _helpers() -> str:
         inspect.getsource(_acc._eps),
         inspect.getsource(_acc.compare_tensor),
         inspect.getsource(_acc.compare),
-        inspect.getsource(_acc.to_float64),
+        inspect.getsource(_f64.to_float64),
     ]
-    return "\n\n".join(p.strip("\n") for p in parts) + "\n"
+    # the copies live in one file: no imports between tcompile's modules
+    text = "\n\n".join(p.strip("\n") for p in parts) + "\n"
+    return re.sub(r"\n *from \.\w+ import [^\n]+\n", "\n", text)
 
 
 def _scrubs_literal() -> str:

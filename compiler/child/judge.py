@@ -15,7 +15,7 @@ import torch
 
 from tcompile.minifier.verdict import Verdict
 
-from .. import accuracy
+from .. import accuracy, float64
 from ..signature import FailureKind, FailureSignature
 from ..stack import backend_name
 from .build import build_stage
@@ -95,7 +95,7 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgem
         return Verdict.PASS, None  # no crash (nor eager's error): not this failure
     forward_kind = "forward" if ref.grads else "inference"
     if target.checking:
-        fp64 = None if strict else accuracy.float64_outcome(gm, inputs, rng)
+        fp64 = None if strict else float64.float64_outcome(gm, inputs, rng)
         verdict = accuracy.judge_outcomes(
             ref, res, fp64, strict=strict, stage=target.stage, forward_kind=forward_kind
         )
@@ -170,7 +170,7 @@ def judge_aot(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Ju
             sig = FailureSignature.from_exception(target.stage, kind, exc)
             return target.verdict(sig), sig.to_json()
         if target.checking:
-            fp64 = None if strict else accuracy.float64_outcome(gm, inputs, grads=False)
+            fp64 = None if strict else float64.float64_outcome(gm, inputs, grads=False)
             verdict = accuracy.judge_outcomes(
                 ref, res, fp64, strict=strict, stage=target.stage, forward_kind=target.graph_kind
             )

@@ -23,7 +23,7 @@ from ..protocol import Event
 from ..signature import FailureKind, cuda_fatal_message
 from .graphs import count_compute, fresh_copy, has_collectives, in_distributed_job
 from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN, serves
-from .session import Session, backward_graph_of, is_dynamo_exception
+from .session import Session, is_dynamo_exception
 
 
 class AotHooks:
@@ -261,11 +261,32 @@ class GraphRunner:
         if self.quarantined:
             return self.reference(*args)
         if self.checks_left > 0:
+            # the check watches this very call (observe.py): it adds no call of the
+            # compiled graph, and the program gets the compiled results, right or wrong
             self.checks_left -= 1
-            self._check(args)
-            self._serve_first_failure(args)  # its check failed
-            if self.quarantined:
-                return self.reference(*args)
+            from .observe import Watch
+
+            rec = self.session.recorder
+            rec.mark(self.index, PHASE_CHECK, "dynamo")
+            try:
+                watch = Watch(self, args)
+            finally:
+                rec.mark(-1, PHASE_IDLE)
+            out = self._run(args)
+            if not self.quarantined:
+                rec.mark(self.index, PHASE_CHECK, "dynamo")
+                try:
+                    watch.forward(out, args)
+                finally:
+                    rec.mark(-1, PHASE_IDLE)
+                # its check failed: a worker serves it, with the inputs as they were
+                self._serve_first_failure(watch.snap.values())
+            return out
+        return self._run(args)
+
+    def _run(self, args: list[Any]) -> Any:
+        """The program's call of the compiled graph; a runtime error falls back to eager
+        (a compiler failure only if eager passes)."""
         rec = self.session.recorder
         rec.mark(self.index, PHASE_RUN, self.forward_kind)
         try:
@@ -279,7 +300,6 @@ class GraphRunner:
                 mismatch = accuracy.metadata_mismatch(self.expected, out)
                 if mismatch is not None:  # another dtype or shape than eager's: always a bug
                     self._metadata_failure(mismatch)
-                    return self.reference(*args)
             return out
         except Exception as exc:
             if is_dynamo_exception(exc):
@@ -338,51 +358,6 @@ class GraphRunner:
             signature=sig,
             message=str(mismatch),
         )
-        self.quarantined = True
-
-    def _compiled_fn(self, *args: Any) -> Any:
-        return self.compiled(*args)
-
-    def _check(self, args: list[Any]) -> None:
-        strict = self.session.config.accuracy == "strict"
-        rng = accuracy.RngState()
-        rec = self.session.recorder
-        rec.mark(self.index, PHASE_CHECK, "dynamo")
-        try:
-            ref = self._reference_outcome(args, rng)
-            if ref is None:
-                return
-            fp64 = None if strict else accuracy.float64_outcome(self.reference, args, rng)
-            try:
-                res = accuracy.run_with_grads(self._compiled_fn, args)
-                accuracy.cuda_sync(args)  # a faulting kernel shows here, not in compare()
-            except Exception as exc:
-                if is_dynamo_exception(exc):
-                    raise
-                # autograd's error while the check ran this graph's compiled backward
-                in_backward = backward_graph_of(exc) == self.index
-                self._runtime_failure(exc, "backward" if in_backward else None)
-                return
-            finally:
-                rng.restore()
-            verdict = accuracy.judge_outcomes(
-                ref, res, fp64, strict=strict, stage=self.stage, forward_kind=self.forward_kind
-            )
-            if verdict is None and not strict:
-                self._note_more_precise(ref, res, fp64)
-            if verdict is not None:
-                sig, mismatch = verdict
-                self.session.failure(
-                    graph=self.index,
-                    graph_kind=accuracy.graph_kind_of(mismatch, self.forward_kind),
-                    kind=FailureKind.ACCURACY,
-                    stage=self.stage,
-                    signature=sig,
-                    message=str(mismatch),
-                )
-                self.quarantined = True
-        finally:
-            rec.mark(-1, PHASE_IDLE)
 
     def _note_more_precise(self, ref: Any, res: Any, fp64: Any) -> None:
         """Compiled differs from eager but is at least as close to float64: not a
@@ -397,23 +372,3 @@ class GraphRunner:
             "compiled is more precise than eager here, not a failure; --strict-accuracy "
             "treats any difference from eager as a failure",
         )
-
-    def _reference_outcome(self, args: list[Any], rng: accuracy.RngState) -> Any:
-        """Eager's outcome, or None when it cannot be judged: eager itself fails (the
-        program's own error shows on the real call) or is nondeterministic."""
-        try:
-            ref = accuracy.run_with_grads(self.reference, args)
-            rng.restore()
-            again = accuracy.run_with_grads(self.reference, args)
-        except Exception:
-            return None
-        finally:
-            rng.restore()
-        if not accuracy.outcomes_identical(ref, again):
-            self.session.note(
-                self.index,
-                "nondeterministic reference: two eager runs from the same RNG state differ; "
-                "accuracy not judged for this graph",
-            )
-            return None
-        return ref

@@ -44,10 +44,10 @@ def serve(
     this very process just saw (a worker serving the first failure it meets); else
     the one in the serve spec.  With ``capture_only`` (one rank of a distributed job)
     it stops after the capture, and says so through ``recorder``."""
-    from ..accuracy import clone_input
+    from ..snapshot import Snapshot
 
     serve_spec = config.serve or {}
-    inputs = [clone_input(a) for a in args]
+    inputs = Snapshot(args).values()  # exact: strides, offsets, aliasing kept
     cap = Path(serve_spec["capture_dir"])
     if not (cap / CAPTURE_META).exists():
         meta = _capture_meta(graph, index, stage, forward_kind, spec, level)

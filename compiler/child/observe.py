@@ -1,0 +1,329 @@
+"""Checking a graph by watching the program's own call (DESIGN.md mechanism 11).
+
+A check must not change what it checks.  The accuracy check of a graph therefore
+never calls the compiled graph itself: it watches the call the program makes.
+
+Forward: before the call, an exact snapshot of its inputs (snapshot.py: strides,
+storage offsets, aliasing, requires_grad) and the RNG state.  The program's call runs
+as it would, and its real outputs, and the inputs it updated in place, are what is
+judged.  The references (eager twice, to tell a nondeterministic graph, and float64)
+run on fresh copies of the snapshot, from the RNG state the call started from, in the
+call's own ambient state (it is still in force: autocast, grad mode, default dtype);
+the RNG state the call left is restored after them, so the program's sequence of
+random numbers is the one it would have had.
+
+Backward: the gradients the program's own backward computes for the graph's inputs,
+seen by hooks on autograd's nodes (a node that consumes a graph input's gradient edge
+reports what it sends there), and the gradients the program sent into the graph's
+outputs (tensor hooks: the tangents).  At the end of that backward pass (an engine
+callback) the reference recomputes: eager's forward on the snapshot *in the ambient
+state the forward ran in* (an outer ``torch.autocast`` included), then its backward
+with the same tangents *in the state the program's backward runs in* -- where autocast
+is usually off.  A check that took gradients inside the forward call (as tcompile's
+first check did) ran eager's backward under the forward's autocast and agreed with a
+compiled backward that wrongly computes in bfloat16.
+
+Nothing here may raise into the program: a check that cannot run says so in a note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from .. import accuracy, float64
+from ..signature import FailureKind
+from ..snapshot import Snapshot, changed
+
+_DEVICES = ("cpu", "cuda")
+MAX_NODES = 200_000  # autograd nodes walked to find where a graph's input gradients go
+
+
+class Ambient:
+    """The state a call ran in outside its graph: autocast per device type, grad mode,
+    default dtype.  ``enter()`` puts it back (for the reference's forward)."""
+
+    def __init__(self) -> None:
+        self.autocast: list[tuple[str, bool, Any]] = []
+        for dev in _DEVICES:
+            try:
+                on = torch.is_autocast_enabled(dev)
+                self.autocast.append((dev, on, torch.get_autocast_dtype(dev) if on else None))
+            except (RuntimeError, TypeError, AttributeError):
+                continue
+        try:
+            self.cache = torch.is_autocast_cache_enabled()
+        except AttributeError:
+            self.cache = True
+        self.grad = torch.is_grad_enabled()
+        self.default_dtype = torch.get_default_dtype()
+
+    @contextlib.contextmanager
+    def enter(self) -> Any:
+        with contextlib.ExitStack() as stack:
+            for dev, on, dtype in self.autocast:
+                if on:
+                    stack.enter_context(
+                        torch.autocast(dev, dtype=dtype, enabled=True, cache_enabled=self.cache)
+                    )
+                else:
+                    stack.enter_context(torch.autocast(dev, enabled=False))
+            stack.enter_context(torch.set_grad_enabled(self.grad))
+            old = torch.get_default_dtype()
+            torch.set_default_dtype(self.default_dtype)
+            stack.callback(torch.set_default_dtype, old)
+            yield
+
+    def describe(self) -> str:
+        on = [
+            f"autocast({dev}, {str(dtype).replace('torch.', '')})"
+            for dev, o, dtype in self.autocast
+            if o
+        ]
+        return ", ".join(on)
+
+
+class Watch:
+    """One checked call of one graph (see the module docstring)."""
+
+    def __init__(self, runner: Any, args: list[Any]) -> None:
+        self.runner = runner
+        self.session = runner.session
+        self.strict = self.session.config.accuracy == "strict"
+        self.snap = Snapshot(args)
+        self.before = self.snap.materialize(grads=False)[0]
+        self.rng = accuracy.RngState()
+        self.ambient = Ambient()
+        self.judged_backward = False
+        self._roundings: dict[str, Any] | None = None
+
+    def roundings(self) -> dict[str, Any]:
+        """Under an outer autocast: the values its policy rounds (accuracy.to_float64)."""
+        if self._roundings is None:
+            self._roundings = {}
+            if self.ambient.describe():
+                try:
+                    self._roundings = float64.autocast_roundings(
+                        self.runner.reference, self.snap, self.ambient.enter
+                    )
+                except Exception:
+                    pass
+        return self._roundings
+
+    # -- forward ----------------------------------------------------------------------
+
+    def forward(self, out: Any, args: list[Any]) -> None:
+        """Judge the program's call: its outputs and the inputs it updated."""
+        try:
+            self._forward(out, args)
+        except Exception as exc:  # the check, never the program
+            self.session.note(
+                self.runner.index,
+                f"the accuracy check of this graph could not run ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); the program's call was not affected",
+            )
+
+    def _forward(self, out: Any, args: list[Any]) -> None:
+        runner = self.runner
+        outputs = accuracy.flatten(out)
+        res = accuracy.Outcome(
+            [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs],
+            [],
+            {
+                i: (b, a.detach())
+                for i, (b, a) in enumerate(zip(self.before, args))
+                if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and changed(b, a)
+            },
+        )
+        after = accuracy.RngState()
+        try:
+            ref = self._reference(forward_only=True)
+            if ref is None:
+                return
+            fp64 = None
+            if not self.strict:
+                self.rng.restore()
+                fp64 = float64.float64_outcome(
+                    runner.reference, self.snap, tangents=[], roundings=self.roundings()
+                )
+        finally:
+            after.restore()  # the program goes on from where its own call left the RNG
+        self._verdict(ref, res, fp64)
+        if runner.quarantined:
+            return
+        if torch.is_grad_enabled() and self.snap.grad_inputs():
+            self._watch_backward(outputs, args)
+
+    def _reference(self, forward_only: bool, tangents: Any = None) -> accuracy.Outcome | None:
+        """Eager's outcome on the snapshot, twice from the call's RNG state; None when it
+        cannot be judged (eager raises: the program's own error; or nondeterministic)."""
+        runner = self.runner
+        runs = []
+        try:
+            for _ in range(2):
+                self.rng.restore()
+                runs.append(self._run(runner.reference, None, [] if forward_only else tangents))
+        except Exception:
+            return None
+        if not accuracy.outcomes_identical(runs[0], runs[1]):
+            self.session.note(
+                runner.index,
+                "nondeterministic reference: two eager runs from the same RNG state differ; "
+                "accuracy not judged for this graph",
+            )
+            return None
+        return runs[0]
+
+    def _run(self, fn: Any, dtype: Any, tangents: Any) -> accuracy.Outcome:
+        return accuracy.run_with_grads(
+            fn, self.snap, dtype, tangents=tangents, forward_context=self.ambient.enter
+        )
+
+    def _verdict(self, ref: Any, res: Any, fp64: Any) -> None:
+        runner = self.runner
+        coarse = None
+        if self.roundings():  # the autocast's lower precision (accuracy.compare_tensor)
+            coarse = next(d for _, on, d in self.ambient.autocast if on)
+        verdict = accuracy.judge_outcomes(
+            ref,
+            res,
+            fp64,
+            strict=self.strict,
+            stage=runner.stage,
+            forward_kind=runner.forward_kind,
+            coarse=coarse,
+        )
+        if verdict is None:
+            if not self.strict:
+                runner._note_more_precise(ref, res, fp64)
+            return
+        sig, mismatch = verdict
+        message = str(mismatch)
+        state = self.ambient.describe()
+        if state:
+            message += f" (the call ran under {state})"
+        self.session.failure(
+            graph=runner.index,
+            graph_kind=accuracy.graph_kind_of(mismatch, runner.forward_kind),
+            kind=FailureKind.ACCURACY,
+            stage=runner.stage,
+            signature=sig,
+            message=message,
+        )
+
+    # -- backward ---------------------------------------------------------------------
+
+    def _watch_backward(self, outputs: list[Any], args: list[Any]) -> None:
+        """Hooks that see the program's backward through this call's graph."""
+        grad_inputs = self.snap.grad_inputs()
+        edges: dict[tuple[int, int], int] = {}
+        self._keep: list[Any] = []  # the nodes whose ids are keys: alive while we watch
+        for i in grad_inputs:
+            edge = torch.autograd.graph.get_gradient_edge(args[i])
+            self._keep.append(edge.node)
+            edges[(id(edge.node), edge.output_nr)] = i
+        self.tangents: dict[int, Any] = {}
+        self.grads: dict[int, Any] = {}
+        self.handles: list[Any] = []
+        diff = [
+            (j, o)
+            for j, o in enumerate(outputs)
+            if isinstance(o, torch.Tensor) and o.requires_grad and o.grad_fn is not None
+        ]
+        for j, o in diff:
+            edge = torch.autograd.graph.get_gradient_edge(o)
+            if (id(edge.node), edge.output_nr) in edges:
+                return  # an output that is an input: its gradient is not the graph's alone
+            self.handles.append(o.register_hook(self._tangent_hook(j)))
+        seen: set[int] = set()
+        todo = [o.grad_fn for _, o in diff]
+        while todo and len(seen) < MAX_NODES:
+            node = todo.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            self._keep.append(node)
+            for k, (nxt, nr) in enumerate(node.next_functions):
+                if nxt is None:
+                    continue
+                i = edges.get((id(nxt), nr))
+                if i is not None:
+                    self.handles.append(node.register_hook(self._grad_hook(k, i)))
+                else:
+                    todo.append(nxt)
+
+    def _tangent_hook(self, j: int) -> Any:
+        def hook(grad: Any) -> None:
+            if self.judged_backward:
+                return
+            self.tangents[j] = grad.detach()
+            if not getattr(self, "_queued", False):
+                self._queued = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+
+        return hook
+
+    def _grad_hook(self, k: int, i: int) -> Any:
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            if self.judged_backward or k >= len(grad_inputs) or grad_inputs[k] is None:
+                return
+            g = grad_inputs[k].detach()
+            self.grads[i] = g if i not in self.grads else self.grads[i] + g
+
+        return hook
+
+    def _backward_done(self) -> None:
+        """End of the program's backward pass: judge the gradients it computed."""
+        if self.judged_backward:
+            return
+        self.judged_backward = True
+        for h in self.handles:
+            h.remove()
+        try:
+            self._judge_backward()
+        except Exception as exc:  # the check, never the program
+            self.session.note(
+                self.runner.index,
+                f"the gradient check of this graph could not run ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); the program's backward was not affected",
+            )
+        finally:
+            self._keep = []
+
+    def _judge_backward(self) -> None:
+        if not self.grads or not self.tangents:
+            return
+        n = max(self.tangents) + 1
+        tangents = [self.tangents.get(j) for j in range(n)]
+        order = self.snap.grad_inputs()
+        now = accuracy.RngState()
+        try:
+            with torch.enable_grad():
+                ref = self._reference(forward_only=False, tangents=tangents)
+                if ref is None:
+                    return
+                fp64 = None
+                if not self.strict:
+                    self.rng.restore()
+                    fp64 = float64.float64_outcome(
+                        self.runner.reference,
+                        self.snap,
+                        tangents=tangents,
+                        forward_context=self.ambient.enter,
+                        roundings=self.roundings(),
+                    )
+        finally:
+            now.restore()
+        keep = [i in self.grads for i in order]  # the inputs the program's backward reached
+        ref_grads = [g if k else None for g, k in zip(ref.grads, keep)]
+        res_grads = [self.grads.get(i) for i in order]
+        for k, (a, b) in enumerate(zip(ref_grads, res_grads)):
+            if a is None and b is not None and not bool(b.any()):
+                res_grads[k] = None  # a zero gradient where eager has none: the same
+        res = accuracy.Outcome([], res_grads)
+        ref = accuracy.Outcome([], ref_grads)
+        if fp64 is not None:
+            fp64 = accuracy.Outcome([], [g if k else None for g, k in zip(fp64.grads, keep)])
+        self._verdict(ref, res, fp64)
