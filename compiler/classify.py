@@ -15,6 +15,7 @@ import os
 import shutil
 from typing import IO, Any
 
+from . import faithful
 from .dead import dead_process_failures
 from .exitcodes import ExitCode, InternalError
 from .failure import Failure, dist_of, group, rank_summary
@@ -302,6 +303,10 @@ def classify_result(
         )
     records = _gather_records(result, run_dir, failures)
     verdict, explanation, exit_code = "clean", "no compiler failure", ExitCode.OK
+    io = dict(stage=stage, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
+    if accuracy != "off" and confirm and faithful.effects(result):
+        passive = faithful.passive_run(command, run_dir, **io)
+        result, failures = faithful.reconcile(result, passive, failures, collect(passive)[1], notes)
     failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)
     if failed and not any(not f.unconfirmed for f in failures) and confirm:
         # The command failed and nothing tcompile checked explains it.  Does it fail
@@ -317,7 +322,16 @@ def classify_result(
             notes.append({"graph": None, "text": explanation})
             failures = []
         elif not failures:
-            failures.append(_graphless_failure(result, graphs, stage, notes))
+            if accuracy == "off":  # a wrong value the program itself noticed?
+                located = collect(faithful.locate(command, run_dir, **io))[1]
+                failures = [f for f in located if f.kind == FailureKind.ACCURACY.value]
+                for f in failures:
+                    f.message += (
+                        f"\n(the program failed outside any graph: {faithful.outcome(result)}; "
+                        "a run with the accuracy check found this graph's values wrong)"
+                    )
+            if not failures:
+                failures.append(_graphless_failure(result, graphs, stage, notes))
     for f in failures:
         f.unconfirmed = False
     if failures:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .literals import py_literal
+
 
 def set_dotted(root: Any, key: str, value: Any) -> None:
     """The one config setter: ``set_dotted(inductor_config, "triton.cudagraphs", True)``."""
@@ -59,7 +61,7 @@ def config_source(config: dict[str, Any]) -> tuple[str, str]:
             extra.append(value["source"])
             name = value["object"]
             lines.append(f"_{name.lower()} = {name}.__new__({name})")
-            lines.append(f"_{name.lower()}.__dict__.update({value.get('state') or {}!r})")
+            lines.append(f"_{name.lower()}.__dict__.update({py_literal(value.get('state') or {})})")
             lines.append(f"inductor_config.{key} = _{name.lower()}")
             continue
         if key == "decompositions":  # the program's own entries in inductor's table
@@ -82,7 +84,7 @@ def config_source(config: dict[str, Any]) -> tuple[str, str]:
             extra.append(value["source"])
             lines.append(f"inductor_config.{key} = {value['function']}")
         else:
-            lines.append(f"inductor_config.{key} = {value!r}")
+            lines.append(f"inductor_config.{key} = {py_literal(value)}")
     if extra:
         # functions are defined after the module-level names they commonly use
         pre = "aten = torch.ops.aten\n\n"

@@ -45,6 +45,7 @@ class Event(str, enum.Enum):
     MINIFY_PROGRESS = "minify_progress"  # (parent) the minifier's best so far
     STOPPED = "stopped"  # the process showed the failure it was told to stop at (stop_on)
     GROUP_DESTROYED = "group_destroyed"  # a rank tore down its default process group
+    CHECK_EFFECT = "check_effect"  # the check changed something in the program (faithful.py)
 
 
 # A minifier worker's capture of the graph it serves (child/serve.py writes it, the

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from tcompile.compiler import signature as _sig
+from tcompile.compiler.literals import py_literal
 
 from .writer import _header
 
@@ -49,7 +50,7 @@ def _tensor_expr(name: str, what: dict[str, Any]) -> list[str]:
     device = "" if spec.get("device", "cpu") == "cpu" else f", device={spec['device']!r}"
     values = spec.get("values")
     if what.get("fill") != "random" and values is not None:
-        expr = f"torch.tensor({values!r}, dtype={dtype}{device})"
+        expr = f"torch.tensor({py_literal(values)}, dtype={dtype}{device})"
     elif spec["dtype"] == "bool":
         expr = f"torch.rand({shape!r}{device}) > 0.5"
     elif spec["dtype"].startswith(("float", "bfloat", "complex")):
@@ -122,7 +123,7 @@ def _earlier(history: list[dict[str, Any]], final: dict[str, Any]) -> tuple[str,
 def _config_lines(config: dict[str, dict[str, Any]]) -> str:
     """The config the program changed (error_on_recompile, recompile_limit, ...)."""
     return "".join(
-        f"{module}.{key} = {value!r}\n"
+        f"{module}.{key} = {py_literal(value)}\n"
         for module, diffs in sorted((config or {}).items())
         for key, value in sorted(diffs.items())
     )
@@ -192,7 +193,7 @@ def capture_repro(
         "\n" + inputs,
         _SIGNATURE,
         _MAIN.format(
-            kwargs=", ".join(f"{k}={v!r}" for k, v in kwargs.items()),
+            kwargs=", ".join(f"{k}={py_literal(v)}" for k, v in kwargs.items()),
             earlier="".join(f"{call}\n        " for call in earlier_calls),
         ),
     ]

@@ -20,6 +20,8 @@ import dataclasses
 import math
 from typing import Any
 
+from tcompile.compiler.literals import py_literal, tensor_literal
+
 INLINE_LIMIT = 64  # elements: larger real values go to a sidecar file
 
 
@@ -30,6 +32,7 @@ class InputSpec:
     layout: str = "contiguous"  # contiguous | channels_last | channels_last_3d | permute | strided
     order: tuple[int, ...] = ()  # permute: the dims from outermost to innermost
     stride: tuple[int, ...] = ()  # strided: explicit strides
+    offset: int = 0  # strided: the storage offset (the first element's place, alignment)
     dtype: str = "torch.float32"
     device: str = "cpu"
     requires_grad: bool = False
@@ -52,6 +55,7 @@ class InputSpec:
             shape=tuple(shape),
             stride=stride,
             layout="contiguous" if self.layout == "strided" else self.layout,
+            offset=0,
         )
 
 
@@ -64,10 +68,13 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def layout_of(x: Any) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
-    """(layout, order, stride) of a tensor: the pattern a smaller tensor can keep."""
+    """(layout, order, stride) of a tensor: the pattern a smaller tensor can keep.  A
+    tensor that does not start its storage is "strided" (its offset is kept)."""
     import torch
 
     shape, stride = tuple(x.shape), tuple(x.stride())
+    if x.storage_offset() and x.numel() > 1:
+        return "strided", (), stride
     if x.is_contiguous() or x.numel() <= 1:
         return "contiguous", (), ()
     if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
@@ -105,6 +112,7 @@ def spec_of(x: Any, inputs: list[Any] | None = None, index: int = 0) -> InputSpe
         layout=layout,
         order=order,
         stride=stride,
+        offset=x.storage_offset() if layout == "strided" else 0,
         dtype=dtype,
         device=str(x.device),
         requires_grad=bool(x.requires_grad),
@@ -132,14 +140,16 @@ def with_values(spec: InputSpec, x: Any, sidecar_index: int | None = None) -> In
     """The spec filled with the real values of ``x`` (inline, or from the sidecar)."""
     if sidecar_index is not None:
         return dataclasses.replace(spec, fill="sidecar", values=sidecar_index)
-    return dataclasses.replace(spec, fill="values", values=real_values(spec, x).tolist())
+    return dataclasses.replace(spec, fill="values", values=tensor_literal(real_values(spec, x)))
 
 
 def _values_expr(spec: InputSpec, shape: tuple[int, ...]) -> str:
     """An expression for a contiguous tensor of ``shape`` with the spec's values."""
     dtype = spec.dtype
-    if spec.fill == "values":
-        return f"torch.tensor({spec.values!r}, dtype={dtype})"
+    if spec.fill == "values":  # a literal, bit for bit (literals.py)
+        if isinstance(spec.values, str):
+            return spec.values
+        return f"torch.tensor({py_literal(spec.values)}, dtype={dtype})"
     if spec.fill == "sidecar":
         return f"SIDECAR[{spec.values}]"
     if spec.fill == "randint":
@@ -163,9 +173,14 @@ def tensor_expr(spec: InputSpec) -> str:
         else:
             expr = f"{_values_expr(spec, inner)}.permute{back!r}"
     elif spec.layout == "strided":  # the memory under the view (real: as it was), viewed
-        n = _extent(shape, spec.stride)
-        flat = _values_expr(dataclasses.replace(spec, shape=(n,)), (n,))
-        expr = f"{flat}.as_strided({shape!r}, {spec.stride!r})"
+        n, off = _extent(shape, spec.stride), spec.offset
+        if real:
+            flat = _values_expr(dataclasses.replace(spec, shape=(n,)), (n,))
+            if off:  # what lies before the view: zeros
+                flat = f"torch.cat([torch.zeros({off}, dtype={spec.dtype}), {flat}])"
+        else:
+            flat = _values_expr(dataclasses.replace(spec, shape=(n + off,)), (n + off,))
+        expr = f"{flat}.as_strided({shape!r}, {spec.stride!r}{f', {off}' if off else ''})"
     else:
         expr = _values_expr(spec, shape)
         if real:
@@ -194,7 +209,7 @@ def make_inputs_source(specs: list[InputSpec]) -> str:
             j, d = spec.values
             items.append(f"t{j}.shape[{d}]")
         else:
-            items.append(repr(spec.values))
+            items.append(py_literal(spec.values))
     lines.append(f"    return [{', '.join(items)}]")
     return "\n".join(lines) + "\n"
 
@@ -203,7 +218,7 @@ def compact_source(specs: list[InputSpec]) -> str:
     """The same function in fewer lines when every input is a plain expression."""
     if any(s.kind == "size" for s in specs):
         return make_inputs_source(specs)
-    exprs = [tensor_expr(s) if s.kind == "tensor" else repr(s.values) for s in specs]
+    exprs = [tensor_expr(s) if s.kind == "tensor" else py_literal(s.values) for s in specs]
     head = ["def make_inputs():"]
     if any(s.kind == "tensor" and s.fill in ("randn", "randint") for s in specs):
         head.append("    g = torch.Generator().manual_seed(0)")

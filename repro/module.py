@@ -16,6 +16,7 @@ import textwrap
 from typing import Any
 
 from tcompile.compiler.graph_io import fetch_attr
+from tcompile.compiler.literals import py_literal
 
 from .inputs import INLINE_LIMIT, real_values, spec_of, tensor_expr, with_values
 
@@ -88,7 +89,7 @@ def module_source(
             buffer = leaf in getattr(holder, "_buffers", {})
             init.append(_assign(owner, leaf, value, buffer, real, sidecar))
         else:
-            init.append(f"{owner}.{leaf} = {value!r}")
+            init.append(f"{owner}.{leaf} = {py_literal(value)}")
     body = code.src.strip("\n")
     if init:
         if any("generator=g" in ln for ln in init):

@@ -26,6 +26,7 @@ from tcompile.compiler import accuracy as _acc
 from tcompile.compiler import signature as _sig
 from tcompile.compiler.configs import AOT_COMPILE_SOURCE, config_source
 from tcompile.compiler.crash import _DYING_WORDS
+from tcompile.compiler.literals import py_literal
 
 from . import snippets
 from .inputs import InputSpec, compact_source
@@ -99,7 +100,7 @@ def short_repro(
         'BACKEND = sys.argv[sys.argv.index("--backend") + 1] if "--backend" in sys.argv else STAGE\n'
     )
     if kwargs:
-        out.append(f"KWARGS = {kwargs!r} if BACKEND == STAGE else {{}}\n")
+        out.append(f"KWARGS = {py_literal(kwargs)} if BACKEND == STAGE else {{}}\n")
     if uses_signature or kind == "crash":
         out.append(_scrubs() + "\n")
     if uses_signature:

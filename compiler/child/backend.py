@@ -123,6 +123,13 @@ class TcompileBackend:
         # patch applies to every stage)
         checking = session.config.accuracy != "off" and accuracy.has_random_ops(gm)
         options = accuracy.with_fallback_random(self.options, checking=checking, stage=stage, gm=gm)
+        if checking:  # the one thing the check changes: a passive run decides (faithful.py)
+            rec.emit(
+                Event.CHECK_EFFECT,
+                graph=index,
+                text=f"graph {index} draws random numbers: compiled with fallback_random=True "
+                "so that its values could be judged",
+            )
         try:
             compile_fn = build_stage(
                 stage,

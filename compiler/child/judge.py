@@ -8,6 +8,7 @@ patched decompositions.  The :class:`Verdict` says whether the *same* failure sh
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -42,6 +43,9 @@ class Target:
     spec: CompileSpec = dataclasses.field(default_factory=CompileSpec)
     level: str = "dynamo"  # or "aot": candidates are AOT graphs, compiled by compile_fx_inner
     graph_kind: str = "forward"
+    # the state the program's call ran in (observe.Ambient): the forward runs in it,
+    # the backward outside autocast, as the program's did
+    ambient: Any = None
 
     @property
     def checking(self) -> bool:
@@ -71,8 +75,12 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgem
     # except for a crash: compiled code that dies where eager raises a catchable error
     # (an index out of bounds that aborts the process) is the bug itself
     eager_error: Exception | None = None
+    amb = target.ambient
+    within = amb.enter if amb is not None else None
+    outside = amb.outside if amb is not None else contextlib.nullcontext
     try:
-        ref = accuracy.run_with_grads(gm, inputs)
+        with outside():
+            ref = accuracy.run_with_grads(gm, inputs, forward_context=within)
     except Exception as exc:
         if target.signature.kind != FailureKind.CRASH.value:
             return Verdict.INVALID, None
@@ -81,7 +89,8 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgem
         rng.restore()
     compiled, compile_errors = _compile_through_dynamo(gm, target)
     try:
-        res = accuracy.run_with_grads(compiled, inputs)
+        with outside():
+            res = accuracy.run_with_grads(compiled, inputs, forward_context=within)
         accuracy.cuda_sync(inputs)  # a kernel that faults shows here (a crash: see serve.py)
     except Exception as exc:
         if eager_error is not None and type(exc) is type(eager_error) and not compile_errors:
@@ -95,9 +104,23 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgem
         return Verdict.PASS, None  # no crash (nor eager's error): not this failure
     forward_kind = "forward" if ref.grads else "inference"
     if target.checking:
-        fp64 = None if strict else float64.float64_outcome(gm, inputs, rng)
+        roundings = None
+        if amb is not None and amb.coarse() is not None:  # the program's autocast policy
+            roundings = float64.autocast_roundings(gm, inputs, amb.enter)
+        fp64 = None
+        if not strict:
+            with outside():
+                fp64 = float64.float64_outcome(
+                    gm, inputs, rng, forward_context=within, roundings=roundings
+                )
         verdict = accuracy.judge_outcomes(
-            ref, res, fp64, strict=strict, stage=target.stage, forward_kind=forward_kind
+            ref,
+            res,
+            fp64,
+            strict=strict,
+            stage=target.stage,
+            forward_kind=forward_kind,
+            coarse=amb.coarse() if roundings else None,
         )
         if verdict is not None:
             return target.verdict(verdict[0]), verdict[0].to_json()

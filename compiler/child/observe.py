@@ -76,6 +76,24 @@ class Ambient:
             stack.callback(torch.set_default_dtype, old)
             yield
 
+    @staticmethod
+    @contextlib.contextmanager
+    def outside() -> Any:
+        """Autocast off on every device: where a program's backward runs (torch's advice:
+        autocast wraps the forward only)."""
+        with contextlib.ExitStack() as stack:
+            for dev in _DEVICES:
+                stack.enter_context(torch.autocast(dev, enabled=False))
+            yield
+
+    def coarse(self) -> Any:
+        """The lower precision of the autocast in force, if any."""
+        return next((d for _, on, d in self.autocast if on), None)
+
+    def to_json(self) -> list[list[str]]:
+        """The autocasts in force, as a repro restates them: [[device, dtype], ...]."""
+        return [[dev, str(d)] for dev, on, d in self.autocast if on]
+
     def describe(self) -> str:
         on = [
             f"autocast({dev}, {str(dtype).replace('torch.', '')})"
@@ -183,9 +201,8 @@ class Watch:
 
     def _verdict(self, ref: Any, res: Any, fp64: Any) -> None:
         runner = self.runner
-        coarse = None
-        if self.roundings():  # the autocast's lower precision (accuracy.compare_tensor)
-            coarse = next(d for _, on, d in self.ambient.autocast if on)
+        # the autocast's lower precision (accuracy.compare_tensor)
+        coarse = self.ambient.coarse() if self.roundings() else None
         verdict = accuracy.judge_outcomes(
             ref,
             res,

@@ -61,7 +61,10 @@ def serve(
         if recorder is not None:
             recorder.emit(Event.STOPPED, graph=index)
         os._exit(0)
+    from .observe import Ambient
+
     target = Target(
+        ambient=Ambient(),  # the state the program's call runs in
         signature=signature or FailureSignature.from_json(serve_spec["signature"]),
         stage=stage,
         accuracy=config.accuracy,
@@ -85,6 +88,8 @@ def _capture_meta(
 ) -> dict[str, Any]:
     import torch
 
+    from .observe import Ambient
+
     return {
         "graph": index,
         "stage": stage,
@@ -96,6 +101,7 @@ def _capture_meta(
         "options": {k: v for k, v in (spec.options or {}).items() if _plain(v)},
         "dynamic": spec.dynamic,
         "grad_enabled": torch.is_grad_enabled(),  # the program's grad mode at the call
+        "autocast": Ambient().to_json(),  # an outer torch.autocast the call ran under
         "level": level,
         "torch": torch.__version__,
     }
