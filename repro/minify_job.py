@@ -107,6 +107,11 @@ def run_minify(
     if target.graph is None:
         return _without_graph(target, run_dir, t0, timeout, observer)
     sig = target.signature
+    if sig.kind == "accuracy" and accuracy == "off":
+        # wrong values found without --accuracy (a failure outside any graph that a
+        # checked run tied to this graph): judge candidates and the repro as it did
+        accuracy = "strict" if sig.exc_type == "StrictAccuracyError" else "loose"
+        common["accuracy"] = accuracy
     # auto: the Dynamo graph, where every failure shows (a decomposition bug is
     # already inside the AOT graph, DESIGN.md mechanism 5)
     level = "aot" if after == "aot" else "dynamo"

@@ -64,6 +64,41 @@ def run(fn, inputs, dtype=None):  # gradients of a fixed random projection of th
     return [], [x for x in torch.autograd.grad(loss, leaves, allow_unused=True) if x is not None]
 """
 
+# The program called the graph under torch.autocast: the forward runs under it, the
+# backward outside it (as the program's did); the float64 reference rounds what the
+# autocast rounds (float64.py) -- {autocast} and {rounded} filled in by writer.py
+AUTOCAST = """
+AUTOCAST = {autocast}  # the program called this graph under torch.autocast
+
+
+def forward(fn, args):  # the forward under the program's autocast; its backward runs outside
+    with contextlib.ExitStack() as stack:
+        for device, dtype in AUTOCAST:
+            stack.enter_context(torch.autocast(device, dtype=dtype))
+        return fn(*args)
+"""
+
+F64_AUTOCAST = """
+ROUNDED = {rounded}  # torch calls (in order) whose results the autocast rounds
+
+
+class F64(torch.overrides.TorchFunctionMode):  # float64, rounding what the program's autocast rounds
+    def __init__(self, mod):
+        super().__init__()
+        self.mod, self.calls = mod.to(torch.float64), 0
+
+    def __call__(self, *args):
+        with self:
+            return self.mod(*args)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        to = ROUNDED.get(self.calls, torch.float64)
+        self.calls += 1
+        up = lambda v: v.to(to).double() if torch.is_tensor(v) and v.is_floating_point() else v  # noqa: E731
+        args, kwargs = torch.utils._pytree.tree_map(up, (args, kwargs or {}))
+        return torch.utils._pytree.tree_map(up, func(*args, **kwargs))
+"""
+
 NO_GRADS = """
 def run(fn, inputs, dtype=None):  # the outputs, on private copies of the inputs
     args = [x.detach().clone().to(dtype or x.dtype).requires_grad_(x.requires_grad)

@@ -84,9 +84,12 @@ def short_repro(
     kwargs = compile_kwargs_of(meta, accuracy, stage, gm, specs)
     uses_signature = not checking and kind != "crash"
 
+    autocast = [] if aot else [(d, t) for d, t in meta.get("autocast") or []]
+    rounded = _rounded(module_src, imports, specs, sidecar, autocast) if checking else {}
     out = [_header(env, signature)]
     std = (
         ["sys"]
+        + (["contextlib"] if autocast else [])
         + (["os"] if sidecar else [])
         + (["re"] if uses_signature or kind == "crash" else [])
     )
@@ -138,10 +141,96 @@ def short_repro(
         if "Mismatch" not in signature:
             helpers.append(snippets.STRICT if accuracy == "strict" else snippets.LOOSE)
         helpers.append(snippets.GRADS if _backward(signature) else snippets.NO_GRADS)
+    if autocast:
+        pairs = ", ".join(f"({d!r}, {t})" for d, t in autocast)
+        helpers = [h.replace("fn(*args)", "forward(fn, args)") for h in helpers]
+        helpers.append(snippets.AUTOCAST.replace("{autocast}", f"[{pairs}]"))
+        check = check.replace(f"{_call_of(check)}(*inputs)", f"forward({_call_of(check)}, inputs)")
+        if rounded:  # the autocast's precision for values it rounded (accuracy.py)
+            coarse = autocast[0][1]
+            helpers = [
+                h.replace(
+                    "torch.finfo(ref.dtype).eps",
+                    f"torch.finfo({coarse} if torch.equal(ref64.to({coarse}).double(), "
+                    "ref64.double()) else ref.dtype).eps",
+                )
+                for h in helpers
+            ]
+    if checking and accuracy != "strict" and (rounded or autocast or _casts(gm)):
+        # the float64 reference as tcompile computes it: every value taken to float64
+        # (a cast in the graph cannot pull it back), autocast's roundings kept
+        text = ", ".join(f"{k!r}: {v}" for k, v in sorted(rounded.items()))
+        helpers.append(snippets.F64_AUTOCAST.replace("{rounded}", "{" + text + "}"))
+        check = check.replace("Repro().to(torch.float64)", "F64(Repro())")
+    out[-1] = "\n\n" + check
     for h in helpers:
         out.append(h)
     out.append(snippets.CRASH_MAIN if kind == "crash" else snippets.MAIN)
     return re.sub(r"\n{3,}", "\n\n", "".join(out))  # one blank line between definitions
+
+
+_CASTS = {"float", "half", "double", "bfloat16", "to", "type", "type_as"}
+
+
+def _casts(gm: Any) -> bool:
+    """The graph casts values itself (``h.float()``): ``Repro().to(torch.float64)`` is not
+    a float64 reference then."""
+    return any(n.op == "call_method" and n.target in _CASTS for n in gm.graph.nodes)
+
+
+def _call_of(check: str) -> str:
+    """The compile call a check makes (``torch.compile(mod, ...)``)."""
+    m = re.search(r"torch\.compile\(mod[^)]*\)", check)
+    return m.group(0) if m else "\0"
+
+
+def _rounded(
+    module_src: str, imports: list[str], specs: list[InputSpec], sidecar: list[Any], autocast: Any
+) -> dict[int, str]:
+    """The torch calls of ``Repro().forward`` (numbered in order, as the repro's F64 mode
+    numbers them) whose results the program's autocast makes lower-precision: each call's
+    result dtype under the autocast, against autocast off (float64.py's rule)."""
+    if not autocast:
+        return {}
+    import contextlib
+
+    import torch
+
+    from .inputs import build
+
+    class Record(torch.overrides.TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dtypes: list[Any] = []
+
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            out = func(*args, **(kwargs or {}))
+            self.dtypes.append(out.dtype if isinstance(out, torch.Tensor) else None)
+            return out
+
+    def dtypes(on: bool) -> list[Any]:
+        namespace: dict[str, Any] = {"torch": torch, "SIDECAR": sidecar}
+        exec("\n".join(imports) + "\n" + module_src, namespace)  # noqa: S102 -- our own source
+        with contextlib.ExitStack() as stack:
+            for device, dtype in autocast:
+                t = eval(dtype, {"torch": torch})  # noqa: S307 -- "torch.bfloat16"
+                stack.enter_context(torch.autocast(device, dtype=t, enabled=on))
+            mod, inputs = namespace["Repro"](), build(specs, sidecar)
+            with torch.no_grad(), Record() as rec:
+                mod(*inputs)
+        return rec.dtypes
+
+    try:
+        low, plain = dtypes(True), dtypes(False)
+    except Exception:
+        return {}
+    return {
+        i: str(a)
+        for i, (a, b) in enumerate(zip(low, plain))
+        if a is not None and b is not None and a.is_floating_point and a.itemsize < b.itemsize
+    }
 
 
 def _backward(signature: str) -> bool:

@@ -43,7 +43,8 @@ def module_diffs(module_name: str, *, plain_only: bool = False) -> dict[str, Any
         elif callable(value) and not inspect.isroutine(value) and not isinstance(value, type):
             out[key] = object_of(value)  # a pass object (a CustomGraphPass)
         elif callable(value):
-            out[key] = {"function": getattr(value, "__name__", "fn"), "source": source_of(value)}
+            name = name_of(value, key.split(".")[-1])
+            out[key] = {"function": name, "source": source_of(value, name)}
     return out
 
 
@@ -76,7 +77,7 @@ def decomposition_table_diffs() -> dict[str, Any]:
         return {}
     used, own = used_fn(), inductor_decomp.select_decomp_table()
     changed = {
-        str(op): {"function": getattr(fn, "__name__", "fn"), "source": source_of(fn)}
+        str(op): {"function": name_of(fn, str(op)), "source": source_of(fn, str(op))}
         for op, fn in used.items()
         if own.get(op) is not fn and not (getattr(fn, "__module__", "") or "").startswith("torch")
     }
@@ -107,7 +108,7 @@ def user_decompositions() -> dict[str, Any]:
         mod = getattr(fn, "__module__", None) or ""
         if not inspect.isfunction(fn) or not mod or mod.startswith("torch"):
             continue
-        out[str(op)] = {"function": getattr(fn, "__name__", "fn"), "source": source_of(fn)}
+        out[str(op)] = {"function": name_of(fn, str(op)), "source": source_of(fn, str(op))}
     return out
 
 
@@ -123,14 +124,185 @@ def _plain_container(v: Any) -> bool:
     return False
 
 
-def source_of(obj: Any) -> str | None:
-    """Source of a top-level function of the user's program (a backend, a pass)."""
+def name_of(fn: Any, hint: str = "fn") -> str:
+    """A name to bind ``fn`` to in a repro: its own, or for a lambda ``<hint>_lambda``."""
+    import re
+
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    if not name.isidentifier():
+        name = re.sub(r"\W", "_", hint).strip("_") + "_lambda"
+    return name
+
+
+def source_of(obj: Any, hint: str = "fn") -> str | None:
+    """Source of a function or class of the user's program (a backend, a pass, a
+    decomposition), preceded by what its code reaches in its module's globals (its
+    imports, the helpers and constants of its own module, see :func:`reached`): it
+    must run in a repro that has only torch.  A lambda comes as an assignment to
+    :func:`name_of`.  None when there is no source."""
     if isinstance(obj, str) or not callable(obj):
         return None
     try:
-        return textwrap.dedent(inspect.getsource(obj))
-    except (OSError, TypeError):
+        if getattr(obj, "__name__", "") == "<lambda>":
+            text = f"{name_of(obj, hint)} = {_lambda_source(obj)}\n"
+        else:
+            text = textwrap.dedent(inspect.getsource(obj))
+    except (OSError, TypeError, ValueError):
         return None
+    prelude = reached(obj)
+    return (prelude + "\n\n" + text) if prelude else text
+
+
+def _lambda_source(fn: Any) -> str:
+    """The lambda expression itself, out of the statement that holds it."""
+    import ast
+
+    lines, _ = inspect.findsource(fn)
+    text = "".join(lines)
+    code = fn.__code__
+    params = list(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(node, ast.Lambda)
+            and node.lineno == code.co_firstlineno
+            and [a.arg for a in node.args.args + node.args.kwonlyargs] == params
+        ):
+            segment = ast.get_source_segment(text, node)
+            if segment:
+                return " ".join(segment.split())
+    raise ValueError("lambda source not found")
+
+
+def _codes(obj: Any) -> list[Any]:
+    if inspect.isclass(obj):
+        out = []
+        for value in vars(obj).values():
+            value = getattr(value, "__func__", value)  # staticmethod, classmethod
+            value = getattr(value, "fget", value)  # property
+            if hasattr(value, "__code__"):
+                out.append(value.__code__)
+        return out
+    fn = getattr(obj, "__func__", obj)
+    return [fn.__code__] if hasattr(fn, "__code__") else []
+
+
+def _names(code: Any) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names(const)
+    return names
+
+
+def _importable(module: str) -> bool:
+    """A module a fresh interpreter imports as it is (torch, the standard library, an
+    installed package), not the user's own file."""
+    import sys
+    import sysconfig
+
+    mod = sys.modules.get(module)
+    path = getattr(mod, "__file__", None)
+    if module.split(".")[0] in ("torch", "builtins") or module in sys.builtin_module_names:
+        return True
+    if not path or module == "__main__":
+        return False
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(path.startswith(r) for r in roots) or "site-packages" in path
+
+
+def reached(obj: Any, _seen: set[int] | None = None) -> str:
+    """Source lines for the globals ``obj``'s code reads: ``import`` lines for modules
+    and for what importable modules define, the source of the user's own helpers (and
+    what they reach), constants as literals, closure values of a nested function; what
+    cannot be carried is named in a comment (the repro then fails to reproduce, and
+    tcompile falls back to the launcher form)."""
+    import builtins
+
+    import torch
+
+    from ..literals import py_literal
+
+    seen = _seen if _seen is not None else {id(obj)}
+    fn = getattr(obj, "__func__", obj)
+    module = inspect.getmodule(obj)
+    env = dict(getattr(fn, "__globals__", None) or vars(module or builtins))
+    free = getattr(fn, "__code__", None)
+    for name, cell in zip(free.co_freevars if free else (), getattr(fn, "__closure__", None) or ()):
+        try:
+            env[name] = cell.cell_contents
+        except ValueError:
+            continue
+    wanted = set().union(*(_names(c) for c in _codes(obj))) if _codes(obj) else set()
+    if free is not None:
+        wanted |= set(free.co_freevars)
+    imports: list[str] = []
+    blocks: list[str] = []
+    ops = (torch._ops._OpNamespace, torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+    for name in sorted(wanted):
+        if name not in env or name.startswith("__"):  # a module's own dunders
+            continue
+        value = env[name]
+        if name in vars(builtins) and value is vars(builtins)[name]:
+            continue
+        if isinstance(value, ops):  # torch.ops.aten, aten.mul, aten.mul.Tensor
+            path = value.name if isinstance(value, torch._ops._OpNamespace) else str(value)
+            blocks.append(f"{name} = torch.ops.{path}")
+        elif inspect.ismodule(value):
+            full = value.__name__
+            imports.append(f"import {full}" if full == name else f"import {full} as {name}")
+        elif _importable_object(value):
+            qual = value.__qualname__
+            imports.append(
+                f"from {value.__module__} import {qual}" + ("" if qual == name else f" as {name}")
+            )
+        elif inspect.isfunction(value) or inspect.isclass(value):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            try:
+                text = textwrap.dedent(inspect.getsource(value))
+            except (OSError, TypeError):
+                blocks.append(f"# tcompile could not carry {name} (no source)")
+                continue
+            inner = reached(value, seen)
+            if value.__name__ != name:
+                text += f"\n{name} = {value.__name__}\n"
+            blocks.append((inner + "\n\n" if inner else "") + text)
+        elif _literal_ok(value, torch):
+            blocks.append(f"{name} = {py_literal(value)}")
+        else:
+            blocks.append(f"# tcompile could not carry {name} ({type(value).__name__})")
+    parts = sorted(set(imports)) + blocks
+    return "\n".join(p.rstrip("\n") for p in parts) if parts else ""
+
+
+def _importable_object(value: Any) -> bool:
+    """A function, class or wrapped function (an lru_cache) that an importable module
+    defines under its own name: ``from module import name`` gives it back."""
+    import importlib
+
+    mod, qual = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if not isinstance(mod, str) or not isinstance(qual, str) or "." in qual or "<" in qual:
+        return False
+    if not _importable(mod):
+        return False
+    try:
+        return getattr(importlib.import_module(mod), qual) is value
+    except Exception:
+        return False
+
+
+def _literal_ok(value: Any, torch: Any) -> bool:
+    from ..literals import py_literal
+
+    if isinstance(value, (torch.dtype, torch.device)):
+        return True
+    if not isinstance(value, (str, int, float, bool, complex, type(None), list, tuple, dict)):
+        return False
+    try:
+        return eval(py_literal(value), {"torch": torch}) == value or value != value  # noqa: S307
+    except Exception:
+        return False
 
 
 def set_config(key: str, value: Any) -> None:
