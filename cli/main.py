@@ -13,12 +13,11 @@ from typing import Any
 
 import click
 
-from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.exitcodes import ExitCode
 
 from . import app, args
 from .options import (
     PROGRAM,
-    After,
     accuracy_options,
     backend_option,
     exit_codes,
@@ -262,107 +261,6 @@ class _InfoReport:
         return self.info.to_json()
 
 
-@main.command(context_settings=PROGRAM, epilog=exit_codes("minify"))
-@click.option(
-    "--after",
-    type=click.Choice([a.value for a in After]),
-    default=After.AUTO.value,
-    show_default=True,
-    help="Minify the Dynamo graph (dynamo) or the AOT graph (aot); auto: where the failure shows.",
-)
-@accuracy_options("Minify an accuracy failure: judge")
-@backend_option("Stage or backend to compile with (default: the script's own)")
-@click.option(
-    "--graph",
-    "graph",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Which compiled graph to minify (default: the first failing one).",
-)
-@match_option
-@jobs_option("Workers judging candidates in parallel (each one a paused copy of the program)")
-@timeout_option("Time limit for a run of the program: kill it")
-@click.option("--real-inputs", is_flag=True, help="Embed the real input values in repro.py.")
-@click.option(
-    "--trust",
-    is_flag=True,
-    help="Minify from a minifier_launcher.py or a record this user's tcompile did not "
-    "sign: their data are pickles, which execute code when loaded.",
-)
-@report_option
-@json_option
-@out_option
-@program_argument
-def minify(
-    after: str,
-    accuracy: str,
-    backend: str | None,
-    graph: int | None,
-    match: str | None,
-    jobs: int,
-    timeout: float | None,
-    real_inputs: bool,
-    trust: bool,
-    write_report: bool,
-    as_json: bool,
-    out: str | None,
-    argv: tuple[str, ...],
-) -> None:
-    """Shrink the failing graph of SCRIPT [ARGS] (or -- COMMAND ...) to a verified repro.py.
-
-    Also accepts a minifier_launcher.py written by an earlier run, and a record.pkl of
-    a frame TorchDynamo could not capture (its function's source is minified).
-    """
-
-    def job() -> Any:
-        from tcompile.repro.launcher_job import launch
-        from tcompile.repro.minify_job import run_minify
-
-        if argv and args.is_record(argv[0]):
-            from tcompile.repro.capture_job import minify_capture
-
-            if len(argv) > 1:
-                raise UsageError("a record takes no arguments: tcompile minify RECORD")
-            common = app.common(out, timeout, as_json)
-            return minify_capture(
-                argv[0],
-                trust=trust,
-                out=out,
-                timeout=timeout,
-                observer=common["observer"],
-            )
-        if argv and argv[0].endswith(".py") and args.is_launcher(argv[0]):
-            return launch(
-                argv[0],
-                list(argv[1:]),
-                jobs=jobs,
-                out=out,
-                real_inputs=real_inputs,
-                observer=app.observer(),
-                trust=trust,
-            )
-        report = run_minify(
-            args.program(argv, backend),
-            after=after,
-            accuracy=accuracy,
-            backend=backend,
-            graph=graph,
-            match=match,
-            jobs=jobs,
-            real_inputs=real_inputs,
-            **app.common(out, timeout, as_json),
-        )
-        if write_report and report.run_dir:
-            from tcompile.repro.report import report_after
-
-            report.report = report_after(report.run_dir, minify=report)
-        return report
-
-    from .render import minify_result
-
-    app.finish(job, as_json=as_json, render=minify_result)
-
-
 @main.command(context_settings=PROGRAM, epilog=exit_codes("bisect"))
 @accuracy_options("Bisect an accuracy failure: judge")
 @match_option
@@ -437,8 +335,10 @@ def bisect(
     app.finish(job, as_json=as_json, render=bisect_result)
 
 
+from .minify_cmd import minify  # noqa: E402
 from .tools import env, merge  # noqa: E402  (commands that run no program)
 
+main.add_command(minify)
 main.add_command(env)
 main.add_command(merge)
 

@@ -119,14 +119,16 @@ def parent_identity(pid: int | None = None) -> str:
     return f"{pid}:{start}"
 
 
-def child_env(config: HookConfig, base: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(
+    config: HookConfig, base: dict[str, str] | None = None, extra_path: list[str] | None = None
+) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env[PARENT_ENV] = parent_identity()  # children exit when tcompile is gone (child/hooks.py)
     if config.only:
         env["TORCHDYNAMO_DEBUG_FUNCTION"] = config.only  # Dynamo compiles only frames of that name
     env[CONFIG_ENV] = config.to_env()
     env[RUN_ENV] = config.dir  # every process of the run, wherever it goes (procs.py)
-    path = env.get("PYTHONPATH", "")
+    path = os.pathsep.join([*(extra_path or []), env.get("PYTHONPATH", "")]).strip(os.pathsep)
     env["PYTHONPATH"] = BOOTSTRAP_DIR + (os.pathsep + path if path else "")
     env.update(SAFE_CACHE_ENV)
     return env
@@ -141,13 +143,16 @@ def run_process(
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
     cwd: str | None = None,
+    extra_path: list[str] | None = None,
 ) -> ProcessResult:
-    """Run ``command`` once under the hooks; return what it said and how it ended."""
+    """Run ``command`` once under the hooks; return what it said and how it ended.
+    ``extra_path``: folders the program imports from (a copy of a script run from
+    elsewhere still finds the modules beside the original)."""
     observer = observer or NullObserver()
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     os.makedirs(config.dir, exist_ok=True)
-    env = child_env(config)
+    env = child_env(config, extra_path=extra_path)
     t0 = time.monotonic()
     stdin, feed = STDIN.for_run()
     try:

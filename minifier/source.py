@@ -72,35 +72,44 @@ class SourceResult:
 
 def minify_source(
     source: str,
-    name: str,
+    name: str | None,
     oracle: SourceOracle,
     *,
     hints: Hints | None = None,
     max_calls: int = 300,
     max_rounds: int = 40,
     stop: Callable[[], bool] = lambda: False,
+    jobs: int = 1,
+    progress_cb: Callable[[str, int], None] | None = None,
 ) -> SourceResult:
     """The smallest source found on which ``oracle`` still fails the same way (the
-    caller checked that ``source`` itself does)."""
+    caller checked that ``source`` itself does).  ``name``: the function a capture
+    candidate is about; None: the whole program (program_passes.py).  ``jobs``:
+    candidates judged at once.  ``progress_cb(best, calls)`` after each step."""
+    from .program_passes import PROGRAM_SCHEDULE
+
     hints = hints or Hints()
-    search = Search(oracle, name, max_calls, stop)
+    search = Search(oracle, name, max_calls, stop, jobs=jobs)
     best = ast.unparse(ast.parse(source)) + "\n"
     lines_before = source.strip().count("\n") + 1
+    schedule = SCHEDULE if name is not None else PROGRAM_SCHEDULE
     for _ in range(max_rounds):
         progress = False
-        for pass_fn in SCHEDULE:
+        for pass_fn in schedule:
             if search.exhausted():
                 break
-            found = pass_fn(search, best, hints)
+            found = search.run(pass_fn(search, best, hints), best)
             if found is not None:
                 best, progress = found, True
+                if progress_cb is not None:
+                    progress_cb(best, search.calls)
         if not progress or search.exhausted():
             break
     return SourceResult(
         best,
         search.calls,
         lines_before,
-        function_lines(best, name),
+        function_lines(best, name) if name is not None else best.strip().count("\n") + 1,
         search.history,
         stopped=stop(),
     )

@@ -11,7 +11,7 @@ import ast
 import copy
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .verdict import Verdict, as_verdict
@@ -37,11 +37,38 @@ class Hints:
     values: Callable[[str], dict[str, Any]] | None = None  # locals of a candidate run
 
 
+@dataclasses.dataclass
+class Proposal:
+    """A candidate a pass proposes: its tree, what it did, and whether it is an enabling
+    step that may grow the candidate (inlining, unrolling)."""
+
+    tree: ast.Module
+    what: str
+    grow: bool = False
+
+
+Proposals = Iterator[Proposal]
+
+
 class Search:
+    """The gate in front of the oracle, and the driver of one pass: candidates that are
+    not smaller (unless enabling), do not parse, or were tried never reach the oracle;
+    the rest are judged ``jobs`` at a time (in parallel when more than one), and the
+    first that fails the same way, in the pass's own order, is taken.
+
+    ``name``: the function a capture candidate is about; None for a whole program (the
+    passes then work on the module, and size counts all of it)."""
+
     def __init__(
-        self, oracle: SourceOracle, name: str, max_calls: int, stop: Callable[[], bool]
+        self,
+        oracle: SourceOracle,
+        name: str | None,
+        max_calls: int,
+        stop: Callable[[], bool],
+        jobs: int = 1,
     ) -> None:
         self.oracle, self.name, self.max_calls, self.stop = oracle, name, max_calls, stop
+        self.jobs = max(1, jobs)
         self.calls = 0
         self.seen: dict[str, bool] = {}
         self.history: list[str] = []
@@ -49,30 +76,86 @@ class Search:
     def exhausted(self) -> bool:
         return self.calls >= self.max_calls or self.stop()
 
-    def fails(self, candidate: ast.Module, best: str, what: str, grow: bool = False) -> str | None:
-        """The candidate's source when it is smaller (or, for an enabling step, ``grow``)
-        and fails the same way: the one gate in front of the oracle."""
+    def scope(self, tree: ast.Module) -> ast.AST:
+        """What the passes work on: the function, or the whole program."""
+        return tree if self.name is None else function_def(tree, self.name)
+
+    def nth(self, tree: ast.Module, kind: Any, i: int) -> Any:
+        return [n for n in ast.walk(self.scope(tree)) if isinstance(n, kind)][i]
+
+    def size(self, source: str) -> tuple[int, ...]:
+        return program_size(source) if self.name is None else size(source)
+
+    def _gate(self, proposal: Proposal, best: str) -> str | None:
         try:
-            src = ast.unparse(ast.fix_missing_locations(candidate)) + "\n"
+            src = ast.unparse(ast.fix_missing_locations(proposal.tree)) + "\n"
             compile(src, "<candidate>", "exec")
-        except (SyntaxError, ValueError, TypeError):
+        except (SyntaxError, ValueError, TypeError, RecursionError):
             return None
-        if src == best or (size(src) >= size(best) and not grow):
+        if src == best or (self.size(src) >= self.size(best) and not proposal.grow):
             return None
-        if src in self.seen:
-            return src if self.seen[src] else None
-        if self.exhausted():
-            return None
-        self.calls += 1
+        return src
+
+    def _judge(self, src: str) -> bool:
         try:
-            ok = as_verdict(self.oracle(src)) is Verdict.SAME_FAILURE
+            return as_verdict(self.oracle(src)) is Verdict.SAME_FAILURE
         except Exception:
-            ok = False
-        self.seen[src] = ok
-        if ok:
-            self.history.append(what)
-            return src
+            return False
+
+    def run(self, proposals: Proposals, best: str) -> str | None:
+        """The first proposal (in order) that is smaller and fails the same way."""
+        batch: list[tuple[str, Proposal]] = []
+        for proposal in proposals:
+            if self.exhausted():
+                break
+            src = self._gate(proposal, best)
+            if src is None or any(src == b for b, _ in batch):
+                continue
+            if src in self.seen:
+                if self.seen[src] and not batch:
+                    return self._take(src, proposal)
+                continue
+            batch.append((src, proposal))
+            if len(batch) >= min(self.jobs, self.max_calls - self.calls):
+                found = self._flush(batch)
+                if found is not None:
+                    return found
+                batch = []
+        return self._flush(batch) if batch and not self.stop() else None
+
+    def _flush(self, batch: list[tuple[str, Proposal]]) -> str | None:
+        if len(batch) == 1 or self.jobs == 1:
+            verdicts = []
+            for src, _ in batch:
+                self.calls += 1
+                verdicts.append(self._judge(src))
+                if verdicts[-1]:
+                    break
+        else:
+            self.calls += len(batch)
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(len(batch)) as pool:
+                verdicts = list(pool.map(self._judge, [src for src, _ in batch]))
+        for (src, proposal), ok in zip(batch, verdicts):
+            self.seen[src] = ok
+            if ok:
+                return self._take(src, proposal)
         return None
+
+    def _take(self, src: str, proposal: Proposal) -> str:
+        self.history.append(proposal.what)
+        return src
+
+
+def program_size(source: str) -> tuple[int, int, int]:
+    """A whole program's size: AST nodes, then characters (comments are gone already),
+    then the sum of its integer literals (a loop of 100 steps is bigger than one of 50)."""
+    tree = ast.parse(source)
+    numbers = sum(
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int
+    )
+    return (sum(1 for _ in ast.walk(tree)), len(ast.unparse(tree)), numbers)
 
 
 # ---- helpers on candidates --------------------------------------------------------

@@ -13,31 +13,31 @@ from .source_case import (
     BINDINGS,
     INPUTS,
     Hints,
+    Proposal,
+    Proposals,
     Rename,
     Search,
     add_param,
     blocks_of,
     fresh_name,
-    function_def,
     get_literal,
     names_in,
-    nth,
     params_of,
     replace_stmt,
     set_literal,
 )
 
 
-def delete_statements(search: Search, best: str, hints: Hints) -> str | None:
+def delete_statements(search: Search, best: str, hints: Hints) -> Proposals:
     tree = ast.parse(best)
-    for b, block in enumerate(blocks_of(function_def(tree, search.name))):
+    for b, block in enumerate(blocks_of(search.scope(tree))):
         n = len(block)
         optional = any(block is getattr(node, "orelse", None) for node in ast.walk(tree))
         chunk = n if optional else max(1, n // 2)
         while chunk >= 1:
             for start in range(0, n, chunk):
                 cand = ast.parse(best)
-                target = blocks_of(function_def(cand, search.name))[b]
+                target = blocks_of(search.scope(cand))[b]
                 if chunk >= n and not optional:  # a block keeps one statement: `pass`
                     if n == 1 and not isinstance(target[0], ast.Pass):
                         target[:] = [ast.Pass()]
@@ -45,34 +45,28 @@ def delete_statements(search: Search, best: str, hints: Hints) -> str | None:
                         continue
                 else:  # an else block may go entirely
                     del target[start : start + chunk]
-                found = search.fails(cand, best, f"delete {chunk} statement(s)")
-                if found:
-                    return found
+                yield Proposal(cand, f"delete {chunk} statement(s)")
             chunk //= 2
-    return None
 
 
-def branches(search: Search, best: str, hints: Hints) -> str | None:
+def branches(search: Search, best: str, hints: Hints) -> Proposals:
     tree = ast.parse(best)
-    count = sum(1 for n in ast.walk(function_def(tree, search.name)) if isinstance(n, ast.If))
+    count = sum(1 for n in ast.walk(search.scope(tree)) if isinstance(n, ast.If))
     for i in range(count):
         for side in ("body", "orelse"):
             cand = ast.parse(best)
-            node = nth(cand, search.name, ast.If, i)
+            node = search.nth(cand, ast.If, i)
             if getattr(node, side) and replace_stmt(cand, node, getattr(node, side)):
-                found = search.fails(cand, best, f"if -> its {side}")
-                if found:
-                    return found
-    return None
+                yield Proposal(cand, f"if -> its {side}")
 
 
-def loops(search: Search, best: str, hints: Hints) -> str | None:
+def loops(search: Search, best: str, hints: Hints) -> Proposals:
     tree = ast.parse(best)
-    count = sum(1 for n in ast.walk(function_def(tree, search.name)) if isinstance(n, ast.For))
+    count = sum(1 for n in ast.walk(search.scope(tree)) if isinstance(n, ast.For))
     for i in range(count):
         for once in (True, False):
             cand = ast.parse(best)
-            node = nth(cand, search.name, ast.For, i)
+            node = search.nth(cand, ast.For, i)
             if once:
                 first = ast.Assign(
                     targets=[node.target],
@@ -86,48 +80,39 @@ def loops(search: Search, best: str, hints: Hints) -> str | None:
             else:
                 new = [ast.Pass()]
             if replace_stmt(cand, node, new):
-                found = search.fails(cand, best, "loop run once" if once else "loop dropped")
-                if found:
-                    return found
-    return None
+                yield Proposal(cand, "loop run once" if once else "loop dropped")
 
 
-def unroll_loops(search: Search, best: str, hints: Hints) -> str | None:
+def unroll_loops(search: Search, best: str, hints: Hints) -> Proposals:
     tree = ast.parse(best)
-    fors = [n for n in ast.walk(function_def(tree, search.name)) if isinstance(n, ast.For)]
+    fors = [n for n in ast.walk(search.scope(tree)) if isinstance(n, ast.For)]
     for i, node in enumerate(fors):
         it = ast.unparse(node.iter)
         if it not in hints.lengths or not isinstance(node.target, ast.Name) or node.orelse:
             continue
         cand = ast.parse(best)
-        loop = nth(cand, search.name, ast.For, i)
+        loop = search.nth(cand, ast.For, i)
         body: list[ast.stmt] = []
         for k in range(hints.lengths[it]):
             item = ast.parse(f"{it}[{k}]", mode="eval").body
             body += [Rename({loop.target.id: item}).visit(copy.deepcopy(s)) for s in loop.body]
         if replace_stmt(cand, loop, body or [ast.Pass()]):
-            found = search.fails(cand, best, f"unroll {it}", grow=True)
-            if found:
-                return found
-    return None
+            yield Proposal(cand, f"unroll {it}", True)
 
 
-def calls_to_arguments(search: Search, best: str, hints: Hints) -> str | None:
+def calls_to_arguments(search: Search, best: str, hints: Hints) -> Proposals:
     """A call -> one of its arguments that is a plain name (``h = F.linear(t, w)`` ->
     ``h = t``): the call is not what fails; its input stands in for its output."""
     tree = ast.parse(best)
-    count = sum(1 for n in ast.walk(function_def(tree, search.name)) if isinstance(n, ast.Call))
+    count = sum(1 for n in ast.walk(search.scope(tree)) if isinstance(n, ast.Call))
     for i in range(count):
-        call = nth(tree, search.name, ast.Call, i)
+        call = search.nth(tree, ast.Call, i)
         names = [a.id for a in call.args if isinstance(a, ast.Name)]
         for name in dict.fromkeys(names):
             cand = ast.parse(best)
-            old = nth(cand, search.name, ast.Call, i)
-            _swap_expr(function_def(cand, search.name), old, ast.Name(name, ast.Load()))
-            found = search.fails(cand, best, f"{ast.unparse(call.func)}(...) -> {name}")
-            if found:
-                return found
-    return None
+            old = search.nth(cand, ast.Call, i)
+            _swap_expr(search.scope(cand), old, ast.Name(name, ast.Load()))
+            yield Proposal(cand, f"{ast.unparse(call.func)}(...) -> {name}")
 
 
 class _Subst(ast.NodeTransformer):
@@ -140,11 +125,11 @@ class _Subst(ast.NodeTransformer):
         return node
 
 
-def forward_copies(search: Search, best: str, hints: Hints) -> str | None:
+def forward_copies(search: Search, best: str, hints: Hints) -> Proposals:
     """``v = w`` (two names) goes, and the statements after it read ``w`` for ``v``, up
     to the one that assigns ``v`` again (its value side included)."""
     tree = ast.parse(best)
-    for b, block in enumerate(blocks_of(function_def(tree, search.name))):
+    for b, block in enumerate(blocks_of(search.scope(tree))):
         for i, stmt in enumerate(block):
             if not (
                 isinstance(stmt, ast.Assign)
@@ -155,7 +140,7 @@ def forward_copies(search: Search, best: str, hints: Hints) -> str | None:
                 continue
             old, new = stmt.targets[0].id, stmt.value.id
             cand = ast.parse(best)
-            target = blocks_of(function_def(cand, search.name))[b]
+            target = blocks_of(search.scope(cand))[b]
             rest = target[i + 1 :]
             del target[i:]
             subst = _Subst(old, new)
@@ -171,44 +156,38 @@ def forward_copies(search: Search, best: str, hints: Hints) -> str | None:
                 target.append(subst.visit(later))
             if not target:
                 target.append(ast.Pass())
-            found = search.fails(cand, best, f"{old} = {new} forwarded")
-            if found:
-                return found
-    return None
+            yield Proposal(cand, f"{old} = {new} forwarded")
 
 
-def drop_call_arguments(search: Search, best: str, hints: Hints) -> str | None:
+def drop_call_arguments(search: Search, best: str, hints: Hints) -> Proposals:
     """A call's trailing positional arguments and its keyword arguments, one at a time
     (``F.linear(x, w, b)`` -> ``F.linear(x, w)``): optional ones go, and with them the
     parameters only they read."""
     tree = ast.parse(best)
-    count = sum(1 for n in ast.walk(function_def(tree, search.name)) if isinstance(n, ast.Call))
+    count = sum(1 for n in ast.walk(search.scope(tree)) if isinstance(n, ast.Call))
     for i in range(count):
-        call = nth(tree, search.name, ast.Call, i)
+        call = search.nth(tree, ast.Call, i)
         options = [("keyword", k) for k in range(len(call.keywords))]
         options += [("positional", len(call.args) - 1)] if len(call.args) > 1 else []
         for kind, k in options:
             cand = ast.parse(best)
-            c = nth(cand, search.name, ast.Call, i)
+            c = search.nth(cand, ast.Call, i)
             if kind == "keyword":
                 del c.keywords[k]
             else:
                 del c.args[k]
-            found = search.fails(cand, best, f"drop a {kind} argument of {ast.unparse(call.func)}")
-            if found:
-                return found
-    return None
+            yield Proposal(cand, f"drop a {kind} argument of {ast.unparse(call.func)}")
 
 
-def drop_arguments(search: Search, best: str, hints: Hints) -> str | None:
+def drop_arguments(search: Search, best: str, hints: Hints) -> Proposals:
     tree = ast.parse(best)
-    fn = function_def(tree, search.name)
+    fn = search.scope(tree)
     used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
     unused = [a for a in params_of(fn) if a not in used]
     if not unused:
         return None
     cand = ast.parse(best)
-    f = function_def(cand, search.name)
+    f = search.scope(cand)
     f.args.posonlyargs = [a for a in f.args.posonlyargs if a.arg not in unused]
     f.args.args = [a for a in f.args.args if a.arg not in unused]
     f.args.kwonlyargs = [a for a in f.args.kwonlyargs if a.arg not in unused]
@@ -218,7 +197,7 @@ def drop_arguments(search: Search, best: str, hints: Hints) -> str | None:
     for key in (BINDINGS, INPUTS):
         lit = get_literal(cand, key)
         set_literal(cand, key, {k: v for k, v in lit.items() if k not in unused})
-    return search.fails(cand, best, f"drop argument(s) {', '.join(unused)}")
+    yield Proposal(cand, f"drop argument(s) {', '.join(unused)}")
 
 
 class _AttrSwap(ast.NodeTransformer):
@@ -247,14 +226,14 @@ class _AttrSwap(ast.NodeTransformer):
         return super().generic_visit(node)
 
 
-def attrs_to_inputs(search: Search, best: str, hints: Hints) -> str | None:
+def attrs_to_inputs(search: Search, best: str, hints: Hints) -> Proposals:
     """Module attributes the function reads become parameters (tensors) or literals
     (numbers): all at once, then constants alone, then tensors alone."""
     if not hints.attrs:
         return None
     for only in (None, "constant", "tensor"):
         cand = ast.parse(best)
-        fn = function_def(cand, search.name)
+        fn = search.scope(cand)
         swap = _AttrSwap(hints.attrs, only, names_in(cand))
         fn.body = [swap.visit(s) for s in fn.body]
         if ast.unparse(cand) == ast.unparse(ast.parse(best)):
@@ -262,19 +241,16 @@ def attrs_to_inputs(search: Search, best: str, hints: Hints) -> str | None:
         for p in swap.bound:
             add_param(fn, p)
         set_literal(cand, BINDINGS, {**get_literal(cand, BINDINGS), **swap.bound})
-        found = search.fails(cand, best, f"attributes to inputs ({only or 'all'})")
-        if found:
-            return found
-    return None
+        yield Proposal(cand, f"attributes to inputs ({only or 'all'})")
 
 
-def values_to_inputs(search: Search, best: str, hints: Hints) -> str | None:
+def values_to_inputs(search: Search, best: str, hints: Hints) -> Proposals:
     """``v = <expr>`` (v assigned once, a tensor or a number) -> v a fresh input."""
     if hints.values is None:
         return None
     values = hints.values(best)
     tree = ast.parse(best)
-    fn = function_def(tree, search.name)
+    fn = search.scope(tree)
     counts: dict[str, int] = {}
     for n in ast.walk(fn):
         for t in getattr(n, "targets", []) or []:
@@ -294,7 +270,7 @@ def values_to_inputs(search: Search, best: str, hints: Hints) -> str | None:
     ]
     for i, name in reversed(simple):  # nearest the failure first
         cand = ast.parse(best)
-        f = function_def(cand, search.name)
+        f = search.scope(cand)
         del f.body[i]
         if not f.body:
             f.body = [ast.Pass()]
@@ -306,13 +282,10 @@ def values_to_inputs(search: Search, best: str, hints: Hints) -> str | None:
         )
         inputs[name].pop("values", None)
         set_literal(cand, INPUTS, inputs)
-        found = search.fails(cand, best, f"{name} as an input")
-        if found:
-            return found
-    return None
+        yield Proposal(cand, f"{name} as an input")
 
 
-def inline_calls(search: Search, best: str, hints: Hints) -> str | None:
+def inline_calls(search: Search, best: str, hints: Hints) -> Proposals:
     """A call to a known callee -> its body, parameters bound; one inside an expression
     is lifted into an assignment first."""
     if not hints.callees:
@@ -320,12 +293,12 @@ def inline_calls(search: Search, best: str, hints: Hints) -> str | None:
     tree = ast.parse(best)
     calls = [
         n
-        for n in ast.walk(function_def(tree, search.name))
+        for n in ast.walk(search.scope(tree))
         if isinstance(n, ast.Call) and ast.unparse(n.func) in hints.callees
     ]
     for i in range(len(calls)):
         cand = ast.parse(best)
-        fn = function_def(cand, search.name)
+        fn = search.scope(cand)
         call = [
             n
             for n in ast.walk(fn)
@@ -345,10 +318,7 @@ def inline_calls(search: Search, best: str, hints: Hints) -> str | None:
         body = _inlined(hints.callees[dotted], call, stmt, taken)
         if body is None or not replace_stmt(cand, stmt, body):
             continue
-        found = search.fails(cand, best, f"inline {dotted}", grow=True)
-        if found:
-            return found
-    return None
+        yield Proposal(cand, f"inline {dotted}", True)
 
 
 def _statement_of(fn: ast.FunctionDef, target: ast.AST) -> ast.stmt | None:

@@ -56,11 +56,13 @@ def minify_captured(job: Job) -> MinifyReport:
             try:
                 result = search_graph(job, pool, gm, inputs, meta, interrupts.event)
             except MinifyError as exc:
+                alone = _why_alone(exc, job)
                 return job.report(
                     ExitCode.COMPILER_FAILURE,
-                    f"could not minify: {exc}{_why_alone(exc, job)}",
+                    f"could not minify: {exc}{alone}",
                     stage=meta["stage"],
                     launcher=launcher,
+                    alone_passes=bool(alone),
                 )
             shrunk = None
             if not result.stopped and not job.real_inputs:

@@ -55,7 +55,34 @@ def minify_next(command: list[str], then: dict[str, Any], **kw: Any) -> MinifyRe
     return run_minify(command, **then, **kw)
 
 
-def run_minify(
+def run_minify(command: list[str], **kw: Any) -> MinifyReport:
+    """``tcompile minify``: the failing graph, or the program itself when no single graph
+    holds the failure (a graph that fails in the program but passes alone included)."""
+    report = _run_minify(command, **kw)
+    if report.alone_passes and kw.get("level", "auto") == "auto" and report.run_dir:
+        from .program_job import minify_program
+
+        try:
+            program = minify_program(
+                command,
+                Path(report.run_dir),
+                backend=kw.get("backend"),
+                jobs=kw.get("jobs", 1),
+                timeout=kw.get("timeout"),
+                observer=kw.get("observer") or NullObserver(),
+                t0=time.monotonic() - report.seconds,
+                include=kw.get("include"),
+                reason=f"graph {report.graph} passes on its own",
+            )
+        except UsageError:
+            return report
+        program.graph, program.launcher = report.graph, report.launcher
+        program.message = report.message.split(" -- ")[0] + "; " + program.message
+        return program
+    return report
+
+
+def _run_minify(
     command: list[str],
     *,
     after: str = "auto",
@@ -70,11 +97,20 @@ def run_minify(
     observer: Observer | None = None,
     stdout: Any = None,
     stderr: Any = None,
+    level: str = "auto",
+    include: list[str] | None = None,
 ) -> MinifyReport:
     observer = observer or NullObserver()
     t0 = time.monotonic()
     _check_match(match)
     run_dir = Path(new_run_dir(out, "minify"))
+    program = dict(
+        backend=backend, jobs=jobs, timeout=timeout, observer=observer, t0=t0, include=include
+    )
+    if level == "program":  # the user's source itself, whatever graphs it has
+        from .program_job import minify_program
+
+        return minify_program(command, run_dir, **program)  # type: ignore[arg-type]
     common = dict(jobs=jobs, timeout=timeout, real_inputs=real_inputs, accuracy=accuracy)
     streams = {"stdout": stdout, "stderr": stderr}
     distributed = is_distributed_launch(command)
@@ -105,7 +141,8 @@ def run_minify(
     if isinstance(target, MinifyReport):
         return target
     if target.graph is None:
-        return _without_graph(target, run_dir, t0, timeout, observer)
+        program["level"] = level
+        return _without_graph(target, run_dir, t0, timeout, observer, command, program)
     sig = target.signature
     if sig.kind == "accuracy" and accuracy == "off":
         # wrong values found without --accuracy (a failure outside any graph that a
@@ -185,10 +222,17 @@ def _target_or_report(
 
 
 def _without_graph(
-    target: Any, run_dir: Path, t0: float, timeout: float | None, observer: Observer
+    target: Any,
+    run_dir: Path,
+    t0: float,
+    timeout: float | None,
+    observer: Observer,
+    command: list[str],
+    program: dict[str, Any],
 ) -> MinifyReport:
     """A failure with no graph: a frame Dynamo could not capture is minified from its
-    record (its code); anything else is said as it is (minify_target.py)."""
+    record (its code); anything else -- a failure outside any graph, wrong results of
+    Dynamo's own -- at the program level (program_job.py)."""
     if target.kind == "capture" and target.record:
         from .capture_job import minify_capture
 
@@ -197,7 +241,16 @@ def _without_graph(
         )
         report.seconds = time.monotonic() - t0
         return report
-    return graphless_report(target, run_dir, t0)
+    if target.kind == "capture" or program.pop("level", "auto") == "graph":
+        return graphless_report(target, run_dir, t0)
+    from .program_job import minify_program
+
+    try:
+        return minify_program(
+            command, run_dir, reason="no compiled graph holds the failure", **program
+        )
+    except UsageError:  # not a Python script (a command of another kind): said as before
+        return graphless_report(target, run_dir, t0)
 
 
 @dataclasses.dataclass

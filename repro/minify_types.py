@@ -48,6 +48,12 @@ class MinifyReport:
     repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
     capture: dict[str, Any] | None = None  # a capture failure: the function minified
     rank: int | None = None  # a distributed job: the rank whose graph was minified
+    # what was minified: a graph (dynamo/aot, see ``after``), a capture failure's
+    # function, or the program itself (program_job.py)
+    level: str = "graph"
+    program: dict[str, Any] | None = None  # the program level: lines, runs, control
+    # the graph failed in the program but passes alone (the failure needs what ran before)
+    alone_passes: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

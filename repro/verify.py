@@ -29,6 +29,7 @@ def repro_output(
     timeout: float = 900,
     cache_dir: Path | None = None,
     extra: list[str] | None = None,
+    env_extra: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a repro as a stranger would.  ``cache_dir``: inductor's cache for this run
     alone (a cache that cannot lie, and where the generated code can be found);
@@ -39,6 +40,7 @@ def repro_output(
         if not k.startswith(("TCOMPILE", "TORCHINDUCTOR_", "TORCH_COMPILE"))
     }
     env.pop("PYTHONPATH", None)
+    env.update(env_extra or {})
     if cache_dir is not None:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
     args = (

@@ -368,4 +368,21 @@ def _record_uncaught(exc: BaseException) -> None:
         record=record_path,
         user_stack=user_stack,
         message=first_lines(f"{type(exc).__name__}: {exc}", 12, 400),
+        line=_raising_line(original),
     )
+
+
+def _raising_line(exc: BaseException) -> str:
+    """The program's own source line the exception left it from (the innermost frame
+    outside torch and tcompile): a program's failure keeps its identity while a
+    minifier shrinks the values its message shows."""
+    import linecache
+    import traceback
+
+    text = ""
+    for fs in traceback.extract_tb(exc.__traceback__):
+        path = fs.filename.replace("\\", "/")
+        if "/torch/" in path or "/tcompile/" in path or "site-packages" in path:
+            continue
+        text = (linecache.getline(fs.filename, fs.lineno or 0) or fs.line or "").strip()
+    return text[:300]

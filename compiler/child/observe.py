@@ -168,7 +168,8 @@ class Watch:
                 )
         finally:
             after.restore()  # the program goes on from where its own call left the RNG
-        self._verdict(ref, res, fp64)
+        if self._verdict(ref, res, fp64):
+            return  # the backward of a wrong forward differs too: not another failure
         if runner.quarantined:
             return
         if torch.is_grad_enabled() and self.snap.grad_inputs():
@@ -199,7 +200,8 @@ class Watch:
             fn, self.snap, dtype, tangents=tangents, forward_context=self.ambient.enter
         )
 
-    def _verdict(self, ref: Any, res: Any, fp64: Any) -> None:
+    def _verdict(self, ref: Any, res: Any, fp64: Any) -> bool:
+        """Judge; True when the values are wrong (said as a failure)."""
         runner = self.runner
         # the autocast's lower precision (accuracy.compare_tensor)
         coarse = self.ambient.coarse() if self.roundings() else None
@@ -215,7 +217,7 @@ class Watch:
         if verdict is None:
             if not self.strict:
                 runner._note_more_precise(ref, res, fp64)
-            return
+            return False
         sig, mismatch = verdict
         message = str(mismatch)
         state = self.ambient.describe()
@@ -229,6 +231,7 @@ class Watch:
             signature=sig,
             message=message,
         )
+        return True
 
     # -- backward ---------------------------------------------------------------------
 

@@ -1,0 +1,147 @@
+"""``tcompile minify``: a failing graph, a recorded frame, a launcher, or the program
+itself, shrunk to a verified repro.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tcompile.compiler.exitcodes import UsageError
+
+from . import app, args
+from .options import (
+    PROGRAM,
+    After,
+    accuracy_options,
+    backend_option,
+    exit_codes,
+    jobs_option,
+    json_option,
+    match_option,
+    out_option,
+    program_argument,
+    report_option,
+    timeout_option,
+)
+
+
+@click.command(context_settings=PROGRAM, epilog=exit_codes("minify"))
+@click.option(
+    "--after",
+    type=click.Choice([a.value for a in After]),
+    default=After.AUTO.value,
+    show_default=True,
+    help="Minify the Dynamo graph (dynamo) or the AOT graph (aot); auto: where the failure shows.",
+)
+@accuracy_options("Minify an accuracy failure: judge")
+@backend_option("Stage or backend to compile with (default: the script's own)")
+@click.option(
+    "--graph",
+    "graph",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Which compiled graph to minify (default: the first failing one).",
+)
+@match_option
+@jobs_option("Workers judging candidates in parallel (each one a paused copy of the program)")
+@timeout_option("Time limit for a run of the program: kill it")
+@click.option("--real-inputs", is_flag=True, help="Embed the real input values in repro.py.")
+@click.option(
+    "--level",
+    type=click.Choice(["auto", "graph", "program"]),
+    default="auto",
+    show_default=True,
+    help="What to shrink: the failing graph (graph), the program's own source (program: "
+    "a repro in user-level PyTorch); auto: the graph, or the program when no single "
+    "graph holds the failure.",
+)
+@click.option(
+    "--include",
+    "include",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="A local module the script imports, shrunk with it at the program level (repeatable).",
+)
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Minify from a minifier_launcher.py or a record this user's tcompile did not "
+    "sign: their data are pickles, which execute code when loaded.",
+)
+@report_option
+@json_option
+@out_option
+@program_argument
+def minify(
+    after: str,
+    accuracy: str,
+    backend: str | None,
+    graph: int | None,
+    match: str | None,
+    jobs: int,
+    timeout: float | None,
+    real_inputs: bool,
+    level: str,
+    include: tuple[str, ...],
+    trust: bool,
+    write_report: bool,
+    as_json: bool,
+    out: str | None,
+    argv: tuple[str, ...],
+) -> None:
+    """Shrink the failing graph of SCRIPT [ARGS] (or -- COMMAND ...) to a verified repro.py.
+
+    Also accepts a minifier_launcher.py written by an earlier run, and a record.pkl of
+    a frame TorchDynamo could not capture (its function's source is minified).
+    """
+
+    def job() -> Any:
+        from tcompile.repro.launcher_job import launch
+        from tcompile.repro.minify_job import run_minify
+
+        if argv and args.is_record(argv[0]):
+            from tcompile.repro.capture_job import minify_capture
+
+            if len(argv) > 1:
+                raise UsageError("a record takes no arguments: tcompile minify RECORD")
+            common = app.common(out, timeout, as_json)
+            return minify_capture(
+                argv[0],
+                trust=trust,
+                out=out,
+                timeout=timeout,
+                observer=common["observer"],
+            )
+        if argv and argv[0].endswith(".py") and args.is_launcher(argv[0]):
+            return launch(
+                argv[0],
+                list(argv[1:]),
+                jobs=jobs,
+                out=out,
+                real_inputs=real_inputs,
+                observer=app.observer(),
+                trust=trust,
+            )
+        report = run_minify(
+            args.program(argv, backend),
+            after=after,
+            accuracy=accuracy,
+            backend=backend,
+            graph=graph,
+            match=match,
+            jobs=jobs,
+            real_inputs=real_inputs,
+            level=level,
+            include=list(include),
+            **app.common(out, timeout, as_json),
+        )
+        if write_report and report.run_dir:
+            from tcompile.repro.report import report_after
+
+            report.report = report_after(report.run_dir, minify=report)
+        return report
+
+    from .render import minify_result
+
+    app.finish(job, as_json=as_json, render=minify_result)

@@ -1,0 +1,160 @@
+"""Judging a candidate *program* (DESIGN.md mechanism 12; the program-level minify).
+
+When no single graph holds a failure -- CUDA graph trees failing on a sequence of
+calls, Dynamo computing wrong results itself, a failure that needs an earlier compile
+in the process, an error raised outside any graph -- the unit of minification is the
+program.  A candidate is a smaller version of the user's script; it is judged by
+running it fresh, the way the program ran (under tcompile's hooks, with the same
+backend, mode, options and config: they are in its source, or in ``--backend``):
+
+* it must fail with the same failure: the same kind and exception type, and the same
+  normalised message or the same raising source line (a minifier shrinks the values
+  an assertion's message shows, not the assertion);
+* and it must not fail without torch.compile (or, for a failure below TorchDynamo,
+  with ``backend="eager"``): a candidate that fails anyway is the minifier's bug.
+
+Parent side: runs processes, imports no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .classify import collect
+from .protocol import STOP_EXIT, Event, HookConfig
+from .runner import ProcessResult, run_process
+from .signature import FailureKind, FailureSignature
+
+
+@dataclasses.dataclass
+class ProgramFailure:
+    """A program run's failure as the program-level minify compares them."""
+
+    kind: str  # runtime | compile | accuracy | crash | timeout | exception
+    exc_type: str
+    message: str  # normalised
+    line: str = ""  # the program's own source line it was raised from
+    text: str = ""  # as people read it (stage/kind: Type: message)
+
+    def same(self, other: ProgramFailure | None) -> bool:
+        if other is None or self.exc_type != other.exc_type:
+            return False
+        if self.kind in ("crash", "timeout"):
+            return self.kind == other.kind
+        return self.message == other.message or bool(self.line and self.line == other.line)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProgramFailure:
+        return cls(**{f.name: data.get(f.name, "") for f in dataclasses.fields(cls)})
+
+
+def program_failure(result: ProcessResult) -> ProgramFailure | None:
+    """How a run of a program failed (None: it did not).  A failure tcompile classified
+    in a graph (compile, runtime, crash) counts first; else the exception the program
+    died of, a signal, or a timeout."""
+    _, failures, _ = collect(result)
+    graph_failures = [
+        f
+        for f in failures
+        if f.kind in (FailureKind.COMPILE.value, FailureKind.RUNTIME.value, FailureKind.CRASH.value)
+    ]
+    if graph_failures:
+        sig = graph_failures[0].signature
+        return ProgramFailure(sig.kind, sig.exc_type, sig.message, "", str(sig))
+    if result.timed_out:
+        return ProgramFailure("timeout", "Timeout", "", "", "timeout")
+    if result.returncode in (0, None, STOP_EXIT):
+        return None
+    if result.returncode < 0:
+        name = f"signal {-result.returncode}"
+        return ProgramFailure("crash", name, "", "", f"crash: {name}")
+    exc = [e for e in result.events if e.get("event") == Event.EXCEPTION]
+    if not exc:
+        what = f"exit status {result.returncode}"
+        return ProgramFailure("exception", what, "", "", what)
+    sig = FailureSignature.from_json(exc[-1].get("signature") or {})
+    kind = "capture" if exc[-1].get("dynamo") else "exception"
+    return ProgramFailure(kind, sig.exc_type, sig.message, exc[-1].get("line") or "", str(sig))
+
+
+@dataclasses.dataclass
+class ProgramTarget:
+    """The failure a program-level minify keeps, and how candidates run."""
+
+    failure: ProgramFailure
+    stage: str | None  # --backend: every compile uses this stage
+    control: str  # "disable": must pass without torch.compile; "eager": with backend eager
+    timeout: float
+    cwd: str  # where the program ran (relative paths in it resolve from here)
+    script_dir: str  # imports of the program's own modules resolve from here
+
+
+class ProgramOracle:
+    """Writes each candidate beside the others in a work folder and judges it (see the
+    module docstring); thread-safe, so that candidates run in parallel."""
+
+    def __init__(
+        self, target: ProgramTarget, work: Path, script_name: str, argv: list[str] | None = None
+    ) -> None:
+        self.target = target
+        self.work = work
+        self.script_name = script_name
+        self.argv = list(argv or [])
+        self.runs = 0
+        self._n = 0
+        import threading
+
+        self._lock = threading.Lock()
+
+    def _slot(self) -> Path:
+        with self._lock:
+            self._n += 1
+            d = self.work / f"cand-{self._n:04d}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def run(self, path: Path, config: HookConfig) -> ProcessResult:
+        """One run of a candidate file under the hooks (its output discarded)."""
+        with self._lock:
+            self.runs += 1
+        with open(os.devnull, "w") as sink:
+            return run_process(
+                [sys.executable, str(path), *self.argv],
+                config,
+                timeout=self.target.timeout,
+                stdout=sink,
+                stderr=sink,
+                cwd=self.target.cwd,
+                extra_path=[self.target.script_dir],
+            )
+
+    def __call__(self, source: str) -> str:
+        """A Verdict value: same_failure, other_failure, pass or invalid."""
+        from tcompile.minifier.verdict import Verdict
+
+        d = self._slot()
+        path = d / self.script_name
+        path.write_text(source)
+        t = self.target
+        got = program_failure(
+            self.run(path, HookConfig(dir=str(d / "compiled"), stage=t.stage, record="off"))
+        )
+        if got is None:
+            return Verdict.PASS.value
+        if not t.failure.same(got):
+            return Verdict.OTHER_FAILURE.value
+        control = (
+            HookConfig(dir=str(d / "plain"), disable=True)
+            if t.control == "disable"
+            else HookConfig(dir=str(d / "eager"), stage="eager", record="off")
+        )
+        if program_failure(self.run(path, control)) is not None:
+            return Verdict.INVALID.value  # it fails anyway: not the compiler's failure
+        return Verdict.SAME_FAILURE.value

@@ -1,0 +1,322 @@
+"""Program-level minify (DESIGN.md mechanism 12): when no single graph holds the
+failure, shrink the user's program itself to a repro in user-level PyTorch.
+
+The oracle (compiler/program.py) runs each candidate fresh the way the program runs
+and keeps it when it fails the same way and does not fail without torch.compile (or
+with ``backend="eager"`` when the failure is below Dynamo).  The search is the source
+engine on the whole module (minifier/source.py, program_passes.py), candidates judged
+``--jobs`` at a time.  The best program so far is kept in ``best.py`` and survives an
+interrupt.  repro.py is that program with a two-line harness: an uncaught exception
+prints ``REPRODUCED: ...`` (exit 1), a run to the end prints ``NOT REPRODUCED`` (exit
+0); it is verified in a fresh interpreter that cannot import tcompile, and with
+torch.compile disabled it must not reproduce.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import datetime
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.observer import Observer
+from tcompile.compiler.program import (
+    ProgramFailure,
+    ProgramOracle,
+    ProgramTarget,
+    program_failure,
+)
+from tcompile.compiler.protocol import HookConfig
+from tcompile.compiler.runner import is_distributed_launch, write_json
+
+from .minify_types import MinifyReport
+from .verify import repro_output
+
+MAX_CALLS = 400  # candidate programs judged at most
+
+
+def script_of(command: list[str]) -> tuple[Path, list[str], bool]:
+    """(the script, its arguments, launched by torchrun) of a command."""
+    distributed = is_distributed_launch(command)
+    for i, arg in enumerate(command[1:], start=1):
+        if arg.endswith(".py") and os.path.isfile(arg):
+            return Path(arg).resolve(), command[i + 1 :], distributed
+    raise UsageError(
+        "program-level minify needs a Python script (SCRIPT [ARGS], or a launcher of one)"
+    )
+
+
+def inline_modules(source: str, includes: list[Path]) -> str:
+    """The program with the local modules it imports (``--include``) pasted in: ``from
+    m import a`` becomes m's source; ``import m`` too, and ``m.a`` becomes ``a``."""
+    names = {p.stem: p.read_text() for p in includes}
+    tree = ast.parse(source)
+    body: list[ast.stmt] = []
+    used: set[str] = set()
+    for stmt in tree.body:
+        mods = []
+        if isinstance(stmt, ast.ImportFrom) and stmt.module in names and not stmt.level:
+            mods = [stmt.module]
+        elif isinstance(stmt, ast.Import) and all(a.name in names for a in stmt.names):
+            mods = [a.name for a in stmt.names]
+        if not mods:
+            body.append(stmt)
+            continue
+        for m in mods:
+            if m not in used:
+                used.add(m)
+                body.extend(ast.parse(inline_modules(names[m], includes)).body)
+            if isinstance(stmt, ast.ImportFrom):
+                for a in stmt.names:
+                    if a.asname and a.asname != a.name:
+                        body.append(ast.parse(f"{a.asname} = {a.name}").body[0])
+    tree.body = body
+
+    class Flatten(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> Any:
+            self.generic_visit(node)
+            if isinstance(node.value, ast.Name) and node.value.id in used:
+                return ast.Name(node.attr, node.ctx)
+            return node
+
+    return ast.unparse(Flatten().visit(tree)) + "\n"
+
+
+@dataclasses.dataclass
+class _Run:
+    command: list[str]
+    script: Path
+    argv: list[str]
+    run_dir: Path
+    backend: str | None
+    timeout: float | None
+    observer: Observer
+
+
+def minify_program(
+    command: list[str],
+    run_dir: Path,
+    *,
+    backend: str | None,
+    jobs: int,
+    timeout: float | None,
+    observer: Observer,
+    t0: float,
+    include: list[str] | None = None,
+    reason: str = "",
+) -> MinifyReport:
+    script, argv, distributed = script_of(command)
+    source = script.read_text()
+    includes = [Path(p).resolve() for p in include or []]
+    for p in includes:
+        if not p.is_file():
+            raise UsageError(f"--include {p}: no such file")
+    if includes:
+        source = inline_modules(source, includes)
+    run = _Run(command, script, argv, run_dir, backend, timeout, observer)
+    work = run_dir / "program"
+    work.mkdir(parents=True, exist_ok=True)
+    observer.status(
+        "minifying the program itself"
+        + (f" ({reason})" if reason else "")
+        + ": running it once more to pin the failure down"
+    )
+    baseline = _baseline(run, source, work)
+    if isinstance(baseline, str):
+        return _report(run, ExitCode.COMPILER_FAILURE, baseline, t0)
+    target, seconds = baseline
+    if distributed:
+        observer.status("the failure shows in one process: minifying it without the launcher")
+    oracle = ProgramOracle(target, work, script.name, argv)
+    stop = threading.Event()
+    best_path = run_dir / "best.py"
+    lines_before = source.strip().count("\n") + 1
+
+    def progress(best: str, calls: int) -> None:
+        best_path.write_text(best)
+        observer.status(
+            f"{best.strip().count(chr(10)) + 1} lines after {calls} candidate program(s)"
+        )
+
+    from tcompile.minifier.source import minify_source
+
+    interrupted = False
+    try:
+        result = minify_source(
+            source,
+            None,
+            oracle,
+            max_calls=MAX_CALLS,
+            jobs=jobs,
+            stop=stop.is_set,
+            progress_cb=progress,
+        )
+        best, calls, history = result.source, result.calls, result.history
+    except KeyboardInterrupt:
+        interrupted = True
+        best = best_path.read_text() if best_path.exists() else source
+        calls, history = oracle.runs, []
+    repro = run_dir / "repro.py"
+    text = program_repro(best, target.failure)
+    _write(repro, text)
+    verified, said = (False, "")
+    if not interrupted:
+        observer.status("verifying repro.py in a fresh interpreter (and with torch.compile off)")
+        verified, said = verify_program_repro(repro, target.failure, target.timeout * 2)
+    lines = text.strip().count("\n") + 1
+    message = (
+        f"the program minified from {lines_before} to {best.strip().count(chr(10)) + 1} lines "
+        f"in {calls} candidate runs; repro.py ({lines} lines) "
+        + ("verified" if verified else "NOT verified")
+        + (" (interrupted: the best so far)" if interrupted else "")
+    )
+    report = _report(
+        run,
+        ExitCode.INTERRUPTED if interrupted else ExitCode.COMPILER_FAILURE,
+        message,
+        t0,
+        repro=str(repro),
+        verified=verified,
+        calls=calls,
+        signature=target.failure.text,
+        repro_lines=lines,
+        repro_bytes=len(text.encode()),
+        repro_form="program",
+        repro_output=said,
+        interrupted=interrupted,
+        history=[{"step": h} for h in history],
+        program={
+            "lines_before": lines_before,
+            "lines_after": best.strip().count("\n") + 1,
+            "runs": oracle.runs,
+            "seconds_per_run": round(seconds, 2),
+            "control": target.control,
+            "single_process": distributed,
+            "includes": [str(p) for p in includes],
+        },
+    )
+    write_json(run_dir / "minify.json", report.to_json())
+    return report
+
+
+def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float] | str:
+    """The failure the original program shows when run as candidates are (its identity
+    for the search), and how the control run must go; or why it cannot be minified."""
+    probe = ProgramTarget(
+        failure=ProgramFailure("", "", ""),
+        stage=run.backend,
+        control="disable",
+        timeout=run.timeout or 900.0,
+        cwd=os.getcwd(),
+        script_dir=str(run.script.parent),
+    )
+    oracle = ProgramOracle(probe, work / "baseline", run.script.name, run.argv)
+    path = work / "baseline" / run.script.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    t = time.monotonic()
+    failure = program_failure(
+        oracle.run(
+            path, HookConfig(dir=str(work / "baseline" / "c"), stage=run.backend, record="off")
+        )
+    )
+    seconds = time.monotonic() - t
+    if failure is None:
+        return "the failure did not show again when the program ran on its own: nothing to minify"
+    plain = program_failure(
+        oracle.run(path, HookConfig(dir=str(work / "baseline" / "p"), disable=True))
+    )
+    if plain is not None:
+        return f"the program fails without torch.compile too ({plain.text}): not a compiler bug"
+    eager = program_failure(
+        oracle.run(path, HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off"))
+    )
+    # a failure that shows with backend="eager" too is Dynamo's own: candidates must
+    # pass without torch.compile; one below Dynamo must pass with backend="eager"
+    control = "disable" if failure.same(eager) else "eager"
+    limit = max(30.0, 3 * seconds)
+    if run.timeout:
+        limit = min(limit, run.timeout)
+    target = dataclasses.replace(probe, failure=failure, control=control, timeout=limit)
+    return target, seconds
+
+
+_HARNESS = """import sys
+
+
+def _failed(kind, exc, tb):  # the program's failure: said, and exit 1
+    print(f"REPRODUCED: {kind.__name__}: {str(exc).strip()[:300]}".splitlines()[0], flush=True)
+
+
+sys.excepthook = _failed
+"""
+
+
+def program_repro(program: str, failure: ProgramFailure) -> str:
+    """repro.py of the program level: a header, the harness, the program, the end line."""
+    import platform
+
+    import torch
+
+    from tcompile import __version__
+
+    tree = ast.parse(program)
+    future = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
+    tree.body = [s for s in tree.body if s not in future]
+    head = (
+        "#!/usr/bin/env python3\n"
+        f"# A torch.compile failure, minimized by tcompile {__version__} on "
+        f"{datetime.date.today().isoformat()} (the program itself):\n"
+        f"#   {failure.text}\n"
+        f"# torch {torch.__version__}, Python {platform.python_version()}\n"
+        "# python repro.py: exit 1 + REPRODUCED; TORCHDYNAMO_DISABLE=1 python repro.py: exit 0 + NOT REPRODUCED\n"
+    )
+    parts = [head]
+    if future:
+        parts.append("".join(ast.unparse(s) + "\n" for s in future))
+    parts.append(_HARNESS)
+    parts.append(ast.unparse(tree) + "\n")
+    parts.append('print("NOT REPRODUCED")\n')
+    return "".join(parts)
+
+
+def verify_program_repro(repro: Path, failure: ProgramFailure, timeout: float) -> tuple[bool, str]:
+    """Run as a stranger would (no tcompile, another directory): exit 1 and REPRODUCED
+    with the same exception type (or death by the same kind of signal); with
+    torch.compile disabled, exit 0 and NOT REPRODUCED."""
+    proc = repro_output(repro, timeout=timeout)
+    said = next((ln for ln in proc.stdout.splitlines() if ln.startswith("REPRODUCED: ")), "")
+    if failure.kind == "crash":
+        ok = proc.returncode < 0
+    else:
+        ok = proc.returncode == 1 and said.startswith(
+            f"REPRODUCED: {failure.exc_type.split('.')[-1]}"
+        )
+    if not ok:
+        return False, (proc.stdout + proc.stderr)[-2000:]
+    plain = repro_output(repro, timeout=timeout, env_extra={"TORCHDYNAMO_DISABLE": "1"})
+    return plain.returncode == 0 and "NOT REPRODUCED" in plain.stdout, said
+
+
+def _write(path: Path, text: str) -> None:
+    compile(text, str(path), "exec")  # never a repro that does not parse
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    os.chmod(path, 0o755)
+
+
+def _report(run: _Run, code: int, message: str, t0: float, **kw: Any) -> MinifyReport:
+    return MinifyReport(
+        int(code),
+        message,
+        run_dir=str(run.run_dir),
+        seconds=time.monotonic() - t0,
+        level="program",
+        **kw,
+    )
