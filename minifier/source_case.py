@@ -94,6 +94,8 @@ class Search:
             return None
         if src == best or (self.size(src) >= self.size(best) and not proposal.grow):
             return None
+        if self.name is None and unbound_names(proposal.tree):
+            return None  # a program reading a name it no longer defines: a NameError
         return src
 
     def _judge(self, src: str) -> bool:
@@ -146,6 +148,50 @@ class Search:
     def _take(self, src: str, proposal: Proposal) -> str:
         self.history.append(proposal.what)
         return src
+
+
+def unbound_names(tree: ast.AST) -> set[str]:
+    """Names a program reads that nothing in it binds (nor builtins): a cut that leaves
+    one fails with NameError, whatever the oracle would say -- never worth a run.  A
+    ``global``/``nonlocal``, ``del``, ``exec`` or star import makes the answer unsure:
+    then nothing is said."""
+    import builtins
+
+    bound: set[str] = set(dir(builtins)) | {"__file__", "__name__", "__builtins__", "__doc__"}
+    loads: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Global, ast.Nonlocal)) or (
+            isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)
+        ):
+            return set()
+        if isinstance(n, ast.Name):
+            (loads if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+        elif isinstance(n, ast.alias):
+            continue
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id
+            in (
+                "exec",
+                "eval",
+                "globals",
+                "locals",
+                "vars",
+            )
+        ):
+            return set()
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and getattr(n, "name", None):
+            bound.add(n.name)
+    return loads - bound
 
 
 def program_size(source: str) -> tuple[int, int, int]:

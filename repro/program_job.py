@@ -130,6 +130,10 @@ def minify_program(
     if isinstance(baseline, str):
         return _report(run, ExitCode.COMPILER_FAILURE, baseline, t0)
     target, seconds = baseline
+    write_json(
+        run_dir / "target.json",  # the oracle's target, for benchmarks/program_oracle.py
+        {**dataclasses.asdict(target), "script_name": script.name},
+    )
     if distributed:
         observer.status("the failure shows in one process: minifying it without the launcher")
     oracle = ProgramOracle(target, work, script.name, argv)

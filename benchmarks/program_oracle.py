@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""The program-level minify's oracle as a command, for a general reducer (shrinkray):
+``program_oracle.py TARGET.json CANDIDATE.py`` exits 0 when CANDIDATE is
+*interesting* -- it fails as the target says (same failure, compiled with the target's
+stage) and does not fail without torch.compile (or with backend eager) -- else 1.
+
+TARGET.json is what ``benchmarks/program_vs_shrinkray.py`` writes from tcompile's own
+baseline run (compiler/program.py: ProgramTarget), so both reducers judge candidates
+with the same oracle."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from tcompile.compiler.program import ProgramFailure, ProgramOracle, ProgramTarget
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text())
+    target = ProgramTarget(
+        failure=ProgramFailure.from_json(spec["failure"]),
+        stage=spec.get("stage"),
+        control=spec["control"],
+        timeout=spec["timeout"],
+        cwd=spec["cwd"],
+        script_dir=spec["script_dir"],
+    )
+    source = Path(argv[1]).read_text()
+    with tempfile.TemporaryDirectory(prefix="tcompile-oracle-") as work:
+        verdict = ProgramOracle(target, Path(work), spec["script_name"])(source)
+    return 0 if verdict == "same_failure" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
