@@ -323,13 +323,7 @@ def classify_result(
             failures = []
         elif not failures:
             if accuracy == "off":  # a wrong value the program itself noticed?
-                located = collect(faithful.locate(command, run_dir, **io))[1]
-                failures = [f for f in located if f.kind == FailureKind.ACCURACY.value]
-                for f in failures:
-                    f.message += (
-                        f"\n(the program failed outside any graph: {faithful.outcome(result)}; "
-                        "a run with the accuracy check found this graph's values wrong)"
-                    )
+                failures = _located(result, command, run_dir, io)
             if not failures:
                 failures.append(_graphless_failure(result, graphs, stage, notes))
     for f in failures:
@@ -368,6 +362,21 @@ def classify_result(
     else:  # a temporary directory holding nothing the user is told about
         shutil.rmtree(run_dir, ignore_errors=True)
     return report
+
+
+def _located(
+    result: ProcessResult, command: list[str], run_dir: str, io: dict[str, Any]
+) -> list[Failure]:
+    """The graphs whose values a checked run finds wrong, for a program that failed
+    outside any graph (its own check saw a wrong value): the failure is theirs."""
+    located = collect(faithful.locate(command, run_dir, **io))[1]
+    failures = [f for f in located if f.kind == FailureKind.ACCURACY.value]
+    for f in failures:
+        f.message += (
+            f"\n(the program failed outside any graph: {faithful.outcome(result)}; "
+            "a run with the accuracy check found this graph's values wrong)"
+        )
+    return failures
 
 
 def _not_a_compiler_bug(result: ProcessResult, failures: list[Failure]) -> str:

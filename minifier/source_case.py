@@ -94,7 +94,7 @@ class Search:
             return None
         if src == best or (self.size(src) >= self.size(best) and not proposal.grow):
             return None
-        if self.name is None and unbound_names(proposal.tree):
+        if self.name is None and unbound_names(proposal.tree) - unbound_names(ast.parse(best)):
             return None  # a program reading a name it no longer defines: a NameError
         return src
 

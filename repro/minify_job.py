@@ -166,11 +166,26 @@ def _run_minify(
             **common,
             **streams,
         )
+    return _graph_job(command, target, run_dir, backend, level, observer, t0, common)
+
+
+def _graph_job(
+    command: list[str],
+    target: Any,
+    run_dir: Path,
+    backend: str | None,
+    level: str,
+    observer: Observer,
+    t0: float,
+    common: dict[str, Any],
+) -> MinifyReport:
+    """Minify the target's graph with workers that pause the program at its first call."""
+    sig = target.signature
     observer.status(f"minifying graph {target.graph} ({target.graph_kind}): {sig}")
     config = HookConfig(
         dir=str(run_dir / "workers" / "events"),
         stage=backend,
-        accuracy=accuracy,
+        accuracy=common["accuracy"],
         serve={
             "graph": target.graph,
             "capture_dir": str(run_dir / "capture"),

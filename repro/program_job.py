@@ -139,7 +139,6 @@ def minify_program(
     oracle = ProgramOracle(target, work, script.name, argv)
     stop = threading.Event()
     best_path = run_dir / "best.py"
-    lines_before = source.strip().count("\n") + 1
 
     def progress(best: str, calls: int) -> None:
         best_path.write_text(best)
@@ -165,6 +164,28 @@ def minify_program(
         interrupted = True
         best = best_path.read_text() if best_path.exists() else source
         calls, history = oracle.runs, []
+    report = _finish(run, target, best, source, calls, history, interrupted, t0, seconds)
+    report.program["runs"] = oracle.runs  # type: ignore[index]
+    report.program["single_process"] = distributed  # type: ignore[index]
+    report.program["includes"] = [str(p) for p in includes]  # type: ignore[index]
+    write_json(run_dir / "minify.json", report.to_json())
+    return report
+
+
+def _finish(
+    run: _Run,
+    target: ProgramTarget,
+    best: str,
+    source: str,
+    calls: int,
+    history: list[str],
+    interrupted: bool,
+    t0: float,
+    seconds: float,
+) -> MinifyReport:
+    """repro.py from the best program, verified (unless interrupted), and the report."""
+    lines_before = source.strip().count("\n") + 1
+    run_dir, observer = run.run_dir, run.observer
     repro = run_dir / "repro.py"
     text = program_repro(best, target.failure)
     _write(repro, text)
@@ -197,14 +218,10 @@ def minify_program(
         program={
             "lines_before": lines_before,
             "lines_after": best.strip().count("\n") + 1,
-            "runs": oracle.runs,
             "seconds_per_run": round(seconds, 2),
             "control": target.control,
-            "single_process": distributed,
-            "includes": [str(p) for p in includes],
         },
     )
-    write_json(run_dir / "minify.json", report.to_json())
     return report
 
 

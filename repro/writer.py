@@ -141,6 +141,35 @@ def short_repro(
         if "Mismatch" not in signature:
             helpers.append(snippets.STRICT if accuracy == "strict" else snippets.LOOSE)
         helpers.append(snippets.GRADS if _backward(signature) else snippets.NO_GRADS)
+    helpers, check = _with_autocast(helpers, check, autocast, rounded, checking, accuracy, gm)
+    out[-1] = "\n\n" + check
+    for h in helpers:
+        out.append(h)
+    out.append(snippets.CRASH_MAIN if kind == "crash" else snippets.MAIN)
+    return re.sub(r"\n{3,}", "\n\n", "".join(out))  # one blank line between definitions
+
+
+_CASTS = {"float", "half", "double", "bfloat16", "to", "type", "type_as"}
+
+
+def _casts(gm: Any) -> bool:
+    """The graph casts values itself (``h.float()``): ``Repro().to(torch.float64)`` is not
+    a float64 reference then."""
+    return any(n.op == "call_method" and n.target in _CASTS for n in gm.graph.nodes)
+
+
+def _with_autocast(
+    helpers: list[str],
+    check: str,
+    autocast: list[Any],
+    rounded: dict[int, str],
+    checking: bool,
+    accuracy: str,
+    gm: Any,
+) -> tuple[list[str], str]:
+    """The check's pieces when the program called the graph under torch.autocast (the
+    forward under it, the backward outside) or when the graph casts values itself (a
+    float64 reference that follows the program's own precision)."""
     if autocast:
         pairs = ", ".join(f"({d!r}, {t})" for d, t in autocast)
         helpers = [h.replace("fn(*args)", "forward(fn, args)") for h in helpers]
@@ -162,20 +191,7 @@ def short_repro(
         text = ", ".join(f"{k!r}: {v}" for k, v in sorted(rounded.items()))
         helpers.append(snippets.F64_AUTOCAST.replace("{rounded}", "{" + text + "}"))
         check = check.replace("Repro().to(torch.float64)", "F64(Repro())")
-    out[-1] = "\n\n" + check
-    for h in helpers:
-        out.append(h)
-    out.append(snippets.CRASH_MAIN if kind == "crash" else snippets.MAIN)
-    return re.sub(r"\n{3,}", "\n\n", "".join(out))  # one blank line between definitions
-
-
-_CASTS = {"float", "half", "double", "bfloat16", "to", "type", "type_as"}
-
-
-def _casts(gm: Any) -> bool:
-    """The graph casts values itself (``h.float()``): ``Repro().to(torch.float64)`` is not
-    a float64 reference then."""
-    return any(n.op == "call_method" and n.target in _CASTS for n in gm.graph.nodes)
+    return helpers, check
 
 
 def _call_of(check: str) -> str:

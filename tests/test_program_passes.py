@@ -1,0 +1,118 @@
+"""The program-level minify's search (minifier/program_passes.py, the source engine on a
+whole module) against pure oracles: no processes, no compiles."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+
+from tcompile.minifier.source import minify_source
+from tcompile.minifier.source_case import program_size, unbound_names
+from tcompile.minifier.verdict import Verdict
+
+PROGRAM = textwrap.dedent(
+    """
+    import math
+    import os
+
+    WIDTH = 64
+    STEPS = 100
+
+
+    def scale(v, k):
+        y = v * k
+        return y
+
+
+    def noise(n):
+        return [i % 7 for i in range(n)]
+
+
+    class Logger:
+        def log(self, text):
+            self.last = text
+
+
+    logger = Logger()
+    total = 0
+    for step in range(STEPS):
+        total += scale(step, 3)
+        logger.log(f"step {step}")
+    values = noise(WIDTH)
+    if total > 10:
+        boom(values)
+    print(math.sqrt(total), os.sep)
+    """
+)
+
+
+def _oracle(source: str) -> str:
+    """'Fails the same way' when the program still calls boom(...) on a list."""
+    calls: list[object] = []
+    namespace = {"boom": lambda v: calls.append(v), "print": lambda *a: None}
+    try:
+        exec(compile(source, "<candidate>", "exec"), namespace)  # noqa: S102
+    except Exception:
+        return Verdict.INVALID.value
+    ok = any(isinstance(c, list) for c in calls)
+    return Verdict.SAME_FAILURE.value if ok else Verdict.PASS.value
+
+
+def test_a_program_shrinks_to_what_its_failure_needs():
+    assert _oracle(PROGRAM) == "same_failure"
+    result = minify_source(PROGRAM, None, _oracle, max_calls=400)
+    assert _oracle(result.source) == "same_failure"
+    tree = ast.parse(result.source)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert "Logger" not in result.source and "math" not in names and "os" not in names
+    assert result.lines_after <= 4, result.source
+    assert program_size(result.source) < program_size(PROGRAM)
+
+
+def test_numbers_shrink_and_loops_run_once():
+    src = "n = 0\nfor i in range(1000):\n    n += 1\nif n >= 1:\n    boom([n])\n"
+    result = minify_source(src, None, _oracle, max_calls=200)
+    assert "1000" not in result.source and _oracle(result.source) == "same_failure"
+
+
+def test_parallel_judging_gives_the_same_program():
+    one = minify_source(PROGRAM, None, _oracle, max_calls=400, jobs=1).source
+    two = minify_source(PROGRAM, None, _oracle, max_calls=400, jobs=3).source
+    assert one == two
+
+
+def test_unbound_names_are_seen_without_running():
+    assert unbound_names(ast.parse("x = 1\nprint(x, y)\n")) == {"y"}
+    assert unbound_names(ast.parse("def f(a):\n    return a\nf(1)\n")) == set()
+    assert unbound_names(ast.parse("from m import *\nprint(y)\n")) == set()  # unsure: silent
+
+
+def test_local_modules_are_pasted_in(tmp_path):
+    from tcompile.repro.program_job import inline_modules
+
+    helper = tmp_path / "helpers.py"
+    helper.write_text("def double(x):\n    return 2 * x\nK = 3\n")
+    src = "import helpers\nfrom helpers import K as k\nprint(helpers.double(k))\n"
+    out = inline_modules(src, [helper])
+    assert "import helpers" not in out and "double(k)" in out.replace("helpers.", "")
+    namespace: dict = {}
+    exec(compile(out, "<inlined>", "exec"), namespace)  # noqa: S102
+    assert namespace["k"] == 3
+
+
+def test_the_program_repro_harness(tmp_path):
+    from tcompile.compiler.program import ProgramFailure
+    from tcompile.repro.program_job import program_repro
+
+    failure = ProgramFailure("exception", "AssertionError", "stale", "assert x == 2", "x")
+    for body, code, said in (
+        ("x = 1\nassert x == 2, 'stale'\n", 1, "REPRODUCED: AssertionError: stale"),
+        ("x = 2\n", 0, "NOT REPRODUCED"),
+    ):
+        path = tmp_path / "repro.py"
+        path.write_text(program_repro("from __future__ import annotations\n" + body, failure))
+        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+        assert proc.returncode == code and said in proc.stdout, proc
+        assert path.read_text().count("\n") < 20
