@@ -13,10 +13,18 @@ from rich.text import Text
 def console(stderr: bool = False) -> Console:
     """A console for people; piped or redirected output is never cut to 80 columns
     (full names and signatures: a reader may be a script or a bug report)."""
-    c = Console(stderr=stderr)
+    c = _Console(stderr=stderr)
     if not c.is_terminal:
-        c = Console(stderr=stderr, width=10_000)
+        c = _Console(stderr=stderr, width=10_000)
     return c
+
+
+class _Console(Console):
+    """rich exits 1 when its reader goes away (``| head -1``); tcompile's answer stands:
+    the pipe error goes to app.finish, which keeps the command's own exit code."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
 
 
 class ConsoleObserver:

@@ -12,7 +12,14 @@ import sys
 from pathlib import Path
 
 _NO_TCOMPILE = (
-    "import sys, runpy\n"
+    "import sys, runpy, os, signal, threading, time\n"
+    # tcompile killed (even with SIGKILL): this repro, its check process and the compilers
+    # they started (all in this process group) go too -- a repro that hangs never outlives it
+    "def _watch(parent=os.getppid()):\n"
+    "    while os.getppid() == parent:\n"
+    "        time.sleep(0.2)\n"
+    "    os.killpg(os.getpgid(0), signal.SIGKILL)\n"
+    "threading.Thread(target=_watch, daemon=True).start()\n"
     "class _Block:\n"
     "    def find_spec(self, name, path=None, target=None):\n"
     "        if name == 'tcompile' or name.startswith('tcompile.'):\n"

@@ -107,6 +107,26 @@ def test_closed_pipe_keeps_the_exit_code(tmp_path):
     assert "rc=1" in out.stdout, out.stdout
 
 
+@pytest.mark.parametrize("reader", ["head -c 1", "head -1", "true"])
+def test_a_closed_pipe_never_changes_a_clean_run_s_exit_code(tmp_path, reader):
+    """rich exits 1 when stdout's reader is gone; tcompile's answer (0: no failure)
+    stands however the reader stops."""
+    script = tmp_path / "clean.py"
+    script.write_text(
+        "import torch\n"
+        "print('\\n'.join(str(i) for i in range(3000)))\n"
+        "print(torch.compile(lambda x: x.relu() + 1, backend='eager')(torch.randn(4)))\n"
+    )
+    shell = (
+        f"{' '.join(tcompile_cmd())} run {script} 2>/dev/null | {reader} >/dev/null;"
+        " echo rc=${PIPESTATUS[0]}"
+    )
+    out = subprocess.run(
+        ["bash", "-c", shell], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert "rc=0" in out.stdout, out.stdout
+
+
 @pytest.mark.slow
 def test_missing_torch_api_is_an_internal_error_not_a_compiler_bug(tmp_path):
     script = tmp_path / "drift.py"
@@ -372,3 +392,44 @@ def test_killed_tcompile_takes_its_minifier_workers_with_it(tmp_path):
     proc.kill()
     proc.wait()
     _until(lambda: not _run_processes(tmp_path), 10, "a worker outlived tcompile")
+
+
+def test_sigkill_of_tcompile_while_verifying_takes_the_repro_with_it(tmp_path):
+    """A repro that hangs (and the process it starts) must not outlive tcompile, even
+    when tcompile is killed with SIGKILL while verifying it."""
+    pids = tmp_path / "pids"
+    repro = tmp_path / "repro.py"
+    repro.write_text(
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "time.sleep(600)\n"
+    )
+    verifier = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from pathlib import Path; from tcompile.repro.verify import repro_output; "
+            f"repro_output(Path({str(repro)!r}))",
+        ],
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and len(pids.read_text().split()) == 2):
+        assert time.monotonic() < deadline, "the repro never started"
+        time.sleep(0.1)
+    started = [int(p) for p in pids.read_text().split()]
+    verifier.send_signal(signal.SIGKILL)
+    verifier.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in started):
+        assert time.monotonic() < deadline, f"still running after tcompile died: {started}"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
