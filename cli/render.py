@@ -325,6 +325,8 @@ def replay_summary(report: Any, console: Console) -> None:
         f"[{colour}]{report.explanation}[/{colour}]  ({took}, files in {report.run_dir})",
         highlight=False,
     )
+    if report.next_command and report.minify is None:
+        console.print(f"next: {report.next_command}", highlight=False)
 
 
 def debug_index(index: list[dict[str, Any]], console: Console) -> None:
@@ -470,6 +472,8 @@ def run_result(report: Any, console: Console) -> None:
     )
     if report.debug_index is not None:
         debug_index(report.debug_index, console)
+    if getattr(report, "next_command", None):
+        console.print(f"next: {report.next_command}", highlight=False)
 
 
 def _records(records: list[dict[str, Any]], console: Console) -> None:

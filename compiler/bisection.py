@@ -25,8 +25,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -36,7 +34,7 @@ from .exitcodes import ExitCode
 from .failure import Failure
 from .observer import NullObserver, Observer
 from .probe import Bisector, Item, bisect_first, describe, items_of, prefix_config
-from .runner import new_run_dir
+from .runner import command_args, new_run_dir
 from .stack import LADDER
 
 
@@ -434,9 +432,4 @@ class _Bisection:
             nxt += f" --graph {graph}"
         if culprit_stage != top:
             nxt += f" --backend {culprit_stage}"
-        command = self.command
-        if command[0] == sys.executable:
-            nxt += " " + " ".join(shlex.quote(c) for c in command[1:])
-        else:
-            nxt += " -- " + " ".join(shlex.quote(c) for c in command)
-        return nxt.strip()
+        return f"{nxt} {command_args(self.command)}".strip()

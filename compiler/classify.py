@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import shutil
 from typing import IO, Any
 
@@ -21,7 +22,7 @@ from .exitcodes import ExitCode, InternalError
 from .failure import Failure, dist_of, group, rank_summary
 from .observer import NullObserver, Observer
 from .protocol import STOP_EXIT, Event, HookConfig, read_events
-from .runner import ProcessResult, new_run_dir, run_process, write_json
+from .runner import ProcessResult, command_args, new_run_dir, run_process, write_json
 from .signature import FailureKind, FailureSignature
 
 
@@ -42,6 +43,7 @@ class RunReport:
     debug_index: list[dict[str, Any]] | None = None
     # frames that failed in Dynamo, recorded for `tcompile replay` (child/frames.py)
     records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    next_command: str | None = None  # what to type next (next_step)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
@@ -342,6 +344,7 @@ def classify_result(
         debug_index = index_debug_dir(debug_dir)
     keep = keep or exit_code == ExitCode.COMPILER_FAILURE or bool(records)
     report = RunReport(
+        next_command=next_step(failures, records, command, accuracy),
         graphs=graphs,
         failures=failures,
         notes=notes,
@@ -362,6 +365,23 @@ def classify_result(
     else:  # a temporary directory holding nothing the user is told about
         shutil.rmtree(run_dir, ignore_errors=True)
     return report
+
+
+def next_step(
+    failures: list[Failure], records: list[dict[str, Any]], command: list[str], accuracy: str
+) -> str | None:
+    """What to type after `tcompile run`: replay a recorded capture failure; minify a
+    failure no graph holds (the program itself); bisect one in a graph."""
+    if not failures:
+        return None
+    first = failures[0]
+    if first.kind == FailureKind.CAPTURE.value and first.record:
+        return f"tcompile replay {shlex.quote(first.record)}"
+    flag = {"loose": " --accuracy", "strict": " --strict-accuracy"}.get(accuracy, "")
+    if first.kind == FailureKind.ACCURACY.value and not flag:
+        flag = " --accuracy"
+    verb = "minify" if first.graph is None else "bisect"
+    return f"tcompile {verb}{flag} {command_args(command)}"
 
 
 def _located(

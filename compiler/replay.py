@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import sys
 from typing import IO, Any
 
@@ -51,6 +52,7 @@ class ReplayReport:
     command: list[str]
     run: dict[str, Any] | None = None
     minify: Any = None  # `replay --minify`: the minify job's report
+    next_command: str | None = None  # what to type next: minify what the replay showed
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(dataclasses.replace(self, failures=[], minify=None))
@@ -273,6 +275,11 @@ def _judge(
         run_dir=report.run_dir,
         command=command,
         run=report.to_json(),
+        next_command=(
+            f"tcompile replay --minify {shlex.quote(path)}"
+            if outcome in ("reproduced", "different")
+            else None
+        ),
     )
 
 

@@ -406,6 +406,16 @@ class _EventTail:
         return stopped
 
 
+def command_args(command: list[str]) -> str:
+    """The command as it goes after a tcompile command's options: ``SCRIPT ARGS`` for a
+    script run with this Python, else ``-- COMMAND ARGS`` (for a next_command)."""
+    import shlex
+
+    if command and command[0] == sys.executable:
+        return " ".join(shlex.quote(c) for c in command[1:])
+    return "-- " + " ".join(shlex.quote(c) for c in command)
+
+
 def new_run_dir(out: str | None, prefix: str = "run") -> str:
     """A fresh directory for one tcompile job: under ``out`` or a new temporary one.
     Always an absolute path: it is handed to processes that run elsewhere."""

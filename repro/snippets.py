@@ -110,11 +110,7 @@ def run(fn, inputs, dtype=None):  # the outputs, on private copies of the inputs
 # A failure that kills the process (a C++ throw in generated code, a CUDA fault): the
 # check runs in a child; a signal is the identity (crash.py), plus the dying words.
 CRASH_MAIN = """
-if __name__ == "__main__":
-    if "--child" in sys.argv:  # the check itself: it may die of the bug
-        sig = check()
-        print("@@" + (f"REPRODUCED: {sig}" if sig else "NOT REPRODUCED"), flush=True)
-        sys.exit(0)
+def test_fn():  # True when the failure does not show; the check runs in a child: it may die
     proc = subprocess.run([sys.executable, __file__, "--child", *sys.argv[1:]],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     said = [ln[2:] for ln in proc.stdout.splitlines() if ln.startswith("@@")]
@@ -122,8 +118,19 @@ if __name__ == "__main__":
         why = next((ln.strip() for ln in proc.stderr.splitlines() if any(w in ln for w in DYING)), "")
         said = [f"REPRODUCED: {STAGE}/crash: {signal.Signals(-proc.returncode).name}: "
                 + scrub(why or f"process killed by {signal.Signals(-proc.returncode).name}")]
-    print(said[0] if said else f"ERROR: the check failed:\\n{proc.stderr[-2000:]}")
-    sys.exit(1 if said and said[0].startswith("REPRODUCED") else 0 if said else 2)
+    SEEN[:] = [said[0] if said else f"ERROR: the check failed:\\n{proc.stderr[-2000:]}"]
+    return SEEN[0] == "NOT REPRODUCED"
+
+
+SEEN = [None]
+if __name__ == "__main__":
+    if "--child" in sys.argv:  # the check itself: it may die of the bug
+        sig = check()
+        print("@@" + (f"REPRODUCED: {sig}" if sig else "NOT REPRODUCED"), flush=True)
+        sys.exit(0)
+    passed = test_fn()
+    print(SEEN[0])
+    sys.exit(0 if passed else 1 if SEEN[0].startswith("REPRODUCED") else 2)
 """
 
 SCRUB = """
@@ -134,13 +141,19 @@ def scrub(text):  # tcompile's normalize_message: addresses, paths, hashes, numb
 """
 
 MAIN = """
+def test_fn():  # True when the failure does not show (as torch's CompilerBisector wants)
+    global SEEN
+    SEEN = check()
+    return SEEN is None
+
+
 if __name__ == "__main__":
     try:
-        sig = check()
+        passed = test_fn()
     except Exception as exc:  # not the failure being shown: never "reproduced"
         sys.exit(print(f"ERROR: the check itself failed: {type(exc).__name__}: {exc}") or 2)
-    print(f"REPRODUCED: {sig}" if sig else "NOT REPRODUCED")
-    sys.exit(1 if sig else 0)
+    print("NOT REPRODUCED" if passed else f"REPRODUCED: {SEEN}")
+    sys.exit(0 if passed else 1)
 """
 
 DYING = (

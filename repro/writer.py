@@ -90,7 +90,7 @@ def short_repro(
     std = (
         ["sys"]
         + (["contextlib"] if autocast else [])
-        + (["os"] if sidecar else [])
+        + ["os"]
         + (["re"] if uses_signature or kind == "crash" else [])
     )
     std += ["signal", "subprocess"] if kind == "crash" else []
@@ -100,7 +100,8 @@ def short_repro(
         out.append(AOT_COMPILE_SOURCE + "\n")
     out.append(f"\nSTAGE = {stage!r}\n")
     out.append(
-        'BACKEND = sys.argv[sys.argv.index("--backend") + 1] if "--backend" in sys.argv else STAGE\n'
+        'BACKEND = sys.argv[sys.argv.index("--backend") + 1] if "--backend" in sys.argv else '
+        'os.environ.get("TORCH_COMPILE_BACKEND", STAGE)\n'
     )
     if kwargs:
         out.append(f"KWARGS = {py_literal(kwargs)} if BACKEND == STAGE else {{}}\n")

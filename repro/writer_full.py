@@ -187,7 +187,7 @@ def check(backend):
 
 
 def main():
-    backend = STAGE
+    backend = os.environ.get("TORCH_COMPILE_BACKEND", STAGE)
     if "--backend" in sys.argv:
         backend = sys.argv[sys.argv.index("--backend") + 1]
     if "--child" in sys.argv:  # runs the check; may die with the bug (a C++ throw aborts)
@@ -221,8 +221,16 @@ def main():
 
 {helpers}
 
+
+def test_fn():  # True when the failure does not show (as torch's CompilerBisector wants)
+    CODE[:] = [main()]
+    return CODE[0] == 0
+
+
+CODE = [0]
 if __name__ == "__main__":
-    sys.exit(main())
+    test_fn()
+    sys.exit(CODE[0])
 '''
 
 
