@@ -67,6 +67,14 @@ def main() -> None:
 )
 @only_option
 @click.option(
+    "--trace",
+    "trace",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write torch's structured trace of the run here (TORCH_TRACE); with tlparse "
+    "installed, its pages too, the failing graph's named.",
+)
+@click.option(
     "--record",
     "record_all",
     is_flag=True,
@@ -82,6 +90,7 @@ def run(
     out: str | None,
     debug_dir: str | None,
     only: str | None,
+    trace: str | None,
     record_all: bool,
     argv: tuple[str, ...],
 ) -> None:
@@ -102,6 +111,7 @@ def run(
             debug_dir=args.abs_dir(debug_dir),
             only=only,
             record="all" if record_all else "failures",
+            trace=args.abs_dir(trace),
             **app.common(out, timeout, as_json),
         )
 
@@ -357,6 +367,13 @@ if __name__ == "__main__":  # pragma: no cover
     show_default=True,
     help="Bisect and minify at most this many distinct failures.",
 )
+@click.option(
+    "--trace",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write torch's structured trace of the first run here (TORCH_TRACE); with "
+    "tlparse installed, the failing graph's page is named in report.md.",
+)
 @json_option
 @out_option
 @program_argument
@@ -365,6 +382,7 @@ def report(
     timeout: float | None,
     jobs: int,
     max_bugs: int,
+    trace: str | None,
     as_json: bool,
     out: str | None,
     argv: tuple[str, ...],
@@ -383,6 +401,7 @@ def report(
             accuracy=accuracy,
             jobs=jobs,
             max_bugs=max_bugs,
+            trace=args.abs_dir(trace),
             **app.common(out, timeout, as_json),
         )
 

@@ -472,6 +472,15 @@ def run_result(report: Any, console: Console) -> None:
     )
     if report.debug_index is not None:
         debug_index(report.debug_index, console)
+    trace = getattr(report, "trace", None)
+    if trace:
+        console.print(f"trace: {trace['dir']}", highlight=False)
+        if trace.get("tlparse"):
+            console.print(f"tlparse: {trace['tlparse']}", highlight=False)
+        for graph, page in sorted((trace.get("pages") or {}).items()):
+            console.print(f"  failing graph {graph}: {page}", highlight=False)
+        if trace.get("why"):
+            console.print(f"  ({trace['why']})", highlight=False)
     if getattr(report, "next_command", None):
         console.print(f"next: {report.next_command}", highlight=False)
 

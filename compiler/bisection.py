@@ -116,7 +116,14 @@ def run_bisect(
 
 
 def baseline_run(
-    command: list[str], *, out: str, accuracy: str, timeout: float | None, stdout: Any, stderr: Any
+    command: list[str],
+    *,
+    out: str,
+    accuracy: str,
+    timeout: float | None,
+    stdout: Any,
+    stderr: Any,
+    trace: str | None = None,
 ) -> RunReport:
     """The program as it is, counting inductor's subsystem applications as it goes
     (no limits: it runs exactly as a plain run)."""
@@ -129,6 +136,7 @@ def baseline_run(
         stdout=stdout,
         stderr=stderr,
         bisect={"limits": {}, "toggles": {}},
+        trace=trace,
     )
 
 

@@ -44,6 +44,7 @@ class RunReport:
     # frames that failed in Dynamo, recorded for `tcompile replay` (child/frames.py)
     records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     next_command: str | None = None  # what to type next (next_step)
+    trace: dict[str, Any] | None = None  # --trace: the trace, tlparse's pages (trace.py)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
@@ -235,6 +236,7 @@ def run_and_classify(
     only: str | None = None,
     record: str = "failures",
     confirm: bool = True,
+    trace: str | None = None,
 ) -> RunReport:
     """``tcompile run``: the command under the wrapped stack, every graph, every failure."""
     observer = observer or NullObserver()
@@ -248,12 +250,13 @@ def run_and_classify(
         debug_dir=debug_dir,
         only=only,
         record=record,
+        trace=trace,
     )
     observer.status("running the command under tcompile")
     result = run_process(
         command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
     )
-    return classify_result(
+    report = classify_result(
         result,
         command,
         run_dir,
@@ -265,8 +268,16 @@ def run_and_classify(
         stderr=stderr,
         debug_dir=debug_dir,
         confirm=confirm,
-        keep=out is not None,
+        keep=out is not None or trace is not None,
     )
+    if trace is not None:
+        from .trace import trace_summary
+
+        observer.status("turning the trace into pages (tlparse)")
+        report.trace = trace_summary(trace, report.graphs, report.failures)
+        if report.run_dir:
+            write_json(os.path.join(report.run_dir, "result.json"), report.to_json())
+    return report
 
 
 def classify_result(

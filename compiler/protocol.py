@@ -95,6 +95,7 @@ class HookConfig:
     # keep inductor's debug artifacts per graph under this directory
     debug_dir: str | None = None
     only: str | None = None  # compile only frames of this function name
+    trace: str | None = None  # torch's structured trace of the run goes here (TORCH_TRACE)
     # records of frames that fail in Dynamo (record.py): off | failures (those the
     # program dies of) | all (every frame whose conversion raised)
     record: str = "failures"

@@ -126,6 +126,8 @@ def child_env(
     env[PARENT_ENV] = parent_identity()  # children exit when tcompile is gone (child/hooks.py)
     if config.only:
         env["TORCHDYNAMO_DEBUG_FUNCTION"] = config.only  # Dynamo compiles only frames of that name
+    if config.trace:
+        env["TORCH_TRACE"] = config.trace  # torch's structured trace (trace.py)
     env[CONFIG_ENV] = config.to_env()
     env[RUN_ENV] = config.dir  # every process of the run, wherever it goes (procs.py)
     path = os.pathsep.join([*(extra_path or []), env.get("PYTHONPATH", "")]).strip(os.pathsep)

@@ -59,6 +59,7 @@ def run_report(
     observer: Observer | None = None,
     stdout: Any = None,
     stderr: Any = None,
+    trace: str | None = None,
 ) -> Report:
     from .minify_job import run_minify
 
@@ -67,7 +68,13 @@ def run_report(
     run_dir = Path(new_run_dir(out, "report"))
     observer.status("running the program once: every graph, every failure")
     base = baseline_run(
-        command, out=str(run_dir), accuracy=accuracy, timeout=timeout, stdout=stdout, stderr=stderr
+        command,
+        out=str(run_dir),
+        accuracy=accuracy,
+        timeout=timeout,
+        stdout=stdout,
+        stderr=stderr,
+        trace=trace,
     )
     if base.exit_code != ExitCode.COMPILER_FAILURE:
         return Report(
@@ -86,18 +93,29 @@ def run_report(
         bug = dict(g)
         first = next(f for f in base.failures if f.text == g["signature"])
         bug.update(graph=first.graph, graph_kind=first.graph_kind, record=first.record)
+        page = ((base.trace or {}).get("pages") or {}).get(str(first.graph))
+        if base.trace:
+            bug["trace"] = {
+                "dir": base.trace["dir"],
+                "tlparse": base.trace.get("tlparse"),
+                "page": page,
+            }
+        args: dict[str, Any] = {}
         if first.graph is not None:
             observer.status(f"bisecting: {g['signature']}")
             bis = run_bisect(
                 command, match=_match(g["signature"]), observer=observer, baseline=base, **common
             )
             bug["bisect"] = bis.to_json()
-            observer.status(f"minifying: {g['signature']}")
             args = bis.minify_args() or {"graph": first.graph, "backend": None}
-            mini = run_minify(
-                command, match=_match(g["signature"]), observer=observer, **args, **common
-            )
-            bug["minify"] = mini.to_json()
+        elif first.kind == "capture":
+            bugs.append(bug)
+            continue
+        # a failure no graph holds is minified at the program level (program_job.py)
+        observer.status(f"minifying: {g['signature']}")
+        match = _match(g["signature"]) if first.graph is not None else None
+        mini = run_minify(command, match=match, observer=observer, **args, **common)
+        bug["minify"] = mini.to_json()
         bugs.append(bug)
     return write_report(run_dir, bugs, base_seconds=time.monotonic() - t0)
 
@@ -227,6 +245,12 @@ def section(bug: dict[str, Any], *, level: str) -> str:
             f"Bisect ({bis.get('runs')} runs): on the original program, with torch's own hooks,\n\n"
             f"```\n{bad} python <program>   # fails\n{good} python <program>   # passes\n```\n"
         )
+    trace = bug.get("trace") or {}
+    if trace.get("tlparse"):
+        where = f"the failing graph's page: `{trace['page']}`" if trace.get("page") else ""
+        out.append(f"Trace (TORCH_TRACE, tlparse): `{trace['tlparse']}` {where}\n")
+    elif trace.get("dir"):
+        out.append(f"Trace (TORCH_TRACE): `{trace['dir']}` (tlparse not installed)\n")
     excerpt = kernel_excerpt(mini.get("kernel"))
     if excerpt:
         lang = "cpp" if mini["kernel"].endswith(".cpp") else "python"
