@@ -115,3 +115,26 @@ def test_special_values_survive_into_the_repro(tmp_path):
         [sys.executable, doc["repro"]], capture_output=True, text=True, cwd=tmp_path
     )
     assert fresh.returncode == 1 and "REPRODUCED" in fresh.stdout
+
+
+def test_run_trace_writes_torch_s_trace_and_names_the_failing_graph_s_page(tmp_path):
+    import shutil
+
+    trace = tmp_path / "trace"
+    r, doc = _json(
+        "run",
+        "--accuracy",
+        "--json",
+        "--trace",
+        str(trace),
+        "--out",
+        str(tmp_path / "o"),
+        str(FIXTURES / "multi_graph.py"),
+    )
+    assert r.returncode == 1 and doc["next_command"].startswith("tcompile bisect --accuracy")
+    assert doc["trace"]["logs"] and all(p.startswith(str(trace)) for p in doc["trace"]["logs"])
+    if shutil.which("tlparse"):
+        assert doc["trace"]["tlparse"].endswith("index.html")
+        assert "1" in doc["trace"]["pages"]  # graph 1 holds the planted bug
+    else:
+        assert "tlparse" in doc["trace"]["why"]
