@@ -54,7 +54,7 @@ TOGGLES: dict[str, dict[str, Any]] = {
 }
 
 
-#: torch releases (major.minor) this repository's suite has been run against (README
+#: torch releases (major.minor) this repository's suite has been run against (docs/layout.md
 #: "Versions"); others run, with one warning line.
 TESTED_TORCH: tuple[str, ...] = ("2.11", "2.13", "2.14")
 

@@ -2,7 +2,7 @@
 # Run the suite against another torch, in a virtual environment of its own (not CI):
 #   bash scripts/test_torch.sh 2.14.1 [pytest args...]     e.g. -m "not slow"
 # torch==2.14.1 installs from local disk here (a CUDA build that runs on the CPU, ~5.5 GB).
-# The result goes to README "Versions" by hand, with the date.
+# The result goes to docs/layout.md "Versions" by hand, with the date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${1:?usage: scripts/test_torch.sh TORCH_VERSION [pytest args...]}

@@ -1,4 +1,4 @@
-"""The house's rules (README "Layout"), checked on the source: no compiles, no torch.
+"""The house's rules (docs/layout.md), checked on the source: no compiles, no torch.
 
 * no import cycles between files (a deferred import counts: a cycle that survives only
   because an import is deferred is still a cycle);
