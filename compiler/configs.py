@@ -39,6 +39,17 @@ def _table_source(table: dict[str, Any], lines: list[str], extra: list[str]) -> 
     lines.append("compile_fx.select_decomp_table = program_table")
 
 
+# a graph holding collectives (all_reduce, ...) replays in one process: a fake process
+# group with the rank and world size the job had answers them (as torch's own runnable
+# graph dumps do)
+FAKE_PG = (
+    "import torch.distributed as dist\n"
+    "from torch.testing._internal.distributed.fake_pg import FakeStore\n"
+    "\n"
+    "# the job's collectives, answered in one process by a fake process group\n"
+    'dist.init_process_group("fake", rank={rank}, world_size={world_size}, store=FakeStore())\n'
+)
+
 # how a repro.py compiles an AOT-level graph: as inductor compiles the graphs AOTAutograd
 # hands it (torch's own after-aot repros do the same)
 AOT_COMPILE_SOURCE = "from torch._inductor.compile_fx import compile_fx_inner"

@@ -24,7 +24,7 @@ from typing import Any
 
 from tcompile.compiler import accuracy as _acc
 from tcompile.compiler import signature as _sig
-from tcompile.compiler.configs import AOT_COMPILE_SOURCE, config_source
+from tcompile.compiler.configs import AOT_COMPILE_SOURCE, FAKE_PG, config_source
 from tcompile.compiler.crash import _DYING_WORDS
 from tcompile.compiler.literals import py_literal
 
@@ -118,6 +118,10 @@ def short_repro(
         )
     if meta.get("grad_enabled", True) is False:
         out.append("torch.set_grad_enabled(False)  # as in the program when the graph ran\n")
+    if meta.get("collectives"):
+        out.append(
+            "\n" + FAKE_PG.format(rank=meta.get("rank", 0), world_size=meta.get("world_size", 2))
+        )
     if config_lines.strip():
         out.append(config_lines.rstrip() + "\n")
     for src in (extra, own):

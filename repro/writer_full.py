@@ -25,7 +25,7 @@ from tcompile.compiler import accuracy as _acc
 from tcompile.compiler import float64 as _f64
 from tcompile.compiler import signature as _sig
 from tcompile.compiler import snapshot as _snap
-from tcompile.compiler.configs import AOT_COMPILE_SOURCE, config_source
+from tcompile.compiler.configs import AOT_COMPILE_SOURCE, FAKE_PG, config_source
 
 from .inputs import InputSpec, compact_source
 from .module import module_source
@@ -261,7 +261,10 @@ def full_repro(
         functions = f"{{{stage!r}: {stage}}}"
     compile_kwargs = compile_kwargs_of(meta, accuracy, stage, gm, specs)
     dynamic = compile_kwargs.pop("dynamic", None)
-    extra_source = "\n\n".join(x for x in (extra, backend_fn) if x)
+    fake_pg = ""
+    if meta.get("collectives"):
+        fake_pg = FAKE_PG.format(rank=meta.get("rank", 0), world_size=meta.get("world_size", 2))
+    extra_source = "\n\n".join(x for x in (fake_pg, extra, backend_fn) if x)
     text = _TEMPLATE.format(
         tcompile=env["tcompile"],
         signature=signature,

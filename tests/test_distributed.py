@@ -171,3 +171,22 @@ def test_two_nodes_bisect_together_through_a_shared_directory(tmp_path):
         assert doc["exit_code"] == 1 and doc["rank"] == 1, doc["message"]
         assert (doc["subsystem"], doc["detail"]) == ("lowerings", "relu")
     assert docs[0]["runs"] == docs[1]["runs"]
+
+
+def test_a_graph_with_collectives_minifies_in_one_process_against_a_fake_group(tmp_path):
+    """The failing graph holds an all_reduce: its workers and repro.py run in one process,
+    a fake process group with the job's rank and world size answering the collective."""
+    r, doc = _json(
+        "minify", "--json", "--out", str(tmp_path), *_torchrun("collective_backend_bug.py")
+    )
+    assert r.returncode == 1 and doc["verified"], doc["message"]
+    text = open(doc["repro"]).read()
+    assert "all_reduce" in text and 'init_process_group("fake"' in text and "world_size=2" in text
+    alone = subprocess.run(
+        [sys.executable, doc["repro"]],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
+    )
+    assert alone.returncode == 1 and "REPRODUCED" in alone.stdout, alone.stdout + alone.stderr

@@ -19,7 +19,7 @@ from ..graph_io import load_graph, save_graph
 from ..protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, HookConfig
 from ..signature import FailureSignature
 from .global_state import isolated
-from .graphs import holds_transform
+from .graphs import has_collectives, holds_transform
 from .judge import CompileSpec, Target, judge
 from .torch_config import config_diffs, source_of
 
@@ -102,6 +102,11 @@ def _capture_meta(
         "dynamic": spec.dynamic,
         "grad_enabled": torch.is_grad_enabled(),  # the program's grad mode at the call
         "autocast": Ambient().to_json(),  # an outer torch.autocast the call ran under
+        # a graph that talks to other ranks replays in one process against a fake process
+        # group with the job's rank and world size (configs.FAKE_PG)
+        "collectives": has_collectives(graph),
+        "rank": _env_int("RANK", 0),
+        "world_size": _env_int("WORLD_SIZE", 1),
         "level": level,
         "torch": torch.__version__,
     }
@@ -152,6 +157,13 @@ def judge_error(exc: BaseException) -> tuple[Any, dict[str, Any]]:
     return Verdict.INVALID, {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
 def _plain(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool, type(None)))
 
@@ -171,6 +183,7 @@ def serve_launcher() -> NoReturn:
     spec): restore the config and the program's backend, load the graph, serve."""
     import torch
 
+    from ..configs import FAKE_PG
     from ..protocol import CONFIG_ENV
     from .torch_config import apply_config
 
@@ -180,6 +193,11 @@ def serve_launcher() -> NoReturn:
     data = launcher["data"]
     meta = data["meta"]
     namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten}
+    if meta.get("collectives"):  # the job's collectives, answered by a fake process group
+        exec(
+            FAKE_PG.format(rank=meta.get("rank", 0), world_size=meta.get("world_size", 2)),
+            namespace,
+        )  # noqa: S102
     apply_config(meta.get("config") or {}, namespace)
     user_backend: Any = meta.get("user_backend") or meta.get("stage")
     if meta.get("backend_source"):
@@ -195,5 +213,9 @@ def serve_launcher() -> NoReturn:
         stage=meta["stage"],
         forward_kind=meta.get("forward_kind", "forward"),
         spec=CompileSpec(user_backend, meta.get("mode"), meta.get("options"), meta.get("dynamic")),
-        meta_extra={k: meta[k] for k in ("backend_source", "user_backend") if k in meta},
+        meta_extra={
+            k: meta[k]
+            for k in ("backend_source", "user_backend", "collectives", "rank", "world_size")
+            if k in meta
+        },
     )
