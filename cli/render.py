@@ -417,6 +417,13 @@ def minify_result(report: Any, console: Console) -> None:
             f"{report.calls}   time: {report.seconds:.1f}s",
             highlight=False,
         )
+    elif getattr(report, "level", "graph") == "program":
+        prog = report.program or {}
+        console.print(
+            f"program:  {prog.get('lines_before')} -> {prog.get('lines_after')} lines   "
+            f"candidate runs: {prog.get('runs')}   time: {report.seconds:.1f}s",
+            highlight=False,
+        )
     else:
         console.print(
             f"graph:    {report.graph} ({report.graph_kind}), stage {report.stage}",
@@ -427,6 +434,7 @@ def minify_result(report: Any, console: Console) -> None:
             f"{report.calls}   time: {report.seconds:.1f}s",
             highlight=False,
         )
+    _numerics(report, console)
     console.print(
         f"repro:    {report.repro} ({ok}{', real inputs' if report.real_inputs else ''})",
         highlight=False,
@@ -435,6 +443,23 @@ def minify_result(report: Any, console: Console) -> None:
         console.print(f"launcher: {report.launcher}", highlight=False)
     if report.interrupted:
         console.print("[yellow]interrupted: this is the smallest graph found so far[/yellow]")
+
+
+def _numerics(report: Any, console: Console) -> None:
+    """An accuracy failure: where its values first go wrong, and which switch fixes it."""
+    first = ((getattr(report, "divergence", None) or {}).get("minimal")) or {}
+    if first.get("node"):
+        kernel = f", kernel {first['kernel']}" if first.get("kernel") else ""
+        console.print(
+            Text("diverges: ")
+            + plain(
+                f"{first['op']} (node {first['node']}{kernel}) at {first.get('source') or '?'}"
+            ),
+            highlight=False,
+        )
+    switches = getattr(report, "switches", None)
+    if switches:
+        console.print(Text("numerics: ") + plain(switches["verdict"]), highlight=False)
 
 
 def run_result(report: Any, console: Console) -> None:

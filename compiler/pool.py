@@ -236,7 +236,37 @@ class WorkerPool:
             return self._spawn()
         return self._idle.get()
 
-    def evaluate(self, gm: Any, inputs: list[Any]) -> tuple[Verdict, dict[str, Any] | None]:
+    def analyze(self, gm: Any, inputs: list[Any]) -> dict[str, Any]:
+        """Where ``gm``'s values first go wrong, in which kernel, and the numerics
+        switches the worker's torch has (child/numerics.py)."""
+        import torch
+
+        with self._lock:
+            self._counter += 1
+            n = self._counter
+        gpath, ipath = self.dir / f"an-{n}.graph.pt", self.dir / f"an-{n}.inputs.pt"
+        save_graph(gm, gpath)
+        torch.save(inputs, ipath)
+        w = self._acquire()
+        try:
+            w.to_child.write(
+                json.dumps({"id": n, "graph": str(gpath), "inputs": str(ipath), "analyze": True})
+                + "\n"
+            )
+            reply = w.wait_line(max(self.timeout, 600.0))
+        except (TimeoutError, WorkerDied, OSError, ValueError) as exc:
+            w.kill()
+            self.restarts += 1
+            return {"node": None, "why": f"the worker did not answer: {type(exc).__name__}"}
+        finally:
+            for p in (gpath, ipath):
+                p.unlink(missing_ok=True)
+        self._idle.put(w)
+        return reply.get("analysis") or {}
+
+    def evaluate(
+        self, gm: Any, inputs: list[Any], patch: dict[str, Any] | None = None
+    ) -> tuple[Verdict, dict[str, Any] | None]:
         import torch
 
         with self._lock:
@@ -248,9 +278,10 @@ class WorkerPool:
         w = self._acquire()
         t0 = time.monotonic()
         try:
-            w.to_child.write(
-                json.dumps({"id": n, "graph": str(gpath), "inputs": str(ipath)}) + "\n"
-            )
+            request = {"id": n, "graph": str(gpath), "inputs": str(ipath)}
+            if patch:
+                request["patch"] = patch
+            w.to_child.write(json.dumps(request) + "\n")
             reply = w.wait_line(self.timeout)
         except TimeoutError:
             w.kill()

@@ -67,6 +67,9 @@ def minify_captured(job: Job) -> MinifyReport:
             shrunk = None
             if not result.stopped and not job.real_inputs:
                 shrunk = shrink_minimal(job, pool, result, meta, interrupts.event)
+            numerics = None
+            if job.signature.kind == "accuracy" and not result.stopped:
+                numerics = numerics_of(job, pool, (gm, inputs), (result.gm, result.inputs))
     finally:
         pool.close()
     job.observer.status(
@@ -113,6 +116,7 @@ def minify_captured(job: Job) -> MinifyReport:
         interrupted=result.stopped or cut,
         worker_restarts=pool.restarts,
         history=[dataclasses.asdict(h) for h in result.history],
+        **(numerics or {}),
     )
     doc = report.to_json()
     write_json(job.run_dir / "minify.json", {k: doc[k] for k in MINIFY_JSON_FIELDS})
@@ -136,6 +140,47 @@ MINIFY_JSON_FIELDS = (
     "inputs",
     "repro_before",
 )
+
+
+def numerics_of(
+    job: Job, pool: Any, full: tuple[Any, Any], minimal: tuple[Any, Any]
+) -> dict[str, Any]:
+    """An accuracy failure: where the values first go wrong (in the full graph and the
+    minimal one), in which kernel, and which numerics switch makes the minimal graph
+    pass -- each switch judged by a worker, in parallel (child/numerics.py)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tcompile.minifier.verdict import Verdict
+
+    job.observer.status("accuracy: where the values first go wrong, and which switch fixes them")
+    low = pool.analyze(*minimal)
+    high = pool.analyze(*full)
+    switches = [tuple(s) for s in low.pop("switches", [])]
+    high.pop("switches", None)
+
+    def passes(switch: tuple[Any, ...]) -> bool:
+        verdict, _ = pool.evaluate(*minimal, patch={switch[0]: switch[1]})
+        return verdict is Verdict.PASS
+
+    with ThreadPoolExecutor(max(1, job.jobs)) as ex:
+        results = list(ex.map(passes, switches))
+    fixed = [
+        {"switch": f"{k}={v!r}", "means": why} for (k, v, why), ok in zip(switches, results) if ok
+    ]
+    if fixed:
+        verdict = f"passes with {fixed[0]['switch']}: {fixed[0]['means']}"
+    elif switches:
+        verdict = "passes with no numerics switch: a miscompile"
+    else:
+        verdict = "no numerics switch to try on this torch"
+    return {
+        "divergence": {"minimal": low, "full": high},
+        "switches": {
+            "tried": [f"{k}={v!r}" for k, v, _ in switches],
+            "passes_with": fixed,
+            "verdict": verdict,
+        },
+    }
 
 
 def _message(verified: bool, stopped: bool, cut: bool, repro: Path) -> str:

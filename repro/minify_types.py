@@ -54,6 +54,10 @@ class MinifyReport:
     program: dict[str, Any] | None = None  # the program level: lines, runs, control
     # the graph failed in the program but passes alone (the failure needs what ran before)
     alone_passes: bool = False
+    # an accuracy failure: the first node whose values go wrong, in the full and the
+    # minimal graph (node, op, source line, kernel), and which numerics switch fixes it
+    divergence: dict[str, Any] | None = None
+    switches: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -220,9 +220,24 @@ def describe(bug: dict[str, Any]) -> str:
             if mini.get("verified")
             else "is NOT verified"
         )
-        text.append(
-            f"The graph shrinks from {mini.get('nodes_before')} to {mini.get('nodes_after')} nodes; the repro below {state}."
-        )
+        if mini.get("level") == "program":
+            prog = mini.get("program") or {}
+            text.append(
+                f"No single graph holds it: the program shrinks from {prog.get('lines_before')} "
+                f"to {prog.get('lines_after')} lines; the repro below {state}."
+            )
+        else:
+            text.append(
+                f"The graph shrinks from {mini.get('nodes_before')} to {mini.get('nodes_after')} nodes; the repro below {state}."
+            )
+        first = (mini.get("divergence") or {}).get("minimal") or {}
+        if first.get("node"):
+            kernel = f" in kernel `{first['kernel']}`" if first.get("kernel") else ""
+            text.append(
+                f"The values first go wrong at `{first['op']}`{kernel} ({first.get('source')})."
+            )
+        if mini.get("switches"):
+            text.append(f"Numerics: {mini['switches']['verdict']}.")
     elif bug.get("record"):
         text.append(
             f"The failing frame is recorded for `tcompile replay` ({Path(bug['record']).name})."

@@ -168,6 +168,19 @@ def _compile_through_dynamo(
     return compiled, errors
 
 
+def compiler_for(target: Target) -> Any:
+    """``(gm, inputs) -> callable``: a graph compiled as candidates are (numerics.py)."""
+    if target.level == "aot":
+        from torch._inductor.compile_fx import compile_fx_inner
+
+        def aot(gm: Any, inputs: list[Any]) -> Any:
+            compiled = compile_fx_inner(fresh_copy(gm), [accuracy.clone_input(x) for x in inputs])
+            return lambda *args: compiled(list(args))
+
+        return aot
+    return lambda gm, inputs: _compile_through_dynamo(gm, target)[0]
+
+
 def judge_aot(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgement:
     """An AOT-level candidate: ATen ops, compiled by inductor's compile_fx_inner (as
     inductor compiles the forward/backward/inference graphs it is handed)."""

@@ -21,6 +21,7 @@ from ..signature import FailureSignature
 from .global_state import isolated
 from .graphs import has_collectives, holds_transform
 from .judge import CompileSpec, Target, judge
+from .numerics import patched
 from .torch_config import config_diffs, source_of
 
 
@@ -134,10 +135,15 @@ def _answer(fds: list[int], target: Target, ready: dict[str, Any]) -> None:
             req = json.loads(line)
             if req.get("stop"):
                 break
+            if req.get("analyze"):  # where the values first go wrong (numerics.py)
+                replies.write(
+                    json.dumps({"id": req["id"], "analysis": _analyze(req, target)}) + "\n"
+                )
+                continue
             try:
                 gm = load_graph(req["graph"])  # written by our parent
                 cand_inputs = torch.load(req["inputs"], weights_only=False)
-                with isolated():  # a candidate cut inside a functorch transform
+                with isolated(), patched(req.get("patch")):  # a cut inside a transform; a switch
                     verdict, sig = judge(gm, cand_inputs, target)
             except Exception as exc:  # a broken candidate, not a broken worker
                 verdict, sig = judge_error(exc)
@@ -149,6 +155,29 @@ def _answer(fds: list[int], target: Target, ready: dict[str, Any]) -> None:
             replies.write(json.dumps(reply) + "\n")
             if retire:
                 break
+
+
+def _analyze(req: dict[str, Any], target: Target) -> dict[str, Any]:
+    """First divergence and its kernel for the graph of ``req``; the switches this torch
+    has (the parent judges the graph under each)."""
+    import torch
+
+    from .judge import compiler_for
+    from .numerics import available_switches, first_divergence, kernel_of
+
+    try:
+        gm = load_graph(req["graph"])
+        inputs = torch.load(req["inputs"], weights_only=False)
+        compile_fn = compiler_for(target)
+        with isolated():
+            found = first_divergence(gm, inputs, compile_fn)
+            if found.get("node"):
+                found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs)
+        cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs)
+        found["switches"] = [[k, v, why] for k, v, why in available_switches(cuda)]
+        return found
+    except Exception as exc:
+        return {"node": None, "why": f"{type(exc).__name__}: {exc}"[:300], "switches": []}
 
 
 def judge_error(exc: BaseException) -> tuple[Any, dict[str, Any]]:

@@ -1,0 +1,221 @@
+"""Where an accuracy failure's values first go wrong, in which kernel, and which numerics
+switch makes them right (issue 25), inside a minifier worker.
+
+*First divergence*: the graph's compute nodes in order; for a node k, the prefix of the
+graph up to k, returning k's value, is compiled as the candidate would be (judge.py)
+and its value compared with eager's and with float64's (accuracy.compare_tensor, the
+one rule).  Wrong values propagate, so the first wrong node is found by bisection over
+k: log2(n) compiles.  The compile of that prefix tracks inductor's provenance
+(``trace.provenance_tracking_level``): the kernel whose post-grad nodes compute the
+node is named.
+
+*Switches*: data (:data:`SWITCHES`): a config entry and the value that turns a numerics
+policy off, with what it means when it makes the failure go away.  The worker judges
+the graph under one switch (``patched``); the parent asks for all in parallel.  A
+switch this torch lacks is skipped; a new torch's switch is one line here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from .. import accuracy
+from .graphs import COMPUTE_OPS, fresh_copy
+
+# (config entry, value, what it means when the failure goes away with it)
+SWITCHES: tuple[tuple[str, Any, str], ...] = (
+    ("emulate_precision_casts", True, "a precision policy: inductor elides eager's casts"),
+    ("numerics", "strict", "a precision policy: inductor's strict numerics mode"),
+    ("fallback_random", True, "random numbers: compiled code draws its own"),
+    ("split_reductions", False, "reduction order: a split reduction sums in another order"),
+    ("eager_numerics.division_rounding", True, "division rounding (Triton's approximate div)"),
+    ("eager_numerics.use_pytorch_libdevice", True, "libdevice's transcendentals (1-ulp)"),
+    ("cpp.simdlen", 1, "CPU vectorized code: the scalar code is right"),
+    ("tf32", False, "TF32 matmuls on the GPU"),
+)
+
+
+def available_switches(cuda: bool) -> list[tuple[str, Any, str]]:
+    """The switches this torch has, and that differ from the value in force."""
+    import torch._inductor.config as inductor_config
+
+    out = []
+    for key, value, why in SWITCHES:
+        if key == "tf32":
+            if cuda and torch.backends.cuda.matmul.allow_tf32 != value:
+                out.append((key, value, why))
+            continue
+        obj: Any = inductor_config
+        try:
+            for part in key.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            continue
+        if obj != value:
+            out.append((key, value, why))
+    return out
+
+
+@contextlib.contextmanager
+def patched(patch: dict[str, Any] | None) -> Any:
+    """inductor config (and TF32) as a switch sets it, for one judgement."""
+    if not patch:
+        yield
+        return
+    import torch._inductor.config as inductor_config
+
+    patch = dict(patch)
+    tf32 = patch.pop("tf32", None)
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        if tf32 is not None:
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        with inductor_config.patch(patch) if patch else contextlib.nullcontext():
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def _prefix(gm: torch.fx.GraphModule, node_name: str) -> torch.fx.GraphModule:
+    """The graph up to ``node_name``, returning its value."""
+    g = fresh_copy(gm, strip_trace_meta=False)
+    keep = next(n for n in g.graph.nodes if n.name == node_name)
+    out = next(n for n in g.graph.nodes if n.op == "output")
+    out.args = ((keep,),)
+    g.graph.eliminate_dead_code()
+    g.recompile()
+    return g
+
+
+def _values(gm: torch.fx.GraphModule, inputs: list[Any], dtype: Any = None) -> dict[str, Any]:
+    """Every tensor node's value, eager, or with every floating value taken to ``dtype``
+    as it is made (float64: as float64.to_float64 computes its reference)."""
+    import copy
+
+    from ..snapshot import exact_copies
+
+    seen: dict[str, Any] = {}
+    target = gm if dtype is None else copy.deepcopy(gm).to(dtype)
+
+    class Record(torch.fx.Interpreter):
+        def run_node(self, n: Any) -> Any:
+            value = super().run_node(n)
+            if dtype is not None and isinstance(value, torch.Tensor) and value.is_floating_point():
+                value = value.to(dtype)
+            if isinstance(value, torch.Tensor):
+                seen[n.name] = value.detach()
+            return value
+
+    with torch.no_grad():
+        Record(target).run(*exact_copies(inputs, dtype))
+    return seen
+
+
+def first_divergence(
+    gm: torch.fx.GraphModule, inputs: list[Any], compile_fn: Any
+) -> dict[str, Any]:
+    """The first compute node whose compiled value is clearly worse than eager's
+    (against float64), by bisection over graph prefixes; ``compile_fn(gm, inputs)``
+    gives a callable."""
+    nodes = [n.name for n in gm.graph.nodes if n.op in COMPUTE_OPS]
+    eager = _values(gm, inputs)
+    nodes = [n for n in nodes if n in eager]
+    if not nodes:
+        return {"node": None, "why": "no tensor-valued node to compare"}
+    try:
+        exact = _values(gm, inputs, torch.float64)
+    except Exception:
+        exact = {}
+    tried: dict[int, Any] = {}
+
+    def wrong(k: int) -> str | None:
+        if k not in tried:
+            name = nodes[k]
+            try:
+                compiled = compile_fn(_prefix(gm, name), inputs)
+                with torch.no_grad():
+                    from ..snapshot import exact_copies
+
+                    value = accuracy.flatten(compiled(*exact_copies(inputs)))[0]
+                tried[k] = accuracy.compare_tensor(
+                    eager[name], value, exact.get(name), strict=False
+                )
+            except Exception as exc:  # a prefix that does not compile: not wrong values
+                tried[k] = None
+                tried[-k - 1] = f"{type(exc).__name__}: {exc}"[:200]
+        return tried[k]
+
+    lo, hi = 0, len(nodes) - 1
+    if wrong(hi) is None:
+        return {"node": None, "why": "the graph's last value is right on its own"}
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if wrong(mid) is not None:
+            hi = mid
+        else:
+            lo = mid + 1
+    node = next(n for n in gm.graph.nodes if n.name == nodes[lo])
+    return {
+        "node": node.name,
+        "op": _op_name(node),
+        "index": lo,
+        "of": len(nodes),
+        "source": _source_line(node),
+        "detail": tried[lo],
+        "compiles": len([k for k in tried if k >= 0]),
+    }
+
+
+def _op_name(node: Any) -> str:
+    t = node.target
+    return t if isinstance(t, str) else getattr(t, "__name__", str(t))
+
+
+def _source_line(node: Any) -> str:
+    """The user's line the node comes from: the last frame of its stack trace."""
+    trace = str(node.meta.get("stack_trace") or "").strip().splitlines()
+    frames = [i for i, ln in enumerate(trace) if ln.strip().startswith("File ")]
+    if not frames:
+        return ""
+    i = frames[-1]
+    where = trace[i].strip().replace("File ", "", 1)
+    code = trace[i + 1].strip() if i + 1 < len(trace) else ""
+    return f"{where}: {code}" if code else where
+
+
+def kernel_of(
+    gm: torch.fx.GraphModule, node_name: str, compile_fn: Any, inputs: list[Any]
+) -> str | None:
+    """The generated kernel that computes ``node_name``: the prefix graph up to it is
+    compiled and its code read (inductor names a fused kernel after the ops it fuses:
+    ``cpp_fused_mul_relu_sub_0``, ``triton_poi_fused_relu_0``); the kernel that names the
+    node's op, else the last one."""
+    import re
+
+    try:
+        from torch._inductor.utils import run_and_get_code
+    except ImportError:
+        return None
+    from ..snapshot import exact_copies
+
+    try:
+        with torch.no_grad():
+            _, codes = run_and_get_code(
+                lambda: compile_fn(_prefix(gm, node_name), inputs)(*exact_copies(inputs))
+            )
+    except Exception:
+        return None
+    names: list[str] = []
+    for code in codes:
+        for name in re.findall(r"\b((?:cpp|triton)_\w+?_\d+)\b", code):
+            if name not in names:
+                names.append(name)
+    if not names:
+        return None
+    node = next(n for n in gm.graph.nodes if n.name == node_name)
+    op = _op_name(node).lower().strip("_")
+    named = [k for k in names if op and op in k.lower()]
+    return (named or names)[-1]
