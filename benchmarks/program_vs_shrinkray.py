@@ -227,6 +227,7 @@ def theirs(
             raise
         _stop(proc, token)  # a finished run may still leave a test behind
     seconds = time.monotonic() - t0
+    said = log.read_text(errors="replace")
     verdicts = counter.read_text().split()
     result = case
     interesting = oracle(target, case)
@@ -244,7 +245,8 @@ def theirs(
         "interesting_runs": verdicts.count("0"),
         "interesting": interesting,
         "note": note,
-        "log_tail": _last_line(log.read_text(errors="replace")),
+        "log_tail": _last_line(said),
+        "warnings": [ln.strip() for ln in said.splitlines() if ln.lower().startswith("warning")],
     }
 
 
@@ -341,6 +343,7 @@ def main() -> None:
     exe = shrinkray_exe(a.shrinkray)
     head = header(a.jobs, exe)
     rows: list[str] = []
+    notes: list[str] = []
     for name in names:
         fixture = FIXTURES / name
         before = nonblank(fixture.read_text())
@@ -358,11 +361,15 @@ def main() -> None:
             s = theirs(exe, fixture, t["target"], a.jobs, limit, shrink, a.shrinkray_arg)
             print(f"  shrinkray: {json.dumps(s)}", file=sys.stderr, flush=True)
         rows.append(row(name, before, t, s, limit))
+        for warning in (s or {}).get("warnings", []):
+            if f"- shrinkray: {warning}" not in notes:
+                notes.append(f"- shrinkray: {warning}")
         if a.keep:
             print(f"  kept: {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
-        doc = "\n".join([head, *TABLE_HEAD, *rows]) + "\n"
+        tail = ["", "Notes:", "", *notes] if notes else []
+        doc = "\n".join([head, *TABLE_HEAD, *rows, *tail]) + "\n"
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(doc)  # after every fixture: a partial table survives
     print(doc, end="")

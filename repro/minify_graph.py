@@ -169,6 +169,15 @@ def numerics_of(
     ]
     if fixed:
         verdict = f"passes with {fixed[0]['switch']}: {fixed[0]['means']}"
+    elif (
+        not low.get("node")
+        and "right on its own" in str(low.get("why"))
+        and job.accuracy == "strict"
+    ):
+        verdict = (
+            "passes with no numerics switch, but compiled is as close to float64 as eager: "
+            "a difference of rounding or reduction order (--strict-accuracy), not a miscompile"
+        )
     elif switches:
         verdict = "passes with no numerics switch: a miscompile"
     else:

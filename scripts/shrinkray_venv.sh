@@ -4,6 +4,8 @@
 # environment may be older, so it lives apart: ${SHRINKRAY_VENV:-~/.cache/tcompile-shrinkray}.
 # Idempotent: does nothing when $VENV/bin/shrinkray is already there.  Prints the path
 # of the shrinkray executable (and nothing else on stdout).
+# The first install is slow: shrinkray depends on llama-cpp-python (for its LLM passes,
+# which the benchmark turns off), built from source here -- about 15 minutes on 2 cores.
 #
 # The interpreter: $SHRINKRAY_PYTHON, else /root/.pyenv/versions/3.12.1/bin/python, else
 # python3.12 (or python3.13) on PATH.
