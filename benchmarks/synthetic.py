@@ -103,6 +103,33 @@ def chain(n: int, culprits: list[int], seed: int = 0, kind: str = "relu") -> fx.
                 i += 1
                 h = g.call_function(_double, (h,))
             kind = "after-tiny"
+        elif i in culprits and kind.startswith("amplified"):
+            # a tiny error (sigmoid, 1e-5) that exceeds tolerance only after all L
+            # amplifying ops that follow it: 1e-5 * f**L > 1e-3 > 1e-5 * f**(L-1)
+            length = int(kind.split(":")[1])
+            factor = 100 ** (1 / (length - 0.5))
+            h = g.call_function(torch.sigmoid, (h,))
+            for _ in range(length):
+                i += 1
+                h = g.call_function(torch.mul, (h, factor))
+            kind = "after-tiny"
+        elif i in culprits and kind.startswith("spread"):
+            # the same, with the L amplifying ops spread over the rest of the graph,
+            # ordinary ops between them
+            length = int(kind.split(":")[1])
+            factor = 100 ** (1 / (length - 0.5))
+            h = g.call_function(torch.sigmoid, (h,))
+            gap = max(1, (n - i - 1) // (length + 1))
+            placed = 0
+            while i + 1 < n:
+                i += 1
+                if placed < length and (i - culprits[0]) % gap == 0:
+                    h = g.call_function(torch.mul, (h, factor))
+                    placed += 1
+                else:
+                    h = g.call_function(torch.add, (h, 0.1))
+            assert placed == length, (placed, length, n)
+            kind = "done"
         elif i in culprits and kind == "interacting":
             h = g.call_function(torch.negative, (h,))  # 6e-4 each: both, or no failure
         elif kind == "after-tiny":
@@ -164,6 +191,20 @@ CASES: dict[str, Callable[[int], fx.GraphModule]] = {
     "two culprits both needed": lambda n: chain(
         n, [int(n * 0.45), int(n * 0.55)], kind="interacting"
     ),
+    # issue 26: a small error that a chain of L later ops must amplify past tolerance
+    **{
+        f"amplified by {length} ops": (
+            lambda n, length=length: chain(n, [int(n * 0.3)], kind=f"amplified:{length}")
+        )
+        for length in (4, 8, 12, 16)
+    },
+    # ... the L amplifying ops spread over the rest of the graph, ordinary ops between
+    **{
+        f"amplified by {length} spread ops": (
+            lambda n, length=length: chain(n, [int(n * 0.3)], kind=f"spread:{length}")
+        )
+        for length in (4, 8, 12, 16)
+    },
 }
 
 
