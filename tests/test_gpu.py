@@ -127,3 +127,21 @@ def test_fault_reported_later_is_pinned_to_the_graph(tmp_path):
     [failure] = doc["failures"]
     assert (failure["kind"], failure["graph"]) == ("crash", 0), failure
     assert failure["signature_fields"]["exc_type"] == "CUDAError"
+
+
+def test_the_accuracy_check_does_not_hide_a_cuda_graph_sequence_bug(tmp_path):
+    """Issue 22: the check adds no call of the compiled graph, so the program's own
+    sequence of CUDA-graph replays -- and its failure -- stays as it is."""
+    fixture = str(FIXTURES / "gpu_cudagraphs_overwrite.py")
+    r, doc = _json("run", "--accuracy", fixture, tmp_path=tmp_path, name="run")
+    assert r.returncode == 1 and doc["returncode"] != 0, doc["explanation"]
+    assert any("overwritten" in f["message"] for f in doc["failures"]), doc["failures"]
+
+
+def test_program_level_minify_of_a_cuda_graph_sequence_bug(tmp_path):
+    """Issue 23: no graph holds a failure of the sequence of calls: the program shrinks."""
+    fixture = str(FIXTURES / "gpu_cudagraphs_overwrite.py")
+    r, doc = _json("minify", "--jobs", "2", fixture, tmp_path=tmp_path, name="minify")
+    assert r.returncode == 1 and doc["level"] == "program" and doc["verified"], doc["message"]
+    assert doc["program"]["lines_after"] <= doc["program"]["lines_before"]
+    assert "reduce-overhead" in open(doc["repro"]).read()
