@@ -153,7 +153,7 @@ def explain(
             **app.common(out, timeout, as_json, quiet=True),
         )
 
-    from .render import explain_result
+    from .render_replay import explain_result
 
     app.finish(job, as_json=as_json, render=explain_result)
 
@@ -215,7 +215,7 @@ def replay(
     if info:
         from tcompile.compiler.replay import load_info
 
-        from .render import record_info
+        from .render_replay import record_info
 
         app.finish(
             lambda: _InfoReport(load_info(record)),
@@ -254,7 +254,7 @@ def replay(
                 )
         return report
 
-    from .render import replay_result
+    from .render_replay import replay_result
 
     app.finish(job, as_json=as_json, render=replay_result)
 

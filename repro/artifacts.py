@@ -33,6 +33,7 @@ class Artifacts:
     interrupted: bool = False
     output: str = ""  # what the verified repro printed
     device: str = "cpu"
+    pinned: str | None = None  # the autotune choice the repro compiles with alone
     # the long form with the program's real inputs (what tcompile wrote before short
     # repros and input shrinking): lines, bytes, sidecar, input elements
     before: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -90,7 +91,11 @@ def write_verified(
     accuracy: str,
     meta: dict[str, Any],
     real_only: bool = False,
+    pin: dict[str, Any] | None = None,
 ) -> Artifacts:
+    """``pin``: the autotune choice a verification failure named (compiler/autotune.py):
+    the repro compiles with it alone and shows its wrong values, tried first; the
+    repro of the failure as it was follows, in case the pinned one does not verify."""
     from .environment import environment
 
     writer = _Writer(gm, signature, accuracy, meta, environment())
@@ -103,6 +108,13 @@ def write_verified(
         ]
     specs, sidecar = real_specs(inputs)
     candidates += [("short", specs, sidecar), ("long", specs, sidecar)]
+    writers = [(writer, signature, None)] * len(candidates)
+    if pin is not None:
+        config = {**(meta.get("config") or {}), **pin["config"]}
+        pinned = _Writer(gm, pin["signature"], "loose", {**meta, "config": config}, writer.env)
+        first = [c for c in candidates if c[0] == "short"]
+        candidates = first + candidates
+        writers = [(pinned, pin["signature"], pin["choice"])] * len(first) + writers
     long_text = writer.text("long", specs, list(sidecar)) or ""
     before = {
         "lines": long_text.count("\n"),
@@ -113,9 +125,9 @@ def write_verified(
     art = Artifacts(repro)
     cache = run_dir / "verify-cache"
     try:
-        for form, cand_specs, cand_sidecar in candidates:
+        for (form, cand_specs, cand_sidecar), (w, want, choice) in zip(candidates, writers):
             side = list(cand_sidecar)
-            text = writer.text(form, cand_specs, side)
+            text = w.text(form, cand_specs, side)
             if text is None:
                 continue
             _clear(repro)
@@ -129,8 +141,9 @@ def write_verified(
                 bytes=len(text.encode()),
                 before=before,
                 device=next((s.device for s in cand_specs if s.kind == "tensor"), "cpu"),
+                pinned=choice,
             )
-            if _verify(art, signature, cache):
+            if _verify(art, want, cache):
                 break
         if art.verified and meta.get("stage") == "inductor":
             _kernel(art, cache, gm, run_dir)

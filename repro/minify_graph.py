@@ -76,6 +76,8 @@ def minify_captured(job: Job) -> MinifyReport:
         f"minified {result.nodes_before} -> {result.nodes_after} nodes in {result.calls} "
         "calls; writing and verifying repro.py"
     )
+    from tcompile.compiler.autotune import pinned_choice
+
     from .artifacts import write_verified
     from .kernel import graph_ops
 
@@ -88,6 +90,7 @@ def minify_captured(job: Job) -> MinifyReport:
         accuracy=job.accuracy,
         meta={**meta, "graph_kind": job.graph_kind},
         real_only=job.real_inputs,
+        pin=pinned_choice(job.message or meta.get("message") or "", job.signature.stage),
     )
     repro, verified, cut = art.repro, art.verified, art.interrupted
     report = job.report(
@@ -111,6 +114,7 @@ def minify_captured(job: Job) -> MinifyReport:
         ops=graph_ops(result.gm),
         device=art.device,
         repro_output=art.output.strip() or None,
+        pinned_choice=art.pinned,
         graph_kind=job.graph_kind,
         stage=meta["stage"],
         interrupted=result.stopped or cut,

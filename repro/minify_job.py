@@ -200,6 +200,7 @@ def _graph_job(
         signature=sig,
         graph=int(target.graph),
         graph_kind=target.graph_kind,
+        message=target.message,
         run_dir=run_dir,
         observer=observer,
         t0=t0,

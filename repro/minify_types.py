@@ -44,6 +44,7 @@ class MinifyReport:
     ops: list[str] | None = None  # the ops of the minimal graph (its culprit, for one node)
     device: str | None = None  # where the repro's tensors live
     repro_output: str | None = None  # what the verified repro printed
+    pinned_choice: str | None = None  # the autotune choice the repro compiles with alone
     report: str | None = None  # --report: report.md
     repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
     capture: dict[str, Any] | None = None  # a capture failure: the function minified
@@ -82,6 +83,7 @@ class Job:
     write_launcher: bool = True
     command_for_repro: list[str] | None = None
     pool: Any = None  # a pool whose first worker already serves the graph
+    message: str = ""  # the failure's unscrubbed text (an autotune choice: autotune.py)
 
     def report(self, code: int, message: str, **kw: Any) -> MinifyReport:
         return MinifyReport(

@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TCOMPILE_EXTRAS=test,models bash scripts/setup.sh
-exec python3 -m pytest -n 2 "$@"
+exec python3 -m pytest -n 2 --durations=40 "$@"

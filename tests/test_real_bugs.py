@@ -93,9 +93,13 @@ def test_minify_real_bugs_to_verified_repros(name, tmp_path):
 
 
 def test_minify_says_a_graphless_failure_is_not_a_capture_failure(tmp_path):
+    # --level graph: what the graph level says of it (auto goes on to the program level,
+    # minutes of candidate runs: docs/program-minify.md)
     r, doc = _json(
         "minify",
         "--accuracy",
+        "--level",
+        "graph",
         "--json",
         "--out",
         str(tmp_path),

@@ -329,6 +329,7 @@ class GraphRunner:
             signature=target[1] if target else None,
             graph_kind=target[2] if target else None,
             recorder=self.session.recorder,
+            meta_extra={"message": self.session.serve_message} if target else None,
         )
 
     def _serve_first_failure(self, args: list[Any]) -> None:

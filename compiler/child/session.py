@@ -101,6 +101,7 @@ class Session:
         self._stop_on = FailureSignature.from_json(stop) if stop else None
         # a minifier worker serving the first failure it meets: (graph, signature, kind)
         self.serve_target: tuple[int, FailureSignature, str] | None = None
+        self.serve_message = ""  # the unscrubbed text of the failure served
 
     def failure(
         self,
@@ -131,7 +132,7 @@ class Session:
             signature_text=str(signature),
             message=first_lines(message, 12, 400),
         )
-        self._maybe_serve(graph, graph_kind, signature)
+        self._maybe_serve(graph, graph_kind, signature, message)
         if self._stop_on is not None and self._stop_on.matches(signature, any_stage=True):
             self.emit_counts()
             # the parent stops every other process of the run too (other ranks)
@@ -140,7 +141,9 @@ class Session:
                 stream.flush()
             os._exit(STOP_EXIT)  # the failure showed: the rest of the program is not needed
 
-    def _maybe_serve(self, graph: int | None, graph_kind: str, sig: FailureSignature) -> None:
+    def _maybe_serve(
+        self, graph: int | None, graph_kind: str, sig: FailureSignature, message: str = ""
+    ) -> None:
         """In a worker told to serve the first failure it meets (``serve.first_failure``):
         remember the first one that fits, a compile or accuracy failure in a graph (the
         graph's runner then serves it, with the inputs of that very call)."""
@@ -157,6 +160,7 @@ class Session:
             if not re.search(spec["match"], str(sig)):
                 return
         self.serve_target = (graph, sig, graph_kind)
+        self.serve_message = first_lines(message, 12, 400)  # unscrubbed (autotune.py)
 
     def emit_counts(self) -> None:
         """Applications of inductor's subsystems so far (bisection runs only)."""
