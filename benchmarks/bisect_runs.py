@@ -1,7 +1,8 @@
-"""Runs `tcompile bisect` needs per fixture (the goal: at most 8 for a single culprit,
-9 with the confirmation run), and the culprit it names.
+"""Runs `tcompile bisect` needs per fixture (the goal: at most 8 for a single culprit),
+guided by the first divergent op (the default) and with the binary search alone
+(`--no-guided`, what bisect did before), and the culprit each names.
 
-    python benchmarks/bisect_runs.py [--repeat 1] [--jobs 1]
+    python benchmarks/bisect_runs.py [--repeat 1] [--jobs 1] [--only SUBSTRING]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ FIXTURES = [
     ("cpp_relu_compile_error.py", []),
     ("cpp_relu_runtime_error.py", []),
     ("multi_graph.py", ["--accuracy"]),
+    ("ten_graphs.py", ["--accuracy"]),
     ("post_grad_pass_bug.py", ["--accuracy"]),
     ("bad_decomposition.py", ["--accuracy"]),
     ("two_bugs.py", ["--accuracy"]),
@@ -28,7 +30,7 @@ FIXTURES = [
 ]
 
 
-def one(fixture: str, flags: list[str], jobs: int) -> dict:
+def one(fixture: str, flags: list[str], jobs: int, extra: tuple[str, ...] = ()) -> dict:
     exe = shutil.which("tcompile")
     cmd = [exe] if exe else [sys.executable, "-m", "tcompile.cli.main"]
     out = tempfile.mkdtemp(prefix="bisect-runs-")
@@ -42,6 +44,7 @@ def one(fixture: str, flags: list[str], jobs: int) -> dict:
             "--out",
             out,
             *flags,
+            *extra,
             str(ROOT / "fixtures" / fixture),
         ],
         capture_output=True,
@@ -62,14 +65,25 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--only", default=None)
     ns = ap.parse_args()
-    print("| fixture | runs | seconds (median) | culprit |\n|---|---|---|---|")
+    print(
+        "| fixture | runs (guided) | runs (--no-guided) | seconds (guided, median) "
+        "| seconds (--no-guided, median) | culprit (guided / --no-guided) |"
+    )
+    print("|---|---|---|---|---|---|")
     for fixture, flags in FIXTURES:
-        rs = [one(fixture, flags, ns.jobs) for _ in range(ns.repeat)]
-        runs = sorted({r["runs"] for r in rs})
-        secs = statistics.median(r["seconds"] for r in rs)
+        if ns.only and ns.only not in fixture:
+            continue
+        cols = []
+        for extra in ((), ("--no-guided",)):
+            rs = [one(fixture, flags, ns.jobs, extra) for _ in range(ns.repeat)]
+            runs = "/".join(map(str, sorted({r["runs"] for r in rs})))
+            cols.append((runs, statistics.median(r["seconds"] for r in rs), rs[0]["culprit"]))
+        (rg, sg, cg), (rb, sb, cb) = cols
+        culprit = cg[:60] if cg == cb else f"{cg[:40]} / {cb[:40]}"
         print(
-            f"| {fixture} {' '.join(flags)} | {'/'.join(map(str, runs))} | {secs:.1f} | {rs[0]['culprit'][:70]} |",
+            f"| {fixture} {' '.join(flags)} | {rg} | {rb} | {sg:.1f} | {sb:.1f} | {culprit} |",
             flush=True,
         )
     return 0

@@ -81,6 +81,12 @@ def main() -> None:
     help="Record every frame whose conversion fails in Dynamo, also those Dynamo then "
     "skips and runs eagerly (by default: the frames the program dies of).",
 )
+@click.option(
+    "--localize/--no-localize",
+    default=True,
+    help="With --accuracy: name the first node of a failing graph whose values go "
+    "wrong, and its kernel (compiles prefixes of that graph; default on).",
+)
 @program_argument
 def run(
     backend: str | None,
@@ -92,6 +98,7 @@ def run(
     only: str | None,
     trace: str | None,
     record_all: bool,
+    localize: bool,
     argv: tuple[str, ...],
 ) -> None:
     """Run SCRIPT [ARGS] (or -- COMMAND ...) under the wrapped torch.compile stack.
@@ -112,6 +119,7 @@ def run(
             only=only,
             record="all" if record_all else "failures",
             trace=args.abs_dir(trace),
+            localize=localize,
             **app.common(out, timeout, as_json),
         )
 
@@ -291,6 +299,12 @@ class _InfoReport:
     help="A job of several nodes (torchrun --nnodes N): a directory every node's tcompile "
     "bisect shares, so that all take the same steps.",
 )
+@click.option(
+    "--guided/--no-guided",
+    default=True,
+    help="An accuracy failure: try the applications of the op whose values go wrong first "
+    "before the binary search (default on; --no-guided: the binary search alone).",
+)
 @report_option
 @json_option
 @out_option
@@ -303,6 +317,7 @@ def bisect(
     repeat: int | None,
     then_minify: bool,
     peers: str | None,
+    guided: bool,
     write_report: bool,
     as_json: bool,
     out: str | None,
@@ -321,6 +336,7 @@ def bisect(
             jobs=jobs,
             repeat=repeat,
             peers=peers,
+            guided=guided,
             **app.common(out, timeout, as_json),
         )
         then = report.minify_args() if then_minify else None

@@ -207,6 +207,7 @@ def bisect_result(report: Any, console: Console) -> None:
         ("subsystem", report.subsystem),
         ("application", report.application),
         ("detail", report.detail),
+        ("diverges", _divergence_text(getattr(report, "divergence", None) or {})),
         ("runs", f"{report.runs} in {report.seconds:.1f}s"),
         ("flaky", f"YES: {report.flaky_detail}" if report.flaky else "no"),
     ):
@@ -287,18 +288,26 @@ def minify_result(report: Any, console: Console) -> None:
         console.print("[yellow]interrupted: this is the smallest graph found so far[/yellow]")
 
 
+def _divergence_text(first: dict[str, Any]) -> str | None:
+    if not first.get("node"):
+        return None
+    kernel = f", kernel {first['kernel']}" if first.get("kernel") else ""
+    return f"{first['op']} (node {first['node']}{kernel}) at {first.get('source') or '?'}"
+
+
+def diverges(first: dict[str, Any], graph: Any = None) -> Text | None:
+    """``diverges: [graph N: ]op (node x, kernel k) at file:line: code``, or None."""
+    text = _divergence_text(first)
+    if text is None:
+        return None
+    return Text("diverges: ") + plain(f"graph {graph}: {text}" if graph is not None else text)
+
+
 def _numerics(report: Any, console: Console) -> None:
     """An accuracy failure: where its values first go wrong, and which switch fixes it."""
-    first = ((getattr(report, "divergence", None) or {}).get("minimal")) or {}
-    if first.get("node"):
-        kernel = f", kernel {first['kernel']}" if first.get("kernel") else ""
-        console.print(
-            Text("diverges: ")
-            + plain(
-                f"{first['op']} (node {first['node']}{kernel}) at {first.get('source') or '?'}"
-            ),
-            highlight=False,
-        )
+    line = diverges(((getattr(report, "divergence", None) or {}).get("minimal")) or {})
+    if line is not None:
+        console.print(line, highlight=False)
     switches = getattr(report, "switches", None)
     if switches:
         console.print(Text("numerics: ") + plain(switches["verdict"]), highlight=False)
@@ -327,6 +336,10 @@ def run_result(report: Any, console: Console) -> None:
         ranks = rank_summary(report.failures)
         if ranks:  # a distributed job: every rank alike, or some only
             console.print(Text("ranks: ") + plain(ranks))
+        for f in report.failures:
+            line = diverges(getattr(f, "divergence", None) or {}, f.graph)
+            if line is not None:
+                console.print(line, highlight=False)
     _records(getattr(report, "records", None) or [], console)
     for note in report.notes:
         console.print(Text(f"note: {_note(note)}", style="yellow"))

@@ -65,6 +65,8 @@ class BisectReport:
     report: str | None = None  # --report: report.md
     repeat: int | None = None  # runs a configuration gets before it counts as passing
     rank: int | None = None  # a distributed job: the rank the culprit was found on
+    # an accuracy failure: the first node whose values go wrong, in the baseline run
+    divergence: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -94,6 +96,7 @@ def run_bisect(
     baseline: RunReport | None = None,
     repeat: int | None = None,
     peers: str | None = None,
+    guided: bool = True,
 ) -> BisectReport:
     """``tcompile bisect``: baseline, stage, graph, inside the stage, confirmation.
     ``baseline``: a run already made with :func:`baseline_run` (``tcompile report``
@@ -104,6 +107,7 @@ def run_bisect(
         command, accuracy=accuracy, timeout=timeout, jobs=jobs, run_dir=run_dir, observer=observer
     )
     b.repeat = repeat
+    b.guided = guided  # guided.py: the first divergent op's applications first
     if peers:  # several nodes bisect one job together: the same steps, in order
         from .peers import Peers
 
@@ -137,6 +141,7 @@ def baseline_run(
         stderr=stderr,
         bisect={"limits": {}, "toggles": {}},
         trace=trace,
+        localize=True,  # where an accuracy failure's values first go wrong: once, here
     )
 
 
@@ -287,14 +292,18 @@ class _Bisection:
     ) -> BisectReport:
         top = target.stage
         sig_text = target.text
+        divergence = target.divergence  # the baseline's: the program's own failure
         culprit_stage, target, counts = self.stage_ladder(top, target, counts)
         graph, graph_kind = target.graph, target.graph_kind
         self.partial.update(stage=culprit_stage, graph=graph, graph_kind=graph_kind)
         stage_arg = None if culprit_stage == top and top not in LADDER else culprit_stage
-        # 3. graph
-        gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)
-        # 4. inside the stage, 5. confirmation
-        found = self.inside_stage(culprit_stage, stage_arg, gate, counts)
+        # 3-5 guided by the first divergent node, when there is one (guided.py)
+        found = self.guided(culprit_stage, stage_arg, counts, (divergence or {}).get("op"))
+        if found is None:
+            # 3. graph
+            gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)
+            # 4. inside the stage, 5. confirmation
+            found = self.inside_stage(culprit_stage, stage_arg, gate, counts)
         where = f"stage {culprit_stage}" + (
             f", graph {graph} ({graph_kind})" if graph is not None else ""
         )
@@ -314,6 +323,7 @@ class _Bisection:
             graph_kind=graph_kind,
             signature=sig_text,
             rank=target.rank,
+            divergence=divergence,
             **found,
         )
 
@@ -407,11 +417,45 @@ class _Bisection:
                 "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"
             )
             return found
+        return self.culprit(items, k, culprit_stage, found, confirm=config)
+
+    def guided(
+        self, culprit_stage: str, stage_arg: str | None, counts: dict[str, list[str]], op: Any
+    ) -> dict[str, Any] | None:
+        """The culprit among the applications of the op whose values go wrong first,
+        confirmed as the binary search would have found it; None: search blindly."""
+        from .guided import guided_search
+
+        if not op or self.b.tries_for() != 1 or not getattr(self.b, "guided", True):
+            return None
+        items = items_of(culprit_stage, counts)
+        self.b.observer.status(f"inside {culprit_stage}: the applications of {op} first")
+        k = guided_search(
+            lambda label, cfg: self.b.probe(label, **cfg)[0], culprit_stage, stage_arg, items, op
+        )
+        if k is None:
+            return None
+        self.items = items
+        found: dict[str, Any] = dict(flaky=False, flaky_detail=None, good=None, bad=None)
+        return self.culprit(items, k, culprit_stage, found, confirm=None)
+
+    def culprit(
+        self,
+        items: list[Any],
+        k: int,
+        culprit_stage: str,
+        found: dict[str, Any],
+        confirm: Any,
+    ) -> dict[str, Any]:
+        """The result for culprit items[k-1]; ``confirm(k)``: its configuration, when the
+        one below it is to be run once more (guided: both sides were just run)."""
+        b = self.b
         item = items[k - 1]
+        config = confirm
         # 5. confirmation: the search saw the culprit configuration fail and the one
         # below pass; a false pass is what a flaky failure makes, so the one below runs
         # once more (a crash already had its repeated tries in the search)
-        if b.tries_for() == 1:
+        if config is not None and b.tries_for() == 1:
             b.observer.status("confirming: running the configuration below the culprit again")
             again_good = b.probe("confirm: culprit disabled", reuse=False, **config(k - 1))[0]
             found["flaky"] = again_good

@@ -5,8 +5,7 @@ notes (:func:`collect`).  A process that died says nothing more: its memory-mapp
 marker names the graph it was in.  Failures tcompile has not itself checked against
 eager (a capture failure the program died of, a crash outside any graph) are
 *unconfirmed* until a run without torch.compile says whether the program fails the
-same way anyway (then it is not a compiler bug: exit 3).
-"""
+same way anyway (then it is not a compiler bug: exit 3)."""
 
 from __future__ import annotations
 
@@ -133,6 +132,7 @@ def _failure_from_event(e: dict[str, Any], multi: bool) -> Failure:
         message=e.get("message", ""),
         frame=sig.frame,
         pid=e.get("pid") if multi else None,
+        divergence=e.get("divergence"),
         **dist_of(e),
     )
 
@@ -237,8 +237,10 @@ def run_and_classify(
     record: str = "failures",
     confirm: bool = True,
     trace: str | None = None,
+    localize: bool = False,
 ) -> RunReport:
-    """``tcompile run``: the command under the wrapped stack, every graph, every failure."""
+    """``tcompile run``: the command under the wrapped stack, every graph, every failure
+    (``localize``: an accuracy failure's first divergent node, child/localize.py)."""
     observer = observer or NullObserver()
     run_dir = new_run_dir(out, "run")
     config = HookConfig(
@@ -251,6 +253,7 @@ def run_and_classify(
         only=only,
         record=record,
         trace=trace,
+        localize=localize and accuracy != "off",
     )
     observer.status("running the command under tcompile")
     result = run_process(

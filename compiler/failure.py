@@ -22,6 +22,7 @@ _OPTIONAL = (
     "local_rank",
     "world_size",
     "node",
+    "divergence",
 )
 DIST_FIELDS = ("rank", "local_rank", "world_size", "node")
 
@@ -45,6 +46,8 @@ class Failure:
     local_rank: int | None = None
     world_size: int | None = None
     node: int | None = None
+    # an accuracy failure's first divergent node, op, source line and kernel (localize.py)
+    divergence: dict[str, Any] | None = None
 
     @property
     def kind(self) -> str:

@@ -99,6 +99,8 @@ class HookConfig:
     # records of frames that fail in Dynamo (record.py): off | failures (those the
     # program dies of) | all (every frame whose conversion raised)
     record: str = "failures"
+    # an accuracy failure the check sees: its first divergent node (child/localize.py)
+    localize: bool = False
     schema: int = SCHEMA
 
     def to_env(self) -> str:

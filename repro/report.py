@@ -230,7 +230,7 @@ def describe(bug: dict[str, Any]) -> str:
             text.append(
                 f"The graph shrinks from {mini.get('nodes_before')} to {mini.get('nodes_after')} nodes; the repro below {state}."
             )
-        first = (mini.get("divergence") or {}).get("minimal") or {}
+        first = (mini.get("divergence") or {}).get("minimal") or bis.get("divergence") or {}
         if first.get("node"):
             kernel = f" in kernel `{first['kernel']}`" if first.get("kernel") else ""
             text.append(

@@ -38,6 +38,7 @@ def test_lowering_bug_then_minify(tmp_path):
     assert (doc["stage"], doc["subsystem"], doc["detail"]) == ("inductor", "lowerings", "relu")
     assert doc["graph"] == 0 and not doc["flaky"]
     assert doc["bad"]["TORCH_BISECT_SUBSYSTEM"] == "lowerings"
+    assert doc["divergence"]["op"] == "relu"  # from the baseline run (localize.py)
     m = doc["minify"]
     assert m["verified"] and m["nodes_after"] == 1
     assert "torch.relu(" in open(m["repro"]).read()

@@ -145,3 +145,19 @@ def test_program_level_minify_of_a_cuda_graph_sequence_bug(tmp_path):
     assert r.returncode == 1 and doc["level"] == "program" and doc["verified"], doc["message"]
     assert doc["program"]["lines_after"] <= doc["program"]["lines_before"]
     assert "reduce-overhead" in open(doc["repro"]).read()
+
+
+def test_max_autotune_failing_choice_is_pinned_in_the_repro(tmp_path):
+    # pytorch#173068 (fixtures/real_gpu/): autotuning's verification rejects a Triton conv
+    # template choice; in a fresh process without that verification, autotuning may pick
+    # a correct choice, so the repro compiles with the failing one alone
+    fixture = str(FIXTURES / "real_gpu" / "c5_173068_conv_template_incorrect_choice.py")
+    r, doc = _json("minify", fixture, tmp_path=tmp_path, name="min")
+    assert doc["verified"] and doc["pinned_choice"], doc
+    assert (
+        doc["pinned_choice"].startswith("TritonTemplateCaller(")
+        and "num_warps=" in doc["pinned_choice"]
+    )
+    text = open(doc["repro"]).read()
+    assert "autotune_choice_desc_regex" in text and "max_autotune = True" in text
+    assert "VERIFY" not in text  # the repro does not need autotuning's verification

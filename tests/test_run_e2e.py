@@ -62,6 +62,13 @@ def test_run_fixture(fixture, flags, code, expected, tmp_path):
             assert key in g
     if code != 3 and fixture != "capture_fullgraph.py":
         assert any(g["kind"] == "dynamo" for g in doc["graphs"])
+    if fixture == "cpp_relu_accuracy.py":  # where the values first go wrong (localize.py)
+        first = doc["failures"][0]["divergence"]
+        assert (first["op"], first["node"]) == ("relu", "h_2"), first
+        assert first["kernel"].startswith("cpp_fused") and "relu" in first["kernel"]
+        assert "h = torch.relu(h)" in first["source"]
+    if fixture == "backward_only.py":  # a forward that is right: nothing to localize
+        assert "divergence" not in doc["failures"][0]
 
 
 def test_multi_graph_numbers_every_graph(tmp_path):
@@ -75,7 +82,6 @@ def test_multi_graph_numbers_every_graph(tmp_path):
 @pytest.mark.parametrize(
     "fixture, flags, expected",
     [
-        ("cpp_relu_accuracy.py", ["--accuracy"], [("accuracy", 0, "inference")]),
         ("post_grad_pass_bug.py", ["--accuracy"], [("accuracy", 0, "inference")]),
     ],
 )

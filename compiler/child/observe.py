@@ -223,13 +223,27 @@ class Watch:
         state = self.ambient.describe()
         if state:
             message += f" (the call ran under {state})"
+        kind = accuracy.graph_kind_of(mismatch, runner.forward_kind)
+        extra = {}
+        # the forward's values (a gradient's first divergence would need the backward
+        # graph's prefixes: minify's worker finds it in the AOT graph)
+        if (
+            self.session.config.localize
+            and kind != "backward"
+            and not getattr(runner, "localized", False)
+        ):
+            from .localize import localize
+
+            runner.localized = True  # once per graph
+            extra["divergence"] = localize(runner, self.snap, self.ambient)
         self.session.failure(
             graph=runner.index,
-            graph_kind=accuracy.graph_kind_of(mismatch, runner.forward_kind),
+            graph_kind=kind,
             kind=FailureKind.ACCURACY,
             stage=runner.stage,
             signature=sig,
             message=message,
+            **extra,
         )
         return True
 

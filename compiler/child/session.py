@@ -113,6 +113,7 @@ class Session:
         exc: BaseException | None = None,
         signature: FailureSignature | None = None,
         message: str = "",
+        divergence: dict[str, Any] | None = None,
     ) -> None:
         if signature is None:
             assert exc is not None
@@ -131,6 +132,7 @@ class Session:
             signature=signature.to_json(),
             signature_text=str(signature),
             message=first_lines(message, 12, 400),
+            **({"divergence": divergence} if divergence is not None else {}),
         )
         self._maybe_serve(graph, graph_kind, signature, message)
         if self._stop_on is not None and self._stop_on.matches(signature, any_stage=True):

@@ -13,24 +13,34 @@ The subsystems and toggles themselves are data: compiler/stack.py.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 from .torch_config import set_config
 
 
 class Counter:
-    def __init__(self, limits: dict[str, int]) -> None:
+    def __init__(self, limits: dict[str, int], skip: dict[str, list[int]] | None = None) -> None:
         self.limits = limits
+        # applications disabled one by one, everything else enabled (guided.py)
+        self.skip = {k: set(v) for k, v in (skip or {}).items()}
         self.seen: dict[str, list[str]] = defaultdict(list)
 
+    paused = False  # compiles that are not the program's (localize.py): not counted
+
     def disable(self, backend: str, subsystem: str, debug_info: Any = None) -> bool:
+        if self.paused:
+            return False
         apps = self.seen[subsystem]
         index = len(apps)
         try:
             apps.append(str(debug_info()) if callable(debug_info) else "")
         except Exception:
             apps.append("")
+        if index in self.skip.get(subsystem, ()):
+            return True
         limit = self.limits.get(subsystem)
         return limit is not None and index >= limit
 
@@ -46,7 +56,10 @@ def install(bisect: dict[str, Any]) -> Counter:
     global _counter
     from torch._inductor.compiler_bisector import CompilerBisector
 
-    _counter = Counter({k: int(v) for k, v in (bisect.get("limits") or {}).items()})
+    _counter = Counter(
+        {k: int(v) for k, v in (bisect.get("limits") or {}).items()},
+        {k: [int(i) for i in v] for k, v in (bisect.get("skip") or {}).items()},
+    )
     counter = _counter
 
     def disable_subsystem(cls: Any, backend: str, subsystem: str, debug_info: Any = None) -> bool:
@@ -60,3 +73,19 @@ def install(bisect: dict[str, Any]) -> Counter:
 
 def counter() -> Counter | None:
     return _counter
+
+
+@contextlib.contextmanager
+def not_counted() -> Iterator[None]:
+    """Compiles tcompile makes in the program's process (a localization's prefixes):
+    every application enabled and none counted, so the program's own are numbered as
+    in a run without them."""
+    c = _counter
+    if c is None:
+        yield
+        return
+    c.paused = True
+    try:
+        yield
+    finally:
+        c.paused = False

@@ -1,0 +1,67 @@
+"""Where a run's accuracy failure first goes wrong (issue 25), in the program's process.
+
+``tcompile run --accuracy`` (and bisect's baseline run) judge the program's own call
+(observe.py).  When that call's values are wrong, the graph's first divergent node and
+the kernel that computes it are found here, at once, from the call's exact snapshot
+(numerics.first_divergence: prefixes of the graph, bisected).  Without a second run
+of the program, and without touching it:
+
+- prefixes are compiled by the stage's compile function called directly (no Dynamo:
+  the program's frames, its caches of compiled frames and tcompile's graph numbering
+  are not touched), without the program's ``mode`` (no CUDA graphs or autotuning added
+  to its process);
+- the program's compiled graph is never called again;
+- the RNG is where the program's call left it, afterwards;
+- a bisection run does not count their subsystem applications (subsystems.py).
+
+Once per graph; under an outer autocast nothing is localized (the prefixes would run
+outside it): said so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import accuracy
+from ..stack import backend_name
+from .build import build_stage
+from .graphs import fresh_copy
+from .judge import _PlainHooks
+from .subsystems import not_counted
+
+
+def localize(runner: Any, snap: Any, ambient: Any) -> dict[str, Any]:
+    """The first divergence of ``runner``'s graph on the call ``snap`` holds."""
+    from .numerics import first_divergence, kernel_of
+
+    state = ambient.describe()
+    if state:
+        return {"node": None, "why": f"not localized: the call ran under {state}"}
+    gm = runner.reference
+    spec = runner.backend.spec() if runner.backend is not None else None
+    options = getattr(spec, "options", None)
+    user_backend = getattr(spec, "user_backend", None)
+    options = accuracy.with_fallback_random(options, checking=True, stage=runner.stage, gm=gm)
+    own = user_backend is not None and backend_name(user_backend) == runner.stage
+    compile_stage = build_stage(
+        runner.stage,
+        _PlainHooks(),
+        user_backend=user_backend if own else None,
+        options=options or None,
+    )
+
+    def compile_fn(g: Any, inputs: list[Any]) -> Any:
+        return compile_stage(fresh_copy(g, strip_trace_meta=False), inputs)
+
+    rng = accuracy.RngState()
+    try:
+        inputs = snap.values()
+        with not_counted():  # a bisection's numbering is the program's own
+            found = first_divergence(gm, inputs, compile_fn)
+            if found.get("node"):
+                found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs)
+        return found
+    except Exception as exc:  # the analysis, never the program
+        return {"node": None, "why": f"not localized: {type(exc).__name__}: {exc}"[:300]}
+    finally:
+        rng.restore()
