@@ -26,6 +26,9 @@ from .probe import Item, prefix_config
 def _base(name: str) -> str:
     """``aten.relu.default`` / ``relu_3`` / ``torch.relu`` -> ``relu``."""
     name = str(name).strip().lower()
+    m = re.search(r"op='([\w.]+)'", name)  # "<OpOverload(op='aten.silu', overload='default')>"
+    if m:
+        name = m.group(1)
     name = re.sub(r"^(torch\.ops\.)?(aten|prims|torch)\.", "", name)
     name = re.sub(r"\.(default|tensor|scalar|int|dim\w*|self|out)$", "", name)
     name = re.sub(r"_\d+$", "", name)
@@ -44,7 +47,7 @@ def candidates(items: list[Item], op: str | None) -> list[int]:
         for i, it in enumerate(items)
         if it.kind == "application"
         and it.name in ("lowerings", "decomposition")
-        and _base(it.detail.split(" ")[0]) == want
+        and _base(it.detail if "op='" in it.detail else it.detail.split(" ")[0]) == want
     ]
 
 

@@ -11,6 +11,7 @@ ITEMS = [
     Item("application", "lowerings", 2, "add"),
     Item("application", "lowerings", 3, "relu_1"),
     Item("application", "lowerings", 4, "sum_1"),
+    Item("application", "decomposition", 0, "<OpOverload(op='aten.silu', overload='default')>"),
 ]
 
 
@@ -35,6 +36,7 @@ def test_candidates_name_the_op_in_any_spelling():
     assert candidates(ITEMS, "relu") == [3, 5]
     assert candidates(ITEMS, "aten.relu.default") == [3, 5]
     assert candidates(ITEMS, "sum") == [6]
+    assert candidates(ITEMS, "silu") == [7]
     assert candidates(ITEMS, "linear") == [] and candidates(ITEMS, None) == []
 
 

@@ -227,11 +227,7 @@ class Watch:
         extra = {}
         # the forward's values (a gradient's first divergence would need the backward
         # graph's prefixes: minify's worker finds it in the AOT graph)
-        if (
-            self.session.config.localize
-            and kind != "backward"
-            and not getattr(runner, "localized", False)
-        ):
+        if self.session.config.localize and kind != "backward" and not runner.localized:
             from .localize import localize
 
             runner.localized = True  # once per graph

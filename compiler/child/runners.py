@@ -237,6 +237,8 @@ class GraphRunner:
         self.quarantined = compiled is None  # its compile failed: it runs eagerly
         self.serve_here = serves(cfg.serve, index, "dynamo")
         self._sync_first = True
+        self._watch: Any = None  # the check watching the current call
+        self.localized = False  # its first divergence found (localize.py): once
         self.expected: list[Any] = []  # dtypes and shapes Dynamo traced the outputs with
         # A graph that talks to other ranks runs exactly as often as on every other
         # rank: no extra runs to check it, no eager re-run of it on this rank alone
@@ -272,7 +274,11 @@ class GraphRunner:
                 watch = Watch(self, args)
             finally:
                 rec.mark(-1, PHASE_IDLE)
-            out = self._run(args)
+            self._watch = watch  # a metadata failure of this call is localized from it
+            try:
+                out = self._run(args)
+            finally:
+                self._watch = None
             if not self.quarantined:
                 rec.mark(self.index, PHASE_CHECK, "dynamo")
                 try:
@@ -351,6 +357,13 @@ class GraphRunner:
     def _metadata_failure(self, mismatch: accuracy.Mismatch) -> None:
         strict = self.session.config.accuracy == "strict"
         sig = accuracy.accuracy_signature(self.stage, strict, mismatch, self.forward_kind)
+        extra = {}
+        watch = getattr(self, "_watch", None)
+        if watch is not None and self.session.config.localize and not self.localized:
+            from .localize import localize
+
+            self.localized = True
+            extra["divergence"] = localize(self, watch.snap, watch.ambient)
         self.session.failure(
             graph=self.index,
             graph_kind=self.forward_kind,
@@ -358,6 +371,7 @@ class GraphRunner:
             stage=self.stage,
             signature=sig,
             message=str(mismatch),
+            **extra,
         )
 
     def _note_more_precise(self, ref: Any, res: Any, fp64: Any) -> None:
