@@ -14,8 +14,9 @@ of the program, and without touching it:
 - the RNG is where the program's call left it, afterwards;
 - a bisection run does not count their subsystem applications (subsystems.py).
 
-Once per graph; under an outer autocast nothing is localized (the prefixes would run
-outside it): said so.
+Once per graph; under an outer autocast (the prefixes would run outside it) or in a
+distributed job (under DDP the prefix compiles made later calls recompile) nothing is
+localized: said so.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ def localize(runner: Any, snap: Any, ambient: Any) -> dict[str, Any]:
     state = ambient.describe()
     if state:
         return {"node": None, "why": f"not localized: the call ran under {state}"}
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        # seen: under DDP, compiling prefixes in a rank's process made its later calls
+        # recompile (and fail again); a distributed job's graph is localized by minify
+        return {"node": None, "why": "not localized: a distributed job (minify localizes it)"}
     gm = runner.reference
     spec = runner.backend.spec() if runner.backend is not None else None
     options = getattr(spec, "options", None)
