@@ -107,7 +107,7 @@ def run_bisect(
         command, accuracy=accuracy, timeout=timeout, jobs=jobs, run_dir=run_dir, observer=observer
     )
     b.repeat = repeat
-    b.guided = guided  # guided.py: the first divergent op's applications first
+    b.guided = guided
     if peers:  # several nodes bisect one job together: the same steps, in order
         from .peers import Peers
 
@@ -417,7 +417,7 @@ class _Bisection:
                 "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"
             )
             return found
-        return self.culprit(items, k, culprit_stage, found, confirm=config)
+        return self.culprit(items, k, culprit_stage, found, config)
 
     def guided(
         self, culprit_stage: str, stage_arg: str | None, counts: dict[str, list[str]], op: Any
@@ -426,7 +426,7 @@ class _Bisection:
         confirmed as the binary search would have found it; None: search blindly."""
         from .guided import guided_search
 
-        if not op or self.b.tries_for() != 1 or not getattr(self.b, "guided", True):
+        if not op or self.b.tries_for() != 1 or not self.b.guided:
             return None
         items = items_of(culprit_stage, counts)
         self.b.observer.status(f"inside {culprit_stage}: the applications of {op} first")
@@ -437,7 +437,7 @@ class _Bisection:
             return None
         self.items = items
         found: dict[str, Any] = dict(flaky=False, flaky_detail=None, good=None, bad=None)
-        return self.culprit(items, k, culprit_stage, found, confirm=None)
+        return self.culprit(items, k, culprit_stage, found, None)
 
     def culprit(
         self,
@@ -445,13 +445,12 @@ class _Bisection:
         k: int,
         culprit_stage: str,
         found: dict[str, Any],
-        confirm: Any,
+        config: Any,
     ) -> dict[str, Any]:
-        """The result for culprit items[k-1]; ``confirm(k)``: its configuration, when the
-        one below it is to be run once more (guided: both sides were just run)."""
+        """The result for culprit items[k-1]; ``config(k)``: its configuration, when the
+        one below it is to be run once more (None: guided, both sides were just run)."""
         b = self.b
         item = items[k - 1]
-        config = confirm
         # 5. confirmation: the search saw the culprit configuration fail and the one
         # below pass; a false pass is what a flaky failure makes, so the one below runs
         # once more (a crash already had its repeated tries in the search)

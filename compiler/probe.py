@@ -52,6 +52,7 @@ class Bisector:
         self.graphless = False  # the target failure showed outside any compiled graph
         self._known: dict[str, bool] = {}
         self.repeat: int | None = None  # runs per configuration (None: by the failure)
+        self.guided = True  # guided.py: the first divergent op's applications first
         self.peers: Any = None  # peers.Peers: the other nodes of a job bisecting too
         self._lock = threading.Lock()
 

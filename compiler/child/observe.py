@@ -224,14 +224,9 @@ class Watch:
         if state:
             message += f" (the call ran under {state})"
         kind = accuracy.graph_kind_of(mismatch, runner.forward_kind)
-        extra = {}
         # the forward's values (a gradient's first divergence would need the backward
         # graph's prefixes: minify's worker finds it in the AOT graph)
-        if self.session.config.localize and kind != "backward" and not runner.localized:
-            from .localize import localize
-
-            runner.localized = True  # once per graph
-            extra["divergence"] = localize(runner, self.snap, self.ambient)
+        extra = runner.localize(self) if kind != "backward" else {}
         self.session.failure(
             graph=runner.index,
             graph_kind=kind,

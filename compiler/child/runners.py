@@ -357,13 +357,7 @@ class GraphRunner:
     def _metadata_failure(self, mismatch: accuracy.Mismatch) -> None:
         strict = self.session.config.accuracy == "strict"
         sig = accuracy.accuracy_signature(self.stage, strict, mismatch, self.forward_kind)
-        extra = {}
-        watch = getattr(self, "_watch", None)
-        if watch is not None and self.session.config.localize and not self.localized:
-            from .localize import localize
-
-            self.localized = True
-            extra["divergence"] = localize(self, watch.snap, watch.ambient)
+        extra = self.localize(self._watch) if self._watch is not None else {}
         self.session.failure(
             graph=self.index,
             graph_kind=self.forward_kind,
@@ -373,6 +367,16 @@ class GraphRunner:
             message=str(mismatch),
             **extra,
         )
+
+    def localize(self, watch: Any) -> dict[str, Any]:
+        """``{"divergence": ...}`` for the failure this checked call shows, once per
+        graph and only with ``localize`` on (localize.py); else nothing."""
+        if not self.session.config.localize or self.localized:
+            return {}
+        from .localize import localize
+
+        self.localized = True
+        return {"divergence": localize(self, watch.snap, watch.ambient)}
 
     def _note_more_precise(self, ref: Any, res: Any, fp64: Any) -> None:
         """Compiled differs from eager but is at least as close to float64: not a
