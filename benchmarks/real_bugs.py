@@ -2,7 +2,14 @@
 side with torch's own tools on the same script.
 
     python benchmarks/real_bugs.py [--only SUBSTRING] [--limit S] [--results DIR] [--table FILE]
-                                   [--ours-again]
+                                   [--ours-again] [--device cuda] [--side ours|theirs]
+                                   [--jobs N]
+
+--device cuda: the GPU corpus (fixtures/real_gpu/, results under
+benchmarks/results/real_gpu/, table benchmarks/results/real-bugs-cuda.md, headed by the
+date, GPU, torch and Triton); minify there also writes kernel_repro.py (the Triton kernel
+alone) where it can.  --side runs one side only (the other's results are kept);
+--jobs runs several fixtures at once (one GPU can hold them).
 
 tcompile: `run --accuracy`, `bisect --accuracy`, `minify --accuracy` (each with --json).
 torch: the accuracy minifier (`TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4`,
@@ -59,52 +66,73 @@ def _run(
     return proc, time.monotonic() - t0
 
 
-def ours(script: Path) -> dict:
+FIELDS = (
+    "exit",
+    "wall",
+    "error",
+    "groups",
+    "explanation",
+    "stage",
+    "subsystem",
+    "application",
+    "detail",
+    "runs",
+    "flaky",
+    "message",
+    "signature",
+    "nodes_before",
+    "nodes_after",
+    "calls",
+    "verified",
+    "repro_lines",
+    "repro_text_lines",
+    "ops",
+    "repeats",
+    "kernel_repro",
+    "level",
+)
+
+
+def _tool(script: Path, d: str, job: str, mode: str) -> dict:
+    out = os.path.join(d, job + mode)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(out, "cache")}
+    proc, seconds = _run([*_tcompile(), job, mode, "--json", "--out", out, str(script)], d, env)
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        doc = {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]}
+    doc["wall"] = round(seconds, 1)
+    doc["exit"] = proc.returncode
+    if job == "bisect" and doc.get("steps"):
+        doc["repeats"] = sum(1 for st in doc["steps"] if "(try " in str(st.get("what")))
+    if job == "minify" and doc.get("repro") and os.path.exists(doc["repro"]):
+        doc["repro_text_lines"] = Path(doc["repro"]).read_text().count("\n")
+    return {k: doc.get(k) for k in FIELDS}
+
+
+def ours(script: Path, concurrent: bool = False) -> dict:
+    """run, bisect and minify (each --accuracy); ``concurrent``: the three at once (a
+    GPU machine with cores to spare)."""
     d = tempfile.mkdtemp(prefix="real-tcompile-")
+
+    def job(name: str) -> dict:
+        doc = _tool(script, d, name, "--accuracy")
+        if name == "minify" and "--strict-accuracy" in (doc.get("message") or ""):
+            # compiled is more precise than eager, said so: the strict judge too
+            return {"minify": doc, "minify_strict": _tool(script, d, name, "--strict-accuracy")}
+        return {name: doc}
+
+    names = ["run", "bisect", "minify"]
     out: dict = {}
-    jobs = [("run", "--accuracy"), ("bisect", "--accuracy"), ("minify", "--accuracy")]
-    while jobs:
-        job, mode = jobs.pop(0)
-        proc, seconds = _run([*_tcompile(), job, mode, "--json", "--out", d, str(script)], d)
-        try:
-            doc = json.loads(proc.stdout)
-        except json.JSONDecodeError:
-            doc = {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]}
-        doc["wall"] = round(seconds, 1)
-        doc["exit"] = proc.returncode
-        if job == "minify" and doc.get("repro") and os.path.exists(doc["repro"]):
-            doc["repro_text_lines"] = Path(doc["repro"]).read_text().count("\n")
-        if (
-            job == "minify"
-            and mode == "--accuracy"
-            and "--strict-accuracy" in (doc.get("message") or "")
-        ):
-            jobs.append(("minify", "--strict-accuracy"))  # compiled is more precise: said so
-        out[job if mode == "--accuracy" else "minify_strict"] = {
-            k: doc.get(k)
-            for k in (
-                "exit",
-                "wall",
-                "error",
-                "groups",
-                "explanation",
-                "stage",
-                "subsystem",
-                "application",
-                "detail",
-                "runs",
-                "flaky",
-                "message",
-                "signature",
-                "nodes_before",
-                "nodes_after",
-                "calls",
-                "verified",
-                "repro_lines",
-                "repro_text_lines",
-                "ops",
-            )
-        }
+    if concurrent:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(3) as pool:
+            for part in pool.map(job, names):
+                out.update(part)
+    else:
+        for name in names:
+            out.update(job(name))
     shutil.rmtree(d, ignore_errors=True)
     return out
 
@@ -156,11 +184,14 @@ def theirs(script: Path, raises: bool) -> dict:
     return out
 
 
-def table(results: dict[str, dict]) -> str:
+def table(results: dict[str, dict], cuda: bool = False) -> str:
     rows = [
         "| bug | tcompile run | bisect (runs, s) | minify (nodes, verified, lines, s) | torch minifier (detected, queries, lines, standalone, s) | torch bisector (runs, s, result) |",
         "|---|---|---|---|---|---|",
     ]
+    if cuda:
+        rows[0] += " kernel_repro.py |"
+        rows[1] += "---|"
     for name, r in sorted(results.items()):
         o, t = r["ours"], r["theirs"]
         groups = o["run"].get("groups") or []
@@ -190,55 +221,104 @@ def table(results: dict[str, dict]) -> str:
             + (" (timed out)" if t.get("timed_out") else "")
         )
         tb = t.get("bisector") or {}
+        kr = o["minify"].get("kernel_repro_recheck") or o["minify"].get("kernel_repro") or {}
+        again = " (recheck)" if o["minify"].get("kernel_repro_recheck") else ""
+        kernel = (
+            f" {kr['kernel']}, verified{again}"
+            if kr.get("path")
+            else (
+                f" none{again}: {kr['error'][:70]}"
+                if kr.get("error")
+                else (f" {kr['kernel']}, NOT verified{again}" if kr else " -")
+            )
+        )
         rows.append(
             f"| [{name}]({r['url']}) | {run[:90]} | {bis} | {mini} | {tm} | "
             f"{tb.get('runs')}, {tb.get('seconds')}, "
             f"{'timed out' if tb.get('timed_out') else str(tb.get('result'))[:70]} |"
+            + (kernel + " |" if cuda else "")
         )
     return "\n".join(rows) + "\n"
+
+
+def _raises(entry: dict) -> bool:
+    kind = entry.get("expected_kind")
+    if kind:
+        return kind in ("compile", "runtime", "crash", "capture")
+    return any(w in entry.get("category", "") for w in ("crash", "CUDA graph", "autotune"))
+
+
+def _header(cuda: bool) -> str:
+    import datetime
+
+    import torch
+
+    if not cuda:
+        return ""
+    import triton
+
+    return (
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, Triton "
+        f"{triton.__version__}, {datetime.date.today()}: `python benchmarks/real_bugs.py "
+        "--device cuda`\n\n"
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=None)
     ap.add_argument("--limit", type=int, default=900, help="seconds for one tool on one bug")
-    ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "real"))
-    ap.add_argument("--table", default=str(ROOT / "benchmarks" / "results" / "real-bugs.md"))
+    ap.add_argument("--results", default=None)
+    ap.add_argument("--table", default=None)
     ap.add_argument(
         "--ours-again", action="store_true", help="run tcompile again, keep torch's results"
     )
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--side", choices=("both", "ours", "theirs"), default="both")
+    ap.add_argument("--jobs", type=int, default=1, help="fixtures at once")
+    ap.add_argument("--skip", action="append", default=[], help="a fixture not to run")
     ns = ap.parse_args()
     global LIMIT
     LIMIT = ns.limit
-    manifest = json.loads((REAL / "MANIFEST.json").read_text())
-    results_dir = Path(ns.results)
+    cuda = ns.device == "cuda"
+    corpus = ROOT / "fixtures" / ("real_gpu" if cuda else "real")
+    res = ROOT / "benchmarks" / "results"
+    results_dir = Path(ns.results or (res / ("real_gpu" if cuda else "real")))
+    table_path = Path(ns.table or (res / ("real-bugs-cuda.md" if cuda else "real-bugs.md")))
+    manifest = json.loads((corpus / "MANIFEST.json").read_text())
     results_dir.mkdir(parents=True, exist_ok=True)
-    results = {}
-    for entry in manifest:
+
+    def one(entry: dict) -> None:
         name = entry["file"].removesuffix(".py")
-        if ns.only and ns.only not in name:
-            continue
         path = results_dir / f"{name}.json"
-        if path.exists() and ns.ours_again:
-            r = json.loads(path.read_text())
-            r["ours"] = ours(REAL / entry["file"])
-            path.write_text(json.dumps(r, indent=1))
-            print(f"{name}: tcompile again", file=sys.stderr, flush=True)
-        elif not path.exists():
-            raises = entry["expected_kind"] in ("compile", "runtime", "crash", "capture")
-            r = {
-                "url": entry["url"],
-                "ours": ours(REAL / entry["file"]),
-                "theirs": theirs(REAL / entry["file"], raises),
-            }
-            path.write_text(json.dumps(r, indent=1))
-            print(f"{name}: done", file=sys.stderr, flush=True)
+        r = json.loads(path.read_text()) if path.exists() else {"url": entry["url"]}
+        if path.exists() and not ns.ours_again and ns.side == "both":
+            return
+        if ns.side in ("both", "ours"):
+            r["ours"] = ours(corpus / entry["file"], concurrent=cuda)
+        if ns.side in ("both", "theirs") and not (ns.ours_again and "theirs" in r):
+            r["theirs"] = theirs(corpus / entry["file"], _raises(entry))
+        path.write_text(json.dumps(r, indent=1))
+        print(f"{name}: done", file=sys.stderr, flush=True)
+
+    todo = [
+        e
+        for e in manifest
+        if (not ns.only or ns.only in e["file"]) and not any(k in e["file"] for k in ns.skip)
+    ]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, ns.jobs)) as pool:
+        list(pool.map(one, todo))
+    results = {}
     for entry in manifest:  # the table holds every bug measured so far, not only --only's
         path = results_dir / f"{entry['file'].removesuffix('.py')}.json"
         if path.exists():
-            results[path.stem] = json.loads(path.read_text())
-    text = table(results)
-    Path(ns.table).write_text(text)
+            r = json.loads(path.read_text())
+            if "ours" in r and "theirs" in r:
+                results[path.stem] = r
+    text = _header(cuda) + table(results, cuda)
+    table_path.write_text(text)
     print(text)
     return 0
 

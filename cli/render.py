@@ -282,6 +282,14 @@ def minify_result(report: Any, console: Console) -> None:
             + plain(f"{report.pinned_choice} alone (autotuning's choice that failed)"),
             highlight=False,
         )
+    kr = getattr(report, "kernel_repro", None)
+    if kr:
+        text = (
+            f"{kr['path']} ({kr['kernel']} alone, verified: {kr['says']})"
+            if kr.get("path")
+            else f"none ({kr.get('error') or kr.get('says') or 'not verified'})"
+        )
+        console.print(Text("kernel:   ") + plain(text), highlight=False)
     if report.launcher:
         console.print(f"launcher: {report.launcher}", highlight=False)
     if report.interrupted:

@@ -373,20 +373,14 @@ class _Bisection:
         stage_arg: str | None,
         gate: list[int] | None,
         counts: dict[str, list[str]],
+        guide: str | None = None,
     ) -> dict[str, Any]:
         """4. One flat list (toggles, then each subsystem's applications) and one binary
         search for the shortest enabled prefix that still fails; 5. confirmation."""
         b = self.b
         items = self.items = items_of(culprit_stage, counts)
-        found: dict[str, Any] = dict(
-            subsystem=None,
-            application=None,
-            detail=None,
-            flaky=False,
-            flaky_detail=None,
-            good=None,
-            bad=None,
-        )
+        keys = ("subsystem", "application", "detail", "flaky_detail", "good", "bad")
+        found: dict[str, Any] = {**dict.fromkeys(keys), "flaky": False}
         if not items:
             return found
         b.observer.status(
@@ -411,58 +405,73 @@ class _Bisection:
                 ]
             )
 
-        k = bisect_first(-1, len(items), fails, b.jobs, self.track)
+        lo, hi = -1, len(items)
+        if guide:  # the binary search's first points at the op's applications
+            from .guided import guided_bounds
+
+            lo, hi = guided_bounds(lambda p: fails([p])[0], items, guide)
+        k = bisect_first(lo, hi, fails, b.jobs, self.track)
+        if k > 0 and b.tries_for() == 1 and self.confirm_below(k, config, found):
+            if b.may_flip() and b.repeat is None:
+                # a crash that did not show once where it shows: every pass so far is in
+                # doubt; search again below, passing configurations run up to 3 times
+                b.doubt = True
+                b.forget_passes()
+                b.observer.status(
+                    f"the {b.target.kind if b.target else 'failure'} does not show on every "
+                    f"run: searching again, {b.tries_for()} runs for a configuration to pass"
+                )
+                found["flaky_detail"] = (
+                    f"the configuration below the first culprit found failed when run again: "
+                    f"searched again with up to {b.tries_for()} runs per passing configuration"
+                )
+                k = bisect_first(-1, k - 1, fails, b.jobs, self.track)
         if k == 0:
             found["detail"] = (
                 "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"
             )
             return found
-        return self.culprit(items, k, culprit_stage, found, config)
+        return self.culprit(items, k, culprit_stage, found)
+
+    def confirm_below(self, k: int, config: Any, found: dict[str, Any]) -> bool:
+        """5. Confirmation: the search saw configuration k fail and k - 1 pass; a false
+        pass is what a flaky failure makes, so k - 1 runs once more.  True: it failed."""
+        b = self.b
+        b.observer.status("confirming: running the configuration below the culprit again")
+        # a crash may miss a run: its boundary, where a false pass matters, runs twice
+        flipped = any(
+            b.probe(
+                f"confirm: culprit disabled{' (2 of 2)' if i else ''}", reuse=False, **config(k - 1)
+            )[0]
+            for i in range(2 if b.may_flip() else 1)
+        )
+        found["flaky"] = flipped
+        if flipped:
+            found["flaky_detail"] = (
+                "the configuration below the culprit passed once and failed once; "
+                "the culprit configuration failed"
+            )
+        return flipped
 
     def guided(
         self, culprit_stage: str, stage_arg: str | None, counts: dict[str, list[str]], op: Any
     ) -> dict[str, Any] | None:
-        """The culprit among the applications of the op whose values go wrong first,
-        confirmed as the binary search would have found it; None: search blindly."""
-        from .guided import guided_search
+        """The search inside the stage, asking first at the applications of the op whose
+        values go wrong first (guided.py); None: it names no application."""
+        from .guided import candidates
 
         if not op or self.b.tries_for() != 1 or not self.b.guided:
             return None
-        items = items_of(culprit_stage, counts)
-        self.b.observer.status(f"inside {culprit_stage}: the applications of {op} first")
-        k = guided_search(
-            lambda label, cfg: self.b.probe(label, **cfg)[0], culprit_stage, stage_arg, items, op
-        )
-        if k is None:
+        if not candidates(items_of(culprit_stage, counts), op):
             return None
-        self.items = items
-        found: dict[str, Any] = dict(flaky=False, flaky_detail=None, good=None, bad=None)
-        return self.culprit(items, k, culprit_stage, found, None)
+        self.b.observer.status(f"inside {culprit_stage}: at the applications of {op} first")
+        return self.inside_stage(culprit_stage, stage_arg, None, counts, guide=op)
 
     def culprit(
-        self,
-        items: list[Any],
-        k: int,
-        culprit_stage: str,
-        found: dict[str, Any],
-        config: Any,
+        self, items: list[Any], k: int, culprit_stage: str, found: dict[str, Any]
     ) -> dict[str, Any]:
-        """The result for culprit items[k-1]; ``config(k)``: its configuration, when the
-        one below it is to be run once more (None: guided, both sides were just run)."""
-        b = self.b
+        """The result for culprit items[k-1] (the applications' TORCH_BISECT_* hooks)."""
         item = items[k - 1]
-        # 5. confirmation: the search saw the culprit configuration fail and the one
-        # below pass; a false pass is what a flaky failure makes, so the one below runs
-        # once more (a crash already had its repeated tries in the search)
-        if config is not None and b.tries_for() == 1:
-            b.observer.status("confirming: running the configuration below the culprit again")
-            again_good = b.probe("confirm: culprit disabled", reuse=False, **config(k - 1))[0]
-            found["flaky"] = again_good
-            if again_good:
-                found["flaky_detail"] = (
-                    "the configuration below the culprit passed once and failed once; "
-                    "the culprit configuration failed"
-                )
         if item.kind == "toggle":
             found.update(subsystem="config", detail=f"{item.name}={item.value!r} makes it pass")
             return found

@@ -2,17 +2,15 @@
 
 An accuracy failure found by the check comes with its first divergent node
 (child/localize.py): the op whose compiled value is wrong first.  Its lowering (or
-decomposition) is the likely culprit, so before the blind binary search over every
-toggle and application, bisect asks one question: does the program pass with every
-application that names that op disabled, and everything else as it is?  If it does,
-the culprit is among them (usually one; several are split in halves), and two runs
-confirm it with the same prefix configurations the binary search would have reported
-(TORCH_BISECT_MAX culprit-1 passes, culprit fails).  Runs: the question, the halving,
-the two confirmations -- 3 for a single candidate, whatever the graph's size and the
-program's number of graphs (no run compiling only the failing graph is needed:
-applications are numbered over the whole program, as torch's own hooks number them).
-If the question's answer is no, or a confirmation disagrees, the binary search runs as
-before (those runs are the price of a wrong guess).
+decomposition) is the likely culprit, so the binary search over every toggle and
+application asks first at that op's applications: with everything before the op's
+application enabled, does it pass, and with the application too, does it fail?  Two
+runs for one candidate, whatever the graph's size and the program's number of graphs
+(no run compiling only the failing graph is needed: applications are numbered over
+the whole program, as torch's own hooks number them); then the usual confirmation.
+Every point asked is a point of the binary search, so a wrong guess costs little: the
+first answer says on which side of the op the culprit is (a post-grad pass comes
+before every lowering), and the search goes on there.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .probe import Item, prefix_config
+from .probe import Item
 
 
 def _base(name: str) -> str:
@@ -51,40 +49,23 @@ def candidates(items: list[Item], op: str | None) -> list[int]:
     ]
 
 
-def skip_config(items: list[Item], skip: list[int]) -> dict[str, Any]:
-    """Everything as in the program, but these applications disabled."""
-    by_sub: dict[str, list[int]] = {}
-    for i in skip:
-        by_sub.setdefault(items[i].name, []).append(items[i].index)
-    return {"limits": {}, "toggles": {}, "skip": by_sub}
-
-
-def guided_search(
-    probe: Any, stage: str, stage_arg: str | None, items: list[Item], op: str | None
-) -> int | None:
-    """k such that enabling items[:k] fails and items[:k-1] passes (the binary search's
-    answer), found from the op's applications; None when the guess does not hold.
-    ``probe(label, config) -> bool`` (does the failure show)."""
-    cands = candidates(items, op)
-    if not cands:
-        return None
-
-    def fails(label: str, bisect: dict[str, Any]) -> bool:
-        return probe(label, {"stage": stage_arg, "gate": None, "bisect": bisect})
-
-    if fails(f"guided: {len(cands)} application(s) of {op} disabled", skip_config(items, cands)):
-        return None
-    while len(cands) > 1:
-        half = cands[: len(cands) // 2]
-        if fails(f"guided: {len(half)} of them disabled", skip_config(items, half)):
-            cands = cands[len(half) :]
+def guided_bounds(fails: Any, items: list[Item], op: str | None) -> tuple[int, int]:
+    """The binary search's first steps, taken at the op's applications: (lo, hi) with
+    enabling items[:lo] passing (or lo = -1, unknown) and items[:hi] failing (hi =
+    len(items): the whole program, known failing).  ``fails(k) -> bool``: does the
+    failure show with items[:k] enabled.  The points asked are k = c and k = c + 1
+    for each candidate c (its lower median first): a right guess ends with
+    hi = lo + 1 = c + 1 in two runs for one candidate; a wrong one has still halved
+    the interval at the op's place in the pipeline (a pass before the lowerings: the
+    interval is the items before them)."""
+    lo, hi = -1, len(items)
+    points = sorted({p for c in candidates(items, op) for p in (c, c + 1)})
+    while True:
+        inside = [p for p in points if lo < p < hi]
+        if not inside:
+            return lo, hi
+        p = inside[(len(inside) - 1) // 2]
+        if fails(p):
+            hi = p
         else:
-            cands = half
-    k = cands[0] + 1
-    if not fails(f"guided: confirm, enable {k} of {len(items)}", prefix_config(stage, items, k)):
-        return None
-    if fails(
-        f"guided: confirm, enable {k - 1} of {len(items)}", prefix_config(stage, items, k - 1)
-    ):
-        return None
-    return k
+            lo = p

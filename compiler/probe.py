@@ -52,18 +52,32 @@ class Bisector:
         self.graphless = False  # the target failure showed outside any compiled graph
         self._known: dict[str, bool] = {}
         self.repeat: int | None = None  # runs per configuration (None: by the failure)
+        # a crash or timeout that did not show on a configuration where it showed before:
+        # from then on a passing configuration is in doubt and runs up to 3 times
+        self.doubt = False
         self.guided = True  # guided.py: the first divergent op's applications first
         self.peers: Any = None  # peers.Peers: the other nodes of a job bisecting too
         self._lock = threading.Lock()
 
-    def tries_for(self) -> int:
-        """How many runs a configuration gets before it counts as passing: a crash
-        (heap corruption in generated code shows in most runs, not all) is a failure if
-        it shows once; ``repeat`` runs at most (the stated budget)."""
+    def may_flip(self) -> bool:
+        """A failure that may not show on every run (a crash: heap corruption in
+        generated code shows in most runs, not all; a timeout)."""
         t = self.target
+        return t is not None and t.kind in ("crash", "timeout")
+
+    def tries_for(self) -> int:
+        """How many runs a configuration gets before it counts as passing: ``repeat``
+        when stated; else 1, until a crash is seen not to show on every run (``doubt``,
+        set by the confirmation in bisection.py): then 3, and the failure counts if it
+        shows once.  A crash that fires on every run costs no more runs than an
+        accuracy bug."""
         if self.repeat is not None:
             return self.repeat
-        return 3 if t is not None and t.kind in ("crash", "timeout") else 1
+        return 3 if self.doubt and self.may_flip() else 1
+
+    def forget_passes(self) -> None:
+        """Doubt: passing verdicts so far may be false passes; failing ones stand."""
+        self._known = {k: v for k, v in self._known.items() if v}
 
     def probe(
         self,

@@ -93,6 +93,9 @@ def minify_captured(job: Job) -> MinifyReport:
         pin=pinned_choice(job.message or meta.get("message") or "", job.signature.stage),
     )
     repro, verified, cut = art.repro, art.verified, art.interrupted
+    kernel_repro = None
+    if verified and not cut and job.signature.kind == "accuracy" and meta["stage"] == "inductor":
+        kernel_repro = _kernel_repro(job, repro, art.device)
     report = job.report(
         ExitCode.COMPILER_FAILURE,
         _message(verified, result.stopped, cut, repro),
@@ -120,11 +123,25 @@ def minify_captured(job: Job) -> MinifyReport:
         interrupted=result.stopped or cut,
         worker_restarts=pool.restarts,
         history=[dataclasses.asdict(h) for h in result.history],
+        kernel_repro=kernel_repro,
         **(numerics or {}),
     )
     doc = report.to_json()
     write_json(job.run_dir / "minify.json", {k: doc[k] for k in MINIFY_JSON_FIELDS})
     return report
+
+
+def _kernel_repro(job: Any, repro: Any, device: str | None) -> dict[str, Any] | None:
+    """kernel_repro.py beside repro.py: the Triton kernel that writes the wrong value,
+    alone (repro/kernel_repro.py); on CUDA with tritonparse installed."""
+    from .kernel_repro import available, write_kernel_repro
+
+    if not (device or "").startswith("cuda"):
+        return None
+    if not available():
+        return {"error": "tritonparse is not installed (pip install tritonparse)"}
+    job.observer.status("tracing the repro's Triton kernels: writing kernel_repro.py")
+    return write_kernel_repro(repro)
 
 
 # what minify.json (beside repro.py) keeps of the report

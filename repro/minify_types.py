@@ -59,6 +59,9 @@ class MinifyReport:
     # minimal graph (node, op, source line, kernel), and which numerics switch fixes it
     divergence: dict[str, Any] | None = None
     switches: dict[str, Any] | None = None
+    # CUDA: the one Triton kernel that writes the wrong value, launched alone
+    # (kernel_repro.py beside repro.py: path, kernel, output, verified; or error)
+    kernel_repro: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

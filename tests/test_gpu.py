@@ -161,3 +161,21 @@ def test_max_autotune_failing_choice_is_pinned_in_the_repro(tmp_path):
     text = open(doc["repro"]).read()
     assert "autotune_choice_desc_regex" in text and "max_autotune = True" in text
     assert "VERIFY" not in text  # the repro does not need autotuning's verification
+
+
+def test_triton_accuracy_bug_gets_a_kernel_repro(tmp_path):
+    """kernel_repro.py: the Triton kernel that writes the wrong value, launched alone
+    with the arguments it had, against eager (needs tritonparse)."""
+    pytest.importorskip("tritonparse")
+    fixture = str(FIXTURES / "gpu_triton_relu_accuracy.py")
+    r, doc = _json("minify", "--accuracy", fixture, tmp_path=tmp_path, name="min")
+    _minified_relu_on_cuda(doc)
+    kr = doc["kernel_repro"]
+    assert kr and kr.get("verified"), kr
+    text = open(kr["path"]).read()
+    assert "@triton.jit" in text and kr["kernel"] in text and "relu" in kr["kernel"]
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, kr["path"]], capture_output=True, text=True)
+    assert proc.returncode == 1 and "REPRODUCED" in proc.stdout, proc.stdout + proc.stderr

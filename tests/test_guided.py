@@ -1,7 +1,7 @@
 """Bisect guided by the first divergent op (compiler/guided.py), on pure probes."""
 
-from tcompile.compiler.guided import candidates, guided_search, skip_config
-from tcompile.compiler.probe import Item, prefix_config
+from tcompile.compiler.guided import candidates, guided_bounds
+from tcompile.compiler.probe import Item, bisect_first
 
 ITEMS = [
     Item("toggle", "fallback_random", value=True),
@@ -16,20 +16,22 @@ ITEMS = [
 
 
 def _program(culprit):
-    """A program that fails when application ``culprit`` (an index into ITEMS) is
-    enabled; the probes it saw."""
+    """A program that fails when item ``culprit`` is enabled: ``fails(k)`` (items[:k]
+    enabled), and the points it was asked."""
     seen = []
 
-    def probe(label, cfg):
-        seen.append(label)
-        b = cfg["bisect"]
-        it = ITEMS[culprit]
-        if it.index in b.get("skip", {}).get(it.name, []):
-            return False
-        limit = b.get("limits", {}).get(it.name)
-        return limit is None or it.index < limit
+    def fails(k):
+        seen.append(k)
+        return culprit < k
 
-    return probe, seen
+    return fails, seen
+
+
+def _search(culprit, op):
+    fails, seen = _program(culprit)
+    lo, hi = guided_bounds(fails, ITEMS, op)
+    k = bisect_first(lo, hi, lambda pts: [fails(p) for p in pts], 1)
+    return k, seen
 
 
 def test_candidates_name_the_op_in_any_spelling():
@@ -40,30 +42,27 @@ def test_candidates_name_the_op_in_any_spelling():
     assert candidates(ITEMS, "linear") == [] and candidates(ITEMS, None) == []
 
 
-def test_a_single_candidate_takes_three_runs():
-    probe, seen = _program(6)
-    assert guided_search(probe, "inductor", None, ITEMS, "sum") == 7
-    assert len(seen) == 3
+def test_a_single_candidate_takes_two_runs():
+    k, seen = _search(6, "sum")
+    assert k == 7 and seen == [6, 7]  # items[:6] passes, items[:7] fails
 
 
 def test_several_candidates_are_halved_to_the_culprit():
-    probe, seen = _program(5)
-    k = guided_search(probe, "inductor", None, ITEMS, "relu")
-    assert k == 6 and len(seen) == 4  # the question, one halving, two confirmations
-    # the answer is the binary search's: enabling 6 fails, enabling 5 passes
-    assert probe("x", {"bisect": prefix_config("inductor", ITEMS, 6)})
-    assert not probe("x", {"bisect": prefix_config("inductor", ITEMS, 5)})
+    k, seen = _search(5, "relu")
+    assert k == 6 and len(seen) == 3  # 4, then 5 and 6
+    k, seen = _search(3, "relu")
+    assert k == 4 and len(seen) == 2
 
 
-def test_a_wrong_guess_gives_up_after_one_run():
-    probe, seen = _program(2)  # mul is the culprit, relu was guessed
-    assert guided_search(probe, "inductor", None, ITEMS, "relu") is None
-    assert len(seen) == 1
+def test_every_answer_is_the_binary_search_answer():
+    for culprit in range(len(ITEMS)):
+        for op in ("relu", "sum", "silu", "mul", None):
+            k, _ = _search(culprit, op)
+            assert k == culprit + 1, (culprit, op)
 
 
-def test_skip_config_disables_only_those():
-    assert skip_config(ITEMS, [3, 5, 1]) == {
-        "limits": {},
-        "toggles": {},
-        "skip": {"lowerings": [1, 3], "joint_graph_passes": [0]},
-    }
+def test_a_wrong_guess_still_halves_the_interval():
+    # a pass before the lowerings (item 1), relu guessed: the first answer says the
+    # culprit is before relu's first application; the search goes on there
+    k, seen = _search(1, "relu")
+    assert k == 2 and seen[0] == 4 and len(seen) <= 4

@@ -1,0 +1,193 @@
+"""kernel_repro.py: the one Triton kernel that computes a wrong value, launched alone.
+
+Beside a verified repro.py of an accuracy failure on CUDA, when tritonparse is
+installed: compiler/kernel_trace.py traces the repro's compile and run in a fresh
+process and finds the launch whose output is furthest from eager's; this module writes
+that kernel (as a plain ``@triton.jit`` function), its launch (grid, num_warps,
+num_stages, every argument) and the values its tensor arguments held before the launch
+(kernel_repro.pt, loaded with ``weights_only=True``), and compares what it writes with
+eager's value of the graph output it computes.  The file is verified in a fresh
+process like repro.py: exit 1 + REPRODUCED, and kept only then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+TEMPLATE = '''#!/usr/bin/env python3
+# One Triton kernel from a torch.compile accuracy failure, by tcompile {version}:
+#   {kernel}, launched alone with the arguments it had (kernel_repro.pt, beside it)
+#   in the run of repro.py; it writes {output}, {what},
+#   and its values are compared with eager's (relative error seen: {error:.3g}).
+# {device}, torch {torch}
+# python kernel_repro.py: exit 1 + REPRODUCED; exit 0 + NOT REPRODUCED once fixed
+import os
+import sys
+
+import torch
+{header}
+
+{source}
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+T = torch.load(os.path.join(HERE, "kernel_repro.pt"), weights_only=True)
+
+
+def ids(shape, stride, offset=0):
+    """The storage positions (in elements) a strided view covers."""
+    end = offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(shape) else 1
+    return torch.arange(end).as_strided(shape, stride, offset)
+
+
+def arg(name, shape, stride):
+    """A tensor argument with the values it had before the launch (same strides); the
+    output argument lies at element {at} of the graph output it writes (VIEW)."""
+    at = AT if name == {output!r} else 0
+    size = int(ids(shape, stride, at).max()) + 1
+    if name == {output!r}:
+        size = max(size, int(ids(*VIEW).max()) + 1)
+    t = torch.empty(size, dtype=T[name].dtype, device="cuda").as_strided(shape, stride, at)
+    t.copy_(T[name])
+    return t
+
+
+VIEW, AT = {view}, {at}  # the graph output's shape and stride; the argument's place in it
+
+
+ARGS = {{
+{args}
+}}
+GRID = {grid}
+
+
+def check():
+    {kernel}[GRID](**ARGS, num_warps={num_warps}, num_stages={num_stages})
+    torch.cuda.synchronize()
+    out = ARGS[{output!r}]
+    mine = torch.isin(ids(*VIEW), ids(out.shape, out.stride(), AT).flatten())  # what it wrote
+    got = out.as_strided(*VIEW, 0).cpu()[mine]
+    want, seen = T["__expected__"][mine], T["__got__"][mine]
+    if got.is_floating_point():
+        close = torch.isclose(got.double(), want.double(), rtol=1e-3, atol=1e-5, equal_nan=True)
+    else:
+        close = got == want
+    if bool(close.all()):
+        return None
+    i = int((~close).flatten().nonzero()[0])
+    same = " as in the compiled run" if torch.equal(got, seen) else ""
+    return (
+        f"{kernel} writes {{got.flatten()[i].item()!r}} at element {{i}} of those it writes "
+        f"where eager gives {{want.flatten()[i].item()!r}} ({{int((~close).sum())}} of "
+        f"{{close.numel()}} elements differ{{same}})"
+    )
+
+
+if __name__ == "__main__":
+    seen = check()
+    print("NOT REPRODUCED" if seen is None else f"REPRODUCED: {{seen}}")
+    sys.exit(0 if seen is None else 1)
+'''
+
+
+def render(doc: dict[str, Any], version: str) -> str:
+    lines = []
+    for a in doc["args"]:
+        if a["type"] == "tensor":
+            lines.append(
+                f"    {a['name']!r}: arg({a['name']!r}, {tuple(a['shape'])!r}, "
+                f"{tuple(a['stride'])!r}),"
+            )
+        else:
+            lines.append(f"    {a['name']!r}: {a['value']!r},")
+    return TEMPLATE.format(
+        version=version,
+        kernel=doc["kernel"],
+        output=doc["output"],
+        what=doc.get("what") or f"output {doc['output_index']} of the minimized graph",
+        error=float(doc["relative_error"]),
+        device=doc.get("device", "CUDA"),
+        torch=doc.get("torch", "?"),
+        header=doc["header"].strip(),
+        source=doc["source"].strip(),
+        args="\n".join(lines),
+        grid=tuple(doc["grid"]),
+        view=tuple(tuple(x) for x in doc.get("view") or [[], []]),
+        at=int(doc.get("at") or 0),
+        num_warps=doc.get("num_warps") or 4,
+        num_stages=doc.get("num_stages") or 1,
+    )
+
+
+def available() -> bool:
+    """tritonparse and a CUDA device: the kernel repro can be made here."""
+    import importlib.util
+
+    if importlib.util.find_spec("tritonparse") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def write_kernel_repro(repro: Path, *, timeout: float = 300) -> dict[str, Any]:
+    """Trace repro.py (verified) and write kernel_repro.py + kernel_repro.pt beside it.
+    Returns {"path", "kernel", "verified", ...} or {"error": why not}."""
+    from .. import __version__
+
+    work = Path(tempfile.mkdtemp(prefix="tcompile-kernel-"))
+    try:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(work / "cache")}
+        try:
+            subprocess.run(
+                [sys.executable, "-m", "tcompile.compiler.kernel_trace", str(repro), str(work)],
+                env=env,
+                timeout=timeout,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"tracing the repro took longer than {timeout:.0f}s"}
+        try:
+            doc = json.loads((work / "kernel.json").read_text())
+        except (OSError, ValueError):
+            return {"error": "the kernel trace wrote nothing (tritonparse failed?)"}
+        if doc.get("error"):
+            return {"error": doc["error"]}
+        out = repro.parent / "kernel_repro.py"
+        tmp = repro.parent / ".kernel_repro.py.part"
+        tmp.write_text(render(doc, __version__))
+        shutil.copyfile(work / "kernel.pt", repro.parent / "kernel_repro.pt")
+        proc = subprocess.run(
+            [sys.executable, str(tmp.name)],
+            cwd=repro.parent,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            env={**env, "TORCHINDUCTOR_CACHE_DIR": str(work / "cache2")},
+        )
+        verified = proc.returncode == 1 and "REPRODUCED:" in proc.stdout
+        result = {
+            "kernel": doc["kernel"],
+            "output": doc["output"],
+            "relative_error": doc["relative_error"],
+            "verified": verified,
+            "says": (proc.stdout.strip().splitlines() or [proc.stderr.strip()[-200:]])[-1],
+        }
+        if verified:
+            tmp.replace(out)
+            result["path"] = str(out)
+        else:
+            tmp.unlink(missing_ok=True)
+            (repro.parent / "kernel_repro.pt").unlink(missing_ok=True)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
