@@ -218,6 +218,7 @@ class _Bisection:
             return self.done(ExitCode.OK, f"no failure matches {self.match!r} (found: {found})")
         target = failures[0]
         b.target = target.signature
+        b.doubtful = b.in_doubt(target)  # a confirmation run at the end, or not
         b.graphless = target.graph is None
         if target.kind == "capture":
             return self.capture(target)
@@ -411,7 +412,7 @@ class _Bisection:
 
             lo, hi = guided_bounds(lambda p: fails([p])[0], items, guide)
         k = bisect_first(lo, hi, fails, b.jobs, self.track)
-        if k > 0 and b.tries_for() == 1 and self.confirm_below(k, config, found):
+        if k > 0 and b.tries_for() == 1 and b.doubtful and self.confirm_below(k, config, found):
             if b.may_flip() and b.repeat is None:
                 # a crash that did not show once where it shows: every pass so far is in
                 # doubt; search again below, passing configurations run up to 3 times

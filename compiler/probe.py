@@ -5,6 +5,7 @@ bisection.py searches, and the search itself."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,11 @@ from .protocol import Event, HookConfig
 from .runner import CANCEL, run_process
 from .signature import FailureSignature
 from .stack import SUBSYSTEMS, TOGGLES
+
+# an accuracy failure's message (accuracy.py): how far off, and what is allowed
+_RMSE = re.compile(
+    r"RMSE vs float64 (\S+) compiled, (\S+) eager \(allowed (\S+)x eager \+ ([^)\s]+)\)"
+)
 
 
 @dataclasses.dataclass
@@ -55,6 +61,7 @@ class Bisector:
         # a crash or timeout that did not show on a configuration where it showed before:
         # from then on a passing configuration is in doubt and runs up to 3 times
         self.doubt = False
+        self.doubtful = True  # in_doubt(): the culprit's boundary is confirmed
         self.guided = True  # guided.py: the first divergent op's applications first
         self.peers: Any = None  # peers.Peers: the other nodes of a job bisecting too
         self._lock = threading.Lock()
@@ -74,6 +81,25 @@ class Bisector:
         if self.repeat is not None:
             return self.repeat
         return 3 if self.doubt and self.may_flip() else 1
+
+    @staticmethod
+    def in_doubt(failure: Failure) -> bool:
+        """Does a pass near this failure need a second look (bisection's confirmation
+        run)?  Not for a compile-time exception (the same graph fails the same way), a
+        dtype or shape mismatch, or values off by more than 100 times what is allowed
+        (a false pass would need the error to shrink a hundredfold); yes for a crash,
+        a timeout, a runtime error and a wrong value near its tolerance."""
+        if failure.kind == "compile":
+            return False
+        if failure.kind != "accuracy":
+            return True
+        if failure.signature.exc_type in ("DtypeMismatch", "ShapeMismatch"):
+            return False
+        m = _RMSE.search(failure.message or "")
+        if not m:
+            return True
+        got, eager, times, floor = (float(x) for x in m.groups())
+        return got < 100 * (times * eager + floor)
 
     def forget_passes(self) -> None:
         """Doubt: passing verdicts so far may be false passes; failing ones stand."""
