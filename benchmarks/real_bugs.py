@@ -90,6 +90,8 @@ FIELDS = (
     "repeats",
     "kernel_repro",
     "level",
+    "divergence",
+    "switches",
 )
 
 
@@ -184,11 +186,24 @@ def theirs(script: Path, raises: bool) -> dict:
     return out
 
 
+def _numerics(m: dict) -> str:
+    """Issue 25's answers for an accuracy bug: the first node whose values go wrong (in
+    the minimal graph), its kernel, and which numerics switch makes it pass."""
+    first = ((m.get("divergence") or {}).get("minimal") or {}) if m else {}
+    verdict = ((m.get("switches") or {}).get("verdict") or "") if m else ""
+    if not first.get("op") and not verdict:
+        return "-"
+    where = f"{first.get('op')} ({first.get('kernel') or 'no kernel'})" if first.get("op") else "-"
+    return f"{where}; {verdict[:70] or '-'}"
+
+
 def table(results: dict[str, dict], cuda: bool = False) -> str:
     rows = [
         "| bug | tcompile run | bisect (runs, s) | minify (nodes, verified, lines, s) | torch minifier (detected, queries, lines, standalone, s) | torch bisector (runs, s, result) |",
         "|---|---|---|---|---|---|",
     ]
+    rows[0] += " first divergence; numerics switch |"
+    rows[1] += "---|"
     if cuda:
         rows[0] += " kernel_repro.py |"
         rows[1] += "---|"
@@ -236,6 +251,7 @@ def table(results: dict[str, dict], cuda: bool = False) -> str:
             f"| [{name}]({r['url']}) | {run[:90]} | {bis} | {mini} | {tm} | "
             f"{tb.get('runs')}, {tb.get('seconds')}, "
             f"{'timed out' if tb.get('timed_out') else str(tb.get('result'))[:70]} |"
+            + f" {_numerics(o['minify'])} |"
             + (kernel + " |" if cuda else "")
         )
     return "\n".join(rows) + "\n"

@@ -300,7 +300,8 @@ def _divergence_text(first: dict[str, Any]) -> str | None:
     if not first.get("node"):
         return None
     kernel = f", kernel {first['kernel']}" if first.get("kernel") else ""
-    return f"{first['op']} (node {first['node']}{kernel}) at {first.get('source') or '?'}"
+    grads = " (its gradient)" if first.get("grads") else ""
+    return f"{first['op']}{grads} (node {first['node']}{kernel}) at {first.get('source') or '?'}"
 
 
 def diverges(first: dict[str, Any], graph: Any = None) -> Text | None:

@@ -299,7 +299,9 @@ class _Bisection:
         self.partial.update(stage=culprit_stage, graph=graph, graph_kind=graph_kind)
         stage_arg = None if culprit_stage == top and top not in LADDER else culprit_stage
         # 3-5 guided by the first divergent node, when there is one (guided.py)
-        found = self.guided(culprit_stage, stage_arg, counts, (divergence or {}).get("op"))
+        guess = dict(divergence or {})  # a gradient's node names no lowering: not a guide
+        op = None if guess.get("grads") else guess.get("op")
+        found = self.guided(culprit_stage, stage_arg, counts, op)
         if found is None:
             # 3. graph
             gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)

@@ -67,8 +67,10 @@ def test_run_fixture(fixture, flags, code, expected, tmp_path):
         assert (first["op"], first["node"]) == ("relu", "h_2"), first
         assert first["kernel"].startswith("cpp_fused") and "relu" in first["kernel"]
         assert "h = torch.relu(h)" in first["source"]
-    if fixture == "backward_only.py":  # a forward that is right: nothing to localize
-        assert "divergence" not in doc["failures"][0]
+    if fixture == "backward_only.py":  # the forward is right: the gradient's divergence
+        first = doc["failures"][0]["divergence"]
+        assert first["grads"] and first["op"] == "tanh", first  # its backward is scaled
+        assert first["detail"].startswith("grad "), first
 
 
 def test_multi_graph_numbers_every_graph(tmp_path):

@@ -31,9 +31,10 @@ from .judge import _PlainHooks
 from .subsystems import not_counted
 
 
-def localize(runner: Any, snap: Any, ambient: Any) -> dict[str, Any]:
-    """The first divergence of ``runner``'s graph on the call ``snap`` holds."""
-    from .numerics import first_divergence, kernel_of
+def localize(runner: Any, snap: Any, ambient: Any, grads: bool = False) -> dict[str, Any]:
+    """The first divergence of ``runner``'s graph on the call ``snap`` holds (``grads``:
+    of its input gradients: the node whose backward goes wrong first)."""
+    from .numerics import first_divergence, first_grad_divergence, kernel_of
 
     state = ambient.describe()
     if state:
@@ -64,6 +65,8 @@ def localize(runner: Any, snap: Any, ambient: Any) -> dict[str, Any]:
     try:
         inputs = snap.values()
         with not_counted():  # a bisection's numbering is the program's own
+            if grads:
+                return {**first_grad_divergence(gm, snap, compile_fn), "grads": True}
             found = first_divergence(gm, inputs, compile_fn)
             if found.get("node"):
                 found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs)

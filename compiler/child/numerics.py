@@ -148,9 +148,14 @@ def first_divergence(
                 tried[-k - 1] = f"{type(exc).__name__}: {exc}"[:200]
         return tried[k]
 
+    return _bisect(gm, nodes, wrong, tried, "the graph's last value is right on its own")
+
+
+def _bisect(gm: Any, nodes: list[str], wrong: Any, tried: dict[int, Any], why: str) -> Any:
+    """The first k whose prefix is wrong (wrong(k): what differs, or None), by bisection."""
     lo, hi = 0, len(nodes) - 1
     if wrong(hi) is None:
-        return {"node": None, "why": "the graph's last value is right on its own"}
+        return {"node": None, "why": why}
     while lo < hi:
         mid = (lo + hi) // 2
         if wrong(mid) is not None:
@@ -167,6 +172,63 @@ def first_divergence(
         "detail": tried[lo],
         "compiles": len([k for k in tried if k >= 0]),
     }
+
+
+def _grads(fn: Any, snap: Any, dtype: Any = None) -> list[Any] | None:
+    """The input gradients of a fixed random projection of ``fn``'s first output."""
+    with torch.enable_grad():  # (a backward hook, where this may run, turns it off)
+        values, leaves = snap.materialize(dtype, grads=True)
+        out = accuracy.flatten(fn(*values))[0]
+        if not isinstance(out, torch.Tensor) or not out.requires_grad or not leaves:
+            return None
+        g = torch.Generator().manual_seed(1234)
+        proj = torch.randn(out.shape, generator=g, dtype=torch.float64).to(out)
+        return list(torch.autograd.grad((out * proj).sum(), leaves, allow_unused=True))
+
+
+def first_grad_divergence(gm: torch.fx.GraphModule, snap: Any, compile_fn: Any) -> dict[str, Any]:
+    """A gradient's first divergence: the first node k such that the input gradients of
+    the graph's prefix up to k (of a fixed projection of k's value) are clearly worse
+    compiled than eager (against float64): the node whose backward goes wrong first,
+    by the same bisection over prefixes, each prefix compiled with its backward."""
+    import copy
+
+    nodes = [n.name for n in gm.graph.nodes if n.op in COMPUTE_OPS]
+    if not nodes:
+        return {"node": None, "why": "no node to compare"}
+    tried: dict[int, Any] = {}
+
+    class F64(torch.fx.Interpreter):  # every floating value taken to float64 as made
+        def run_node(self, n: Any) -> Any:
+            v = super().run_node(n)
+            return (
+                v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+            )
+
+    def wrong(k: int) -> str | None:
+        if k not in tried:
+            prefix = _prefix(gm, nodes[k])
+            tried[k] = None
+            try:
+                eager = _grads(prefix, snap)
+                exact = _grads(
+                    F64(copy.deepcopy(prefix).to(torch.float64)).run, snap, torch.float64
+                )
+                with torch.enable_grad():
+                    fn = compile_fn(prefix, snap.materialize(None, grads=True)[0])
+                compiled = _grads(fn, snap)
+            except Exception as exc:  # a prefix that does not compile: not wrong values
+                tried[-k - 1] = f"{type(exc).__name__}: {exc}"[:200]
+                return None
+            for i, (e, c, x) in enumerate(zip(eager or [], compiled or [], exact or [])):
+                if e is not None and c is not None:
+                    verdict = accuracy.compare_tensor(e, c, x, strict=False)
+                    if verdict:
+                        tried[k] = f"grad {i}: {verdict}"
+                        break
+        return tried[k]
+
+    return _bisect(gm, nodes, wrong, tried, "the gradients of the graph's last value are right")
 
 
 def _op_name(node: Any) -> str:

@@ -224,9 +224,8 @@ class Watch:
         if state:
             message += f" (the call ran under {state})"
         kind = accuracy.graph_kind_of(mismatch, runner.forward_kind)
-        # the forward's values (a gradient's first divergence would need the backward
-        # graph's prefixes: minify's worker finds it in the AOT graph)
-        extra = runner.localize(self) if kind != "backward" else {}
+        # a gradient: the node whose backward goes wrong first (prefixes with backward)
+        extra = runner.localize(self, grads=kind == "backward")
         self.session.failure(
             graph=runner.index,
             graph_kind=kind,

@@ -368,15 +368,15 @@ class GraphRunner:
             **extra,
         )
 
-    def localize(self, watch: Any) -> dict[str, Any]:
-        """``{"divergence": ...}`` for the failure this checked call shows, once per
-        graph and only with ``localize`` on (localize.py); else nothing."""
+    def localize(self, watch: Any, grads: bool = False) -> dict[str, Any]:
+        """``{"divergence": ...}`` for the failure this checked call shows (``grads``: a
+        gradient), once per graph and only with ``localize`` on (localize.py)."""
         if not self.session.config.localize or self.localized:
             return {}
         from .localize import localize
 
         self.localized = True
-        return {"divergence": localize(self, watch.snap, watch.ambient)}
+        return {"divergence": localize(self, watch.snap, watch.ambient, grads=grads)}
 
     def _note_more_precise(self, ref: Any, res: Any, fp64: Any) -> None:
         """Compiled differs from eager but is at least as close to float64: not a
