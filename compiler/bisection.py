@@ -414,6 +414,8 @@ class _Bisection:
 
             lo, hi = guided_bounds(lambda p: fails([p])[0], items, guide)
         k = bisect_first(lo, hi, fails, b.jobs, self.track)
+        if not b.doubtful:  # no confirmation run: flakiness not looked at
+            found["flaky"] = None
         if k > 0 and b.tries_for() == 1 and b.doubtful and self.confirm_below(k, config, found):
             if b.may_flip() and b.repeat is None:
                 # a crash that did not show once where it shows: every pass so far is in
@@ -441,13 +443,7 @@ class _Bisection:
         pass is what a flaky failure makes, so k - 1 runs once more.  True: it failed."""
         b = self.b
         b.observer.status("confirming: running the configuration below the culprit again")
-        # a crash may miss a run: its boundary, where a false pass matters, runs twice
-        flipped = any(
-            b.probe(
-                f"confirm: culprit disabled{' (2 of 2)' if i else ''}", reuse=False, **config(k - 1)
-            )[0]
-            for i in range(2 if b.may_flip() else 1)
-        )
+        flipped = b.probe("confirm: culprit disabled", reuse=False, **config(k - 1))[0]
         found["flaky"] = flipped
         if flipped:
             found["flaky_detail"] = (

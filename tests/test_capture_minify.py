@@ -25,8 +25,6 @@ CAPTURE_FIXTURES = {
     "capture_closure_global.py": "threshold",
     # a recompilation the program forbids: the earlier call (batch 8) comes first
     "recompile_error.py": "x=torch.randn((8, 16)",
-    # a recompile limit hit under fullgraph: the two earlier activations come first
-    "recompile_limit_fullgraph.py": "act='tanh'",
 }
 
 

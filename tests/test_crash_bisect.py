@@ -49,7 +49,7 @@ def test_a_crash_on_every_run_costs_what_an_accuracy_bug_costs(tmp_path):
     found = _search(b)
     assert found["detail"] == "op17" and found["application"] == 17
     assert not found["flaky"]
-    # a binary search over 44 items (4 toggles + 40 lowerings), two confirmation runs
+    # a binary search over 44 items (4 toggles + 40 lowerings) and one confirmation
     assert b.runs <= 7 and b.tries_for() == 1
 
 

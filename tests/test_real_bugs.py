@@ -70,10 +70,8 @@ def test_run_classifies_the_real_bug(name, tmp_path):
 @pytest.mark.parametrize(
     "name",
     [
-        "interpolate_inplace_backward_error.py",  # a backward runtime error, tied to its graph
         "split_normalization_pass_uneven.py",  # a nested config dict (fusion options) carried
         "while_loop_cond_aliasing.py",
-        "oob_index_parallel_abort.py",  # compiled aborts where eager raises IndexError  # a higher-order op: its subgraphs stay attributes
         "jacfwd_fp16_cpp_compile_error.py",  # a graph that runs a functorch transform: its AOT graph
         "custom:../custom_graph_pass_bug.py",  # a CustomGraphPass object carried along
     ],
