@@ -80,3 +80,12 @@ def test_custom_backend_and_capture_and_clean(tmp_path):
     assert doc["exit_code"] == 0 and "never fails" in doc["message"]
     doc = bisect(tmp_path / "d", "fails_without_compile.py")
     assert doc["exit_code"] == 3
+
+
+def test_a_random_op_the_program_compares_is_its_decomposition(tmp_path):
+    """fixtures/numerics/random_dropout.py: no graph fails tcompile's check; the
+    program's own comparison does, and the culprit is dropout's decomposition."""
+    doc = bisect(tmp_path, "numerics/random_dropout.py")
+    assert doc["exit_code"] == 1 and doc["graph"] is None, doc["message"]
+    assert (doc["stage"], doc["subsystem"]) == ("aot_eager_decomp_partition", "decomposition")
+    assert "native_dropout" in doc["detail"] and doc["runs"] <= 8, doc
