@@ -209,7 +209,12 @@ def bisect_result(report: Any, console: Console) -> None:
         ("detail", report.detail),
         ("diverges", _divergence_text(getattr(report, "divergence", None) or {})),
         ("runs", f"{report.runs} in {report.seconds:.1f}s"),
-        ("flaky", f"YES: {report.flaky_detail}" if report.flaky else "no"),
+        (
+            "flaky",
+            f"YES: {report.flaky_detail}"
+            if report.flaky
+            else ("no" if report.flaky is False else "not checked (the failure leaves no doubt)"),
+        ),
     ):
         if value is not None:
             res.add_row(label, str(value))
