@@ -1,5 +1,6 @@
-"""End-to-end `tcompile bisect` on fixtures (real runs of the program).  --jobs 1 but
-for one test: the suite itself runs two tests at once on the CI machine's two cores."""
+"""End-to-end `tcompile bisect` on fixtures (real runs of the program).  --jobs 1: the
+suite itself runs two tests at once on the CI machine's two cores (the distributed
+bisects search blind, --jobs 1 too)."""
 
 import json
 import os
@@ -63,7 +64,7 @@ def test_backward_only_bug(tmp_path):
 
 
 def test_multi_graph_names_the_graph(tmp_path):
-    doc = bisect(tmp_path, "multi_graph.py", "--accuracy", "--no-guided", jobs="2")
+    doc = bisect(tmp_path, "multi_graph.py", "--accuracy")
     assert doc["graph"] == 1
     assert (doc["subsystem"], doc["detail"]) == ("lowerings", "relu")
 
