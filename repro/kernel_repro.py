@@ -140,6 +140,7 @@ def write_kernel_repro(repro: Path, *, timeout: float = 300) -> dict[str, Any]:
     """Trace repro.py (verified) and write kernel_repro.py + kernel_repro.pt beside it.
     Returns {"path", "kernel", "verified", ...} or {"error": why not}."""
     from .. import __version__
+    from .verify import repro_output
 
     work = Path(tempfile.mkdtemp(prefix="tcompile-kernel-"))
     try:
@@ -165,15 +166,10 @@ def write_kernel_repro(repro: Path, *, timeout: float = 300) -> dict[str, Any]:
         tmp = repro.parent / ".kernel_repro.py.part"
         tmp.write_text(render(doc, __version__))
         shutil.copyfile(work / "kernel.pt", repro.parent / "kernel_repro.pt")
-        proc = subprocess.run(
-            [sys.executable, str(tmp.name)],
-            cwd=repro.parent,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            env={**env, "TORCHINDUCTOR_CACHE_DIR": str(work / "cache2")},
-        )
+        try:  # as a stranger runs it: no tcompile, a cache of its own (verify.py)
+            proc = repro_output(tmp, timeout=timeout, cache_dir=work / "cache2")
+        except subprocess.TimeoutExpired:
+            proc = subprocess.CompletedProcess([], None, "", f"took longer than {timeout:.0f}s")
         verified = proc.returncode == 1 and "REPRODUCED:" in proc.stdout
         result = {
             "kernel": doc["kernel"],
