@@ -125,6 +125,118 @@ def render(doc: dict[str, Any], version: str) -> str:
     )
 
 
+COMPILE_TEMPLATE = """#!/usr/bin/env python3
+# One Triton kernel from a torch.compile compile failure, by tcompile {version}:
+#   {kernel}, as inductor generated it for repro.py; {how}:
+#   {exc_type}: {exc_line}
+# {device}, torch {torch}, Triton {triton}
+# python kernel_repro.py: exit 1 + REPRODUCED; exit 0 + NOT REPRODUCED once fixed
+import sys
+
+import torch
+{header}
+
+{body}
+
+
+if __name__ == "__main__":
+    try:
+        {call}
+    except Exception as exc:
+        if type(exc).__name__ != {exc_type!r}:
+            raise
+        said = [ln for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
+        print(f"REPRODUCED: {{type(exc).__name__}}: {{said[-1].strip()}}")
+        sys.exit(1)
+    print("NOT REPRODUCED")
+    sys.exit(0)
+"""
+
+# Triton's type names -> torch dtypes (placeholder tensors of the kernel's signature)
+_DTYPES = {
+    "fp8e5": "float8_e5m2",
+    "fp8e4nv": "float8_e4m3fn",
+    "fp8e4b8": "float8_e4m3fnuz",
+    "fp8e5b16": "float8_e5m2fnuz",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "fp64": "float64",
+    "i1": "bool",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
+}
+
+
+def _placeholder(name: str, ty: str, constants: dict[str, Any]) -> str | None:
+    """The source of a placeholder value for one parameter (None: a constexpr given
+    with the constants)."""
+    if name in constants or ty == "constexpr":
+        return None
+    if ty.startswith("*"):
+        dtype = _DTYPES.get(ty.lstrip("*k"), "float32")
+        return f"torch.zeros(4096, dtype=torch.{dtype}, device='cuda')"
+    if ty.startswith("fp"):
+        return "1.0"
+    return "16"  # an integer: divisible by 16, not 1 (Triton specializes 1)
+
+
+def render_compile(doc: dict[str, Any], version: str) -> str:
+    """kernel_repro.py of a compile failure: Triton's compile of the kernel (mode
+    "triton": launched once with placeholders; the compile comes first) or the load of
+    its generated module (mode "source")."""
+    exc = doc["exception"]
+    lines = [ln for ln in exc["message"].splitlines() if ln.strip()] or [""]
+    common = dict(
+        version=version,
+        kernel=doc["kernel"],
+        exc_type=exc["type"],
+        exc_line=lines[-1].strip()[:200],
+        device=doc.get("device", "CUDA"),
+        torch=doc.get("torch", "?"),
+        triton=doc.get("triton", "?"),
+    )
+    if doc["mode"] == "source":
+        return COMPILE_TEMPLATE.format(
+            how="loading its module fails",
+            header="",
+            body=f"MODULE = {doc['module']!r}",
+            call=f"exec(compile(MODULE, {doc['kernel'] + '.py'!r}, 'exec'), {{}})",
+            **common,
+        )
+    constants = doc.get("constants") or {}
+    args = [
+        f"    {k!r}: {v},"
+        for k, ty in doc["signature"].items()
+        if (v := _placeholder(k, ty, constants)) is not None
+    ]
+    body = (
+        doc["source"].strip()
+        + "\n\n\n# placeholders of the kernel's signature: Triton compiles before it launches\n"
+        + "ARGS = {\n"
+        + "\n".join(args)
+        + "\n}\n"
+        + f"CONSTANTS = {constants!r}"
+    )
+    call = (
+        f"{doc['kernel']}[(1,)](**ARGS, **CONSTANTS, num_warps={doc.get('num_warps') or 4}, "
+        f"num_stages={doc.get('num_stages') or 1})\n        torch.cuda.synchronize()"
+    )
+    return COMPILE_TEMPLATE.format(
+        how="Triton fails to compile it",
+        header=doc.get("header", "").strip(),
+        body=body,
+        call=call,
+        **common,
+    )
+
+
 def available() -> bool:
     """tritonparse and a CUDA device: the kernel repro can be made here."""
     import importlib.util
@@ -136,8 +248,12 @@ def available() -> bool:
     return torch.cuda.is_available()
 
 
-def write_kernel_repro(repro: Path, *, timeout: float = 300) -> dict[str, Any]:
-    """Trace repro.py (verified) and write kernel_repro.py + kernel_repro.pt beside it.
+def write_kernel_repro(
+    repro: Path, *, compile_failure: bool = False, timeout: float = 300
+) -> dict[str, Any]:
+    """Trace repro.py (verified) and write kernel_repro.py (+ kernel_repro.pt, the
+    tensors of a wrong value) beside it: the kernel that computes the wrong value, or
+    with ``compile_failure`` the one whose compile fails (compiler/kernel_compile.py).
     Returns {"path", "kernel", "verified", ...} or {"error": why not}."""
     from .. import __version__
     from .verify import repro_output
@@ -145,9 +261,13 @@ def write_kernel_repro(repro: Path, *, timeout: float = 300) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="tcompile-kernel-"))
     try:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(work / "cache")}
+        module = "kernel_trace"
+        if compile_failure:  # every Triton compile in the traced process itself
+            env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+            module = "kernel_compile"
         try:
             subprocess.run(
-                [sys.executable, "-m", "tcompile.compiler.kernel_trace", str(repro), str(work)],
+                [sys.executable, "-m", f"tcompile.compiler.{module}", str(repro), str(work)],
                 env=env,
                 timeout=timeout,
                 capture_output=True,
@@ -164,8 +284,11 @@ def write_kernel_repro(repro: Path, *, timeout: float = 300) -> dict[str, Any]:
             return {"error": doc["error"]}
         out = repro.parent / "kernel_repro.py"
         tmp = repro.parent / ".kernel_repro.py.part"
-        tmp.write_text(render(doc, __version__))
-        shutil.copyfile(work / "kernel.pt", repro.parent / "kernel_repro.pt")
+        if compile_failure:
+            tmp.write_text(render_compile(doc, __version__))
+        else:
+            tmp.write_text(render(doc, __version__))
+            shutil.copyfile(work / "kernel.pt", repro.parent / "kernel_repro.pt")
         try:  # as a stranger runs it: no tcompile, a cache of its own (verify.py)
             proc = repro_output(tmp, timeout=timeout, cache_dir=work / "cache2")
         except subprocess.TimeoutExpired:
@@ -173,8 +296,9 @@ def write_kernel_repro(repro: Path, *, timeout: float = 300) -> dict[str, Any]:
         verified = proc.returncode == 1 and "REPRODUCED:" in proc.stdout
         result = {
             "kernel": doc["kernel"],
-            "output": doc["output"],
-            "relative_error": doc["relative_error"],
+            "output": doc.get("output"),
+            "relative_error": doc.get("relative_error"),
+            "mode": doc.get("mode", "accuracy"),
             "verified": verified,
             "says": (proc.stdout.strip().splitlines() or [proc.stderr.strip()[-200:]])[-1],
         }

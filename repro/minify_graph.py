@@ -94,8 +94,9 @@ def minify_captured(job: Job) -> MinifyReport:
     )
     repro, verified, cut = art.repro, art.verified, art.interrupted
     kernel_repro = None
-    if verified and not cut and job.signature.kind == "accuracy" and meta["stage"] == "inductor":
-        kernel_repro = _kernel_repro(job, repro, art.device)
+    kind = job.signature.kind
+    if verified and not cut and kind in ("accuracy", "compile") and meta["stage"] == "inductor":
+        kernel_repro = _kernel_repro(job, repro, art.device, kind == "compile")
     report = job.report(
         ExitCode.COMPILER_FAILURE,
         _message(verified, result.stopped, cut, repro),
@@ -131,13 +132,19 @@ def minify_captured(job: Job) -> MinifyReport:
     return report
 
 
-def _kernel_repro(job: Any, repro: Any, device: str | None) -> dict[str, Any] | None:
+def _kernel_repro(
+    job: Any, repro: Any, device: str | None, compile_failure: bool
+) -> dict[str, Any] | None:
     """kernel_repro.py beside repro.py: the Triton kernel that writes the wrong value,
-    alone (repro/kernel_repro.py); on CUDA with tritonparse installed."""
+    or whose compile fails, alone (repro/kernel_repro.py); on CUDA (tritonparse
+    installed, for a wrong value)."""
     from .kernel_repro import available, write_kernel_repro
 
     if not (device or "").startswith("cuda"):
         return None
+    if compile_failure:
+        job.observer.status("compiling the repro's Triton kernels: writing kernel_repro.py")
+        return write_kernel_repro(repro, compile_failure=True)
     if not available():
         return {"error": "tritonparse is not installed (pip install tritonparse)"}
     job.observer.status("tracing the repro's Triton kernels: writing kernel_repro.py")

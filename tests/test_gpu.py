@@ -60,6 +60,10 @@ def test_triton_relu_bugs_bisect_and_minify(bug, tmp_path):
     assert "relu" in doc["detail"]
     r, doc = _json("minify", fixture, tmp_path=tmp_path, name="min")
     _minified_relu_on_cuda(doc)
+    if bug == "compile_error":  # the generated kernel does not parse: its module alone
+        kr = doc["kernel_repro"]
+        assert kr and kr.get("verified") and kr["mode"] == "source", kr
+        assert "compile error!" in open(kr["path"]).read()
 
 
 def test_faulting_kernel_is_a_crash_and_workers_are_replaced(tmp_path):
@@ -179,3 +183,14 @@ def test_triton_accuracy_bug_gets_a_kernel_repro(tmp_path):
 
     proc = subprocess.run([sys.executable, kr["path"]], capture_output=True, text=True)
     assert proc.returncode == 1 and "REPRODUCED" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_kernel_triton_cannot_compile_gets_a_kernel_repro(tmp_path):
+    """#151018 (int32 -> float8_e5m2): Triton's compile of the generated kernel fails;
+    kernel_repro.py is that kernel alone, launched with placeholders of its signature."""
+    fixture = str(FIXTURES / "real_gpu" / "c4_151018_int_to_float8_triton.py")
+    r, doc = _json("minify", fixture, tmp_path=tmp_path, name="min")
+    assert doc["verified"], doc
+    kr = doc["kernel_repro"]
+    assert kr and kr.get("verified") and kr["mode"] == "triton", kr
+    assert "CompilationError" in kr["says"] and "fp8" in open(kr["path"]).read()

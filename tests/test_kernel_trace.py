@@ -72,3 +72,53 @@ def test_the_kernel_is_a_plain_jit_function_with_its_module_imports(tmp_path):
     text = render(doc, "0")
     compile(text, "kernel_repro.py", "exec")
     assert "k[GRID](**ARGS" in text and "'XBLOCK': 8" in text
+
+
+def test_a_kernel_that_fails_to_compile_is_launched_with_placeholders():
+    from tcompile.repro.kernel_repro import render_compile
+
+    doc = {
+        "mode": "triton",
+        "kernel": "triton_poi_fused__to_copy_0",
+        "source": "@triton.jit\ndef triton_poi_fused__to_copy_0(in_ptr0, out_ptr0, xnumel, "
+        "XBLOCK: tl.constexpr):\n    pass\n",
+        "header": "import triton\nimport triton.language as tl",
+        "signature": {
+            "in_ptr0": "*i32",
+            "out_ptr0": "*fp8e5",
+            "xnumel": "i32",
+            "XBLOCK": "constexpr",
+        },
+        "constants": {"XBLOCK": 16},
+        "num_warps": 1,
+        "num_stages": 1,
+        "exception": {"type": "CompilationError", "message": "at 8:11:\n...\ncannot cast int32"},
+    }
+    text = render_compile(doc, "0")
+    compile(text, "kernel_repro.py", "exec")
+    assert "dtype=torch.float8_e5m2" in text and "'xnumel': 16" in text
+    assert "**CONSTANTS, num_warps=1" in text and "CONSTANTS = {'XBLOCK': 16}" in text
+    assert "#   CompilationError: cannot cast int32" in text
+
+
+def test_a_kernel_module_that_does_not_load_reproduces_on_its_own(tmp_path):
+    """Mode "source" (the generated module does not parse): the repro needs no GPU."""
+    import subprocess
+    import sys
+
+    from tcompile.repro.kernel_repro import render_compile
+
+    module = "import triton\n@triton.jit\ndef k(x):\n    tmp1 = compile error!\n"
+    doc = {
+        "mode": "source",
+        "kernel": "k",
+        "module": module,
+        "exception": {"type": "SyntaxError", "message": "invalid syntax (k.py, line 4)"},
+    }
+    path = tmp_path / "kernel_repro.py"
+    path.write_text(render_compile(doc, "0"))
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stdout.startswith("REPRODUCED: SyntaxError"), proc
+    path.write_text(render_compile({**doc, "module": "x = 1\n"}, "0"))
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0 and "NOT REPRODUCED" in proc.stdout, proc
