@@ -27,6 +27,7 @@ def main(argv: list[str]) -> int:
         timeout=spec["timeout"],
         cwd=spec["cwd"],
         script_dir=spec["script_dir"],
+        accuracy=spec.get("accuracy", "off"),
     )
     source = Path(argv[1]).read_text()
     with tempfile.TemporaryDirectory(prefix="tcompile-oracle-") as work:

@@ -49,12 +49,13 @@ from .options import (
 @click.option("--real-inputs", is_flag=True, help="Embed the real input values in repro.py.")
 @click.option(
     "--level",
-    type=click.Choice(["auto", "graph", "program"]),
+    type=click.Choice(["auto", "graph", "program", "source"]),
     default="auto",
     show_default=True,
     help="What to shrink: the failing graph (graph), the program's own source (program: "
-    "a repro in user-level PyTorch); auto: the graph, or the program when no single "
-    "graph holds the failure.",
+    "a repro in user-level PyTorch); source: the graph, then the program shrunk around "
+    "the minimal graph's source lines (both repros); auto: the graph, or the program "
+    "when no single graph holds the failure.",
 )
 @click.option(
     "--include",

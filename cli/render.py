@@ -295,10 +295,35 @@ def minify_result(report: Any, console: Console) -> None:
             else f"none ({kr.get('error') or kr.get('says') or 'not verified'})"
         )
         console.print(Text("kernel:   ") + plain(text), highlight=False)
+    _source_level(report, console)
     if report.launcher:
         console.print(f"launcher: {report.launcher}", highlight=False)
     if report.interrupted:
         console.print("[yellow]interrupted: this is the smallest graph found so far[/yellow]")
+
+
+def _source_level(report: Any, console: Console) -> None:
+    """The user's lines of the minimal graph, and --level source's user-level repro."""
+    lines = getattr(report, "source_lines", None) or []
+    src = getattr(report, "source", None)
+    if src is None:
+        return
+    for e in lines[:5]:
+        ops = f" ({', '.join(e['ops'])})" if e.get("ops") else ""
+        console.print(
+            Text("line:     ") + plain(f"{e['file']}:{e['line']}  {e['code']}{ops}"),
+            highlight=False,
+        )
+    if src.get("repro"):
+        ok = "[green]verified[/green]" if src.get("verified") else "[red]NOT verified[/red]"
+        console.print(
+            f"source:   {src['repro']} ({ok}; user-level PyTorch, {src.get('repro_lines')} "
+            f"lines: the program {src.get('lines_before')} -> {src.get('lines_after')} lines "
+            f"in {src.get('runs')} runs, {src.get('seconds')}s)",
+            highlight=False,
+        )
+    else:
+        console.print(Text("source:   ") + plain(f"none ({src.get('error')})"), highlight=False)
 
 
 def _divergence_text(first: dict[str, Any]) -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -31,7 +32,18 @@ _SCALAR = (bool, int, float, str, type(None))
 
 
 def _exc(exc: BaseException) -> dict[str, str]:
-    return {"type": type(exc).__name__, "message": str(exc).strip()[:4000]}
+    """The error as the kernel alone raises it: the root of a chain, and the error
+    inductor's "Failed to import X\nSyntaxError: ..." names in its message."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    name, message = type(exc).__name__, str(exc).strip()
+    last = (message.splitlines() or [""])[-1]
+    named = re.match(r"^(\w+(?:Error|Exception)): (.*)$", last)
+    if name == "RuntimeError" and named:
+        name, message = named.group(1), named.group(2)
+    return {"type": name, "message": message[:4000]}
 
 
 def _watch(seen: dict[str, Any]) -> None:

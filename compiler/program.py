@@ -63,7 +63,13 @@ def program_failure(result: ProcessResult) -> ProgramFailure | None:
     graph_failures = [
         f
         for f in failures
-        if f.kind in (FailureKind.COMPILE.value, FailureKind.RUNTIME.value, FailureKind.CRASH.value)
+        if f.kind
+        in (
+            FailureKind.COMPILE.value,
+            FailureKind.RUNTIME.value,
+            FailureKind.CRASH.value,
+            FailureKind.ACCURACY.value,  # only runs with the accuracy check have them
+        )
     ]
     if graph_failures:
         sig = graph_failures[0].signature
@@ -94,6 +100,8 @@ class ProgramTarget:
     timeout: float
     cwd: str  # where the program ran (relative paths in it resolve from here)
     script_dir: str  # imports of the program's own modules resolve from here
+    # the source level of a wrong value: candidates run with the accuracy check
+    accuracy: str = "off"
 
 
 class ProgramOracle:
@@ -144,7 +152,12 @@ class ProgramOracle:
         path.write_text(source)
         t = self.target
         got = program_failure(
-            self.run(path, HookConfig(dir=str(d / "compiled"), stage=t.stage, record="off"))
+            self.run(
+                path,
+                HookConfig(
+                    dir=str(d / "compiled"), stage=t.stage, record="off", accuracy=t.accuracy
+                ),
+            )
         )
         if got is None:
             return Verdict.PASS.value

@@ -89,7 +89,7 @@ def minify_source(
     from .program_passes import PROGRAM_SCHEDULE
 
     hints = hints or Hints()
-    search = Search(oracle, name, max_calls, stop, jobs=jobs)
+    search = Search(oracle, name, max_calls, stop, jobs=jobs, keep=hints.keep)
     best = ast.unparse(ast.parse(source)) + "\n"
     lines_before = source.strip().count("\n") + 1
     schedule = SCHEDULE if name is not None else PROGRAM_SCHEDULE

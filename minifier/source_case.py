@@ -35,6 +35,10 @@ class Hints:
     attrs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     lengths: dict[str, int] = dataclasses.field(default_factory=dict)
     values: Callable[[str], dict[str, Any]] | None = None  # locals of a candidate run
+    # anchors (the source level): for each source line of the minimal graph's nodes,
+    # the names it calls; a candidate that calls none of one anchor's names is never
+    # judged (it lost the op that fails)
+    keep: list[frozenset[str]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -66,9 +70,11 @@ class Search:
         max_calls: int,
         stop: Callable[[], bool],
         jobs: int = 1,
+        keep: list[frozenset[str]] | None = None,
     ) -> None:
         self.oracle, self.name, self.max_calls, self.stop = oracle, name, max_calls, stop
         self.jobs = max(1, jobs)
+        self.keep = [k for k in keep or [] if k]
         self.calls = 0
         self.seen: dict[str, bool] = {}
         self.history: list[str] = []
@@ -96,6 +102,10 @@ class Search:
             return None
         if self.name is None and unbound_names(proposal.tree) - unbound_names(ast.parse(best)):
             return None  # a program reading a name it no longer defines: a NameError
+        if self.keep:
+            called = called_names(proposal.tree)
+            if any(not (k & called) for k in self.keep):
+                return None  # an anchor's op is gone: it cannot fail the same way
         return src
 
     def _judge(self, src: str) -> bool:
@@ -148,6 +158,20 @@ class Search:
     def _take(self, src: str, proposal: Proposal) -> str:
         self.history.append(proposal.what)
         return src
+
+
+def called_names(tree: ast.AST) -> set[str]:
+    """The names a tree calls: ``f`` of ``f(x)``, ``relu`` of ``torch.relu(x)`` and of
+    ``x.relu()``."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Name):
+                out.add(f.id)
+            elif isinstance(f, ast.Attribute):
+                out.add(f.attr)
+    return out
 
 
 def unbound_names(tree: ast.AST) -> set[str]:

@@ -80,6 +80,7 @@ def minify_captured(job: Job) -> MinifyReport:
 
     from .artifacts import write_verified
     from .kernel import graph_ops
+    from .source_level import user_lines
 
     art = write_verified(
         job.run_dir,
@@ -125,6 +126,7 @@ def minify_captured(job: Job) -> MinifyReport:
         worker_restarts=pool.restarts,
         history=[dataclasses.asdict(h) for h in result.history],
         kernel_repro=kernel_repro,
+        source_lines=user_lines(result.gm),
         **(numerics or {}),
     )
     doc = report.to_json()

@@ -57,7 +57,12 @@ def minify_next(command: list[str], then: dict[str, Any], **kw: Any) -> MinifyRe
 
 def run_minify(command: list[str], **kw: Any) -> MinifyReport:
     """``tcompile minify``: the failing graph, or the program itself when no single graph
-    holds the failure (a graph that fails in the program but passes alone included)."""
+    holds the failure (a graph that fails in the program but passes alone included);
+    ``level="source"``: the graph, then a user-level repro from the program too."""
+    if kw.get("level") == "source":
+        from .source_level import with_source_level
+
+        return with_source_level(command, _run_minify(command, **{**kw, "level": "graph"}), kw)
     report = _run_minify(command, **kw)
     if report.alone_passes and kw.get("level", "auto") == "auto" and report.run_dir:
         from .program_job import minify_program

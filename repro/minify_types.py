@@ -62,6 +62,11 @@ class MinifyReport:
     # CUDA: the one Triton kernel that writes the wrong value, launched alone
     # (kernel_repro.py beside repro.py: path, kernel, output, verified; or error)
     kernel_repro: dict[str, Any] | None = None
+    # the user's source lines the minimal graph's nodes came from (file, line, code, ops)
+    source_lines: list[dict[str, Any]] | None = None
+    # --level source: the user-level repro made from the program (repro, verified,
+    # repro_lines, calls, seconds, lines_before, lines_after, ...; or error)
+    source: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

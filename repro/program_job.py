@@ -96,6 +96,7 @@ class _Run:
     backend: str | None
     timeout: float | None
     observer: Observer
+    accuracy: str = "off"
 
 
 def minify_program(
@@ -109,7 +110,12 @@ def minify_program(
     t0: float,
     include: list[str] | None = None,
     reason: str = "",
+    accuracy: str = "off",
+    keep: list[frozenset[str]] | None = None,
 ) -> MinifyReport:
+    """``accuracy``: candidates run with that check (the source level of a wrong value);
+    ``keep``: anchors, the names each source line of the minimal graph calls (the
+    engine never judges a candidate that lost one: source_case.Hints)."""
     script, argv, distributed = script_of(command)
     source = script.read_text()
     includes = [Path(p).resolve() for p in include or []]
@@ -118,7 +124,7 @@ def minify_program(
             raise UsageError(f"--include {p}: no such file")
     if includes:
         source = inline_modules(source, includes)
-    run = _Run(command, script, argv, run_dir, backend, timeout, observer)
+    run = _Run(command, script, argv, run_dir, backend, timeout, observer, accuracy)
     work = run_dir / "program"
     work.mkdir(parents=True, exist_ok=True)
     observer.status(
@@ -146,7 +152,7 @@ def minify_program(
             f"{best.strip().count(chr(10)) + 1} lines after {calls} candidate program(s)"
         )
 
-    from tcompile.minifier.source import minify_source
+    from tcompile.minifier.source import Hints, minify_source
 
     interrupted = False
     try:
@@ -154,6 +160,7 @@ def minify_program(
             source,
             None,
             oracle,
+            hints=Hints(keep=list(keep or [])),
             max_calls=MAX_CALLS,
             jobs=jobs,
             stop=stop.is_set,
@@ -235,6 +242,7 @@ def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float]
         timeout=run.timeout or 900.0,
         cwd=os.getcwd(),
         script_dir=str(run.script.parent),
+        accuracy=run.accuracy,
     )
     oracle = ProgramOracle(probe, work / "baseline", run.script.name, run.argv)
     path = work / "baseline" / run.script.name
@@ -243,7 +251,13 @@ def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float]
     t = time.monotonic()
     failure = program_failure(
         oracle.run(
-            path, HookConfig(dir=str(work / "baseline" / "c"), stage=run.backend, record="off")
+            path,
+            HookConfig(
+                dir=str(work / "baseline" / "c"),
+                stage=run.backend,
+                record="off",
+                accuracy=run.accuracy,
+            ),
         )
     )
     seconds = time.monotonic() - t
@@ -315,9 +329,9 @@ def verify_program_repro(repro: Path, failure: ProgramFailure, timeout: float) -
     if failure.kind == "crash":
         ok = proc.returncode < 0
     else:
-        ok = proc.returncode == 1 and said.startswith(
-            f"REPRODUCED: {failure.exc_type.split('.')[-1]}"
-        )
+        # the type, or named in the message of the error the user sees (inductor's
+        # InductorError: "CppCompileError: ..." where the hooks saw CppCompileError)
+        ok = proc.returncode == 1 and failure.exc_type.split(".")[-1] in said
     if not ok:
         return False, (proc.stdout + proc.stderr)[-2000:]
     plain = repro_output(repro, timeout=timeout, env_extra={"TORCHDYNAMO_DISABLE": "1"})

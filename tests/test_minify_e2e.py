@@ -211,3 +211,20 @@ def test_after_aot_backward_graph(tmp_path):
     (line,) = repro_module_body(doc)
     assert "torch.ops.aten.mul.Tensor(tangents_1" in line
     assert "LEVEL = 'aot'" in open(doc["repro"]).read()
+
+
+def test_source_level_writes_a_user_level_repro_beside_the_graph_one(tmp_path):
+    """Issue 23, --level source: the graph's aten repro, the user's lines of its minimal
+    node, and the program shrunk around them (the program-level minify end to end:
+    its oracle, engine, repro and verification on real runs)."""
+    doc = minify(tmp_path, "source_level.py", "--level", "source", "--jobs", "2")
+    assert doc["level"] == "source" and doc["verified"], doc["message"]
+    [line] = [e for e in doc["source_lines"] if "relu" in e["ops"]]
+    assert line["code"] == "return torch.relu(x) * self.scale", line
+    src = doc["source"]
+    assert src["verified"] and src["lines_after"] < src["lines_before"], src
+    text = open(src["repro"]).read()
+    assert "torch.relu(" in text and "REPRODUCED" in text
+    assert "import tcompile" not in text and "Repro(torch.nn.Module)" not in text
+    said = run_repro(src["repro"], cwd=tmp_path)
+    assert said.returncode == 1 and "CppCompileError" in said.stdout, said.stdout + said.stderr

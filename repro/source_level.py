@@ -1,0 +1,152 @@
+"""The source level (``tcompile minify --level source``): for a failure a graph holds,
+a repro in user-level PyTorch beside the aten-level one.
+
+The graph is minified first (repro.py, aten ops).  Its minimal nodes carry the stack
+traces Dynamo recorded (``node.meta["stack_trace"]``): the user's source lines they
+came from are the *anchors*.  Then the program itself is shrunk (program_job.py, the
+same engine and oracle as ``--level program``) until it fails with the graph's failure
+-- the same signature -- and the engine
+never judges a candidate that lost what an anchor calls (``torch.copysign``,
+``.to``): such a candidate could not fail the same way (source_case.Hints.keep).
+The user-level repro is ``source/repro.py`` of the run folder, verified like a program
+repro; the report keeps the graph's fields and adds ``source`` and ``source_lines``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler.observer import NullObserver
+
+from .minify_types import MinifyReport
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>.*)')
+
+
+def _library(path: str) -> bool:
+    """A frame of torch, another installed package, or Python itself."""
+    parts = Path(path).parts
+    return "site-packages" in parts or "dist-packages" in parts or path.startswith("<")
+
+
+def user_lines(gm: Any) -> list[dict[str, Any]]:
+    """The user's source lines of a graph's nodes: for each node, the innermost frame of
+    its stack trace outside installed packages; in order of file and line, each once,
+    with the ops of the nodes that came from it."""
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    for node in gm.graph.nodes:
+        trace = str(node.meta.get("stack_trace") or "")
+        frames = [m for m in _FRAME.finditer(trace) if not _library(m["file"])]
+        if not frames:
+            continue
+        m = frames[-1]
+        key = (m["file"], int(m["line"]))
+        entry = seen.setdefault(
+            key,
+            {"file": m["file"], "line": int(m["line"]), "code": m["code"].strip(), "ops": []},
+        )
+        op = getattr(node.target, "__name__", str(node.target))
+        if node.op == "call_function" and op not in entry["ops"]:
+            entry["ops"].append(op)
+    return [seen[k] for k in sorted(seen)]
+
+
+def anchors(lines: list[dict[str, Any]], source: str) -> list[frozenset[str]]:
+    """For each user line in ``source``, the library names its statement calls (the
+    program's own functions, classes and attributes excluded: inlining may remove
+    those)."""
+    from tcompile.minifier.source_case import called_names
+
+    tree = ast.parse(source)
+    own: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(n.name)
+        elif isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store):
+            own.add(n.id if isinstance(n, ast.Name) else n.attr)
+    out: list[frozenset[str]] = []
+    for entry in lines:
+        stmts = [
+            s
+            for s in ast.walk(tree)
+            if isinstance(s, ast.stmt)
+            and not isinstance(s, (ast.FunctionDef, ast.ClassDef, ast.For, ast.While, ast.If))
+            and s.lineno <= entry["line"] <= (s.end_lineno or s.lineno)
+        ]
+        if stmts:
+            names = frozenset(called_names(stmts[-1]) - own)
+            if names:
+                out.append(names)
+    return out
+
+
+def with_source_level(command: list[str], report: MinifyReport, kw: dict[str, Any]) -> MinifyReport:
+    """The graph's report, with the user-level repro made from the program."""
+    from tcompile.compiler.exitcodes import UsageError
+
+    from .program_job import minify_program, script_of
+
+    report.level = "source"
+    if not report.repro or not report.run_dir or report.graph is None:
+        return report  # no graph holds it (said already), or nothing was minified
+    try:
+        script, _, _ = script_of(command)
+    except UsageError as exc:
+        report.source = {"error": str(exc)}
+        return report
+    files = [script, *(Path(p).resolve() for p in kw.get("include") or [])]
+    keep: list[frozenset[str]] = []
+    lines: list[dict[str, Any]] = []
+    for f in files:  # the anchors of each file, on its own text (its line numbers)
+        mine = [
+            e
+            for e in report.source_lines or []
+            if os.path.realpath(e["file"]) == os.path.realpath(f)
+        ]
+        if mine:
+            keep += anchors(mine, f.read_text())
+            lines += mine
+    if "/accuracy" in (report.signature or ""):
+        report.source_lines = lines
+        report.source = {
+            "error": "a wrong value shows only under tcompile's check: a user-level repro "
+            "of an accuracy failure is not made (the graph's repro.py compares with eager)"
+        }
+        return report
+    observer = kw.get("observer") or NullObserver()
+    t0 = time.monotonic()
+    try:
+        prog = minify_program(
+            command,
+            Path(report.run_dir) / "source",
+            backend=kw.get("backend"),
+            jobs=kw.get("jobs", 1),
+            timeout=kw.get("timeout"),
+            observer=observer,
+            t0=t0,
+            include=kw.get("include"),
+            reason=f"a repro in user-level PyTorch for graph {report.graph}",
+            keep=keep,
+        )
+    except UsageError as exc:
+        report.source = {"error": str(exc)}
+        return report
+    report.source_lines = lines
+    report.source = {
+        "repro": prog.repro,
+        "verified": prog.verified,
+        "repro_lines": prog.repro_lines,
+        "calls": prog.calls,
+        "seconds": round(prog.seconds, 1),
+        "message": prog.message,
+        **(prog.program or {}),
+    }
+    report.seconds += prog.seconds
+    if prog.interrupted:
+        report.interrupted = True
+    return report
