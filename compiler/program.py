@@ -117,6 +117,7 @@ class ProgramOracle:
         self.argv = list(argv or [])
         self.runs = 0
         self._n = 0
+        self.fork: Any = None  # a ForkPool (forkserver.py): candidates forked, not started
         import threading
 
         self._lock = threading.Lock()
@@ -132,6 +133,18 @@ class ProgramOracle:
         """One run of a candidate file under the hooks (its output discarded)."""
         with self._lock:
             self.runs += 1
+        if self.fork is not None:
+            try:
+                return self.fork.run(
+                    str(path),
+                    self.argv,
+                    config,
+                    timeout=self.target.timeout,
+                    cwd=self.target.cwd,
+                    extra_path=[self.target.script_dir],
+                )
+            except RuntimeError:  # the server is gone: fresh processes from now on
+                self.fork = None
         with open(os.devnull, "w") as sink:
             return run_process(
                 [sys.executable, str(path), *self.argv],

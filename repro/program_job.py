@@ -143,6 +143,7 @@ def minify_program(
     if distributed:
         observer.status("the failure shows in one process: minifying it without the launcher")
     oracle = ProgramOracle(target, work, script.name, argv)
+    forked = _fork(oracle, source, jobs, observer)
     stop = threading.Event()
     best_path = run_dir / "best.py"
 
@@ -171,12 +172,38 @@ def minify_program(
         interrupted = True
         best = best_path.read_text() if best_path.exists() else source
         calls, history = oracle.runs, []
+    finally:
+        if oracle.fork is not None:
+            oracle.fork.close()
     report = _finish(run, target, best, source, calls, history, interrupted, t0, seconds)
     report.program["runs"] = oracle.runs  # type: ignore[index]
     report.program["single_process"] = distributed  # type: ignore[index]
     report.program["includes"] = [str(p) for p in includes]  # type: ignore[index]
+    report.program["forked"] = forked  # type: ignore[index]
     write_json(run_dir / "minify.json", report.to_json())
     return report
+
+
+def _fork(oracle: ProgramOracle, source: str, jobs: int, observer: Observer) -> bool:
+    """Candidates forked from a server that imported torch already (compiler/
+    forkserver.py), when the original program, run that way, still fails as the fresh
+    baseline did (one candidate run); else fresh processes.  TCOMPILE_NO_FORK=1: never."""
+    if os.environ.get("TCOMPILE_NO_FORK") == "1":
+        return False
+    from tcompile.compiler.forkserver import ForkPool
+
+    try:
+        oracle.fork = ForkPool(jobs)
+    except (RuntimeError, OSError):
+        return False
+    from tcompile.minifier.verdict import Verdict
+
+    if oracle(source) != Verdict.SAME_FAILURE.value:
+        observer.status("a forked run of the program does not fail as a fresh one: fresh runs")
+        oracle.fork.close()
+        oracle.fork = None
+        return False
+    return True
 
 
 def _finish(

@@ -1,0 +1,239 @@
+"""Candidate programs forked from a process that has imported torch already
+(program-level minify, DESIGN.md mechanism 12).
+
+A candidate run spends about half its time importing torch, TorchDynamo and inductor
+(measured on this project's 2-core machine: 15 of 29 s for a compiled candidate, most of
+the 11 s of its run without torch.compile).  A fork server imports them once; each
+candidate is a fork of it that sets the run's environment, installs tcompile's hooks as
+the start-up hook would, and runs the script as ``__main__`` in a session of its own.
+Events, markers and stderr go where a fresh run's go, so the result is the same
+``ProcessResult``.
+
+What a fork does not give a fresh run -- modules imported before the program's own
+``import torch`` (and the configuration torch read from the environment then) -- is
+checked, not assumed: the oracle runs the original program through the server once and
+uses it only when that run fails exactly as the fresh baseline did
+(repro/program_job.py).  Baselines and the final verification always run fresh.
+
+Parent side: ``ForkServer`` (one request at a time; a pool holds several).
+Server side: ``python -m tcompile.compiler.forkserver``: JSON lines on stdin/stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from .procs import kill_run
+from .protocol import HookConfig, read_events, read_markers
+from .runner import SAFE_CACHE_ENV, ProcessResult, child_env
+
+PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "torch._inductor.codecache")
+
+
+class ForkServer:
+    """One server process; ``run`` forks one candidate and waits for it."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        import queue
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tcompile.compiler.forkserver"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env if env is not None else {**os.environ, **SAFE_CACHE_ENV},
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        ready = self._read(timeout=300)
+        if not ready or not ready.get("ready"):
+            self.close()
+            raise RuntimeError(f"the fork server did not start: {ready}")
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            self._lines.put(line)
+        self._lines.put("")  # the server is gone
+
+    def _read(self, timeout: float | None) -> dict[str, Any] | None:
+        import queue
+
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if not line:
+            self._lines.put("")  # gone for every later read too
+            return None
+        return json.loads(line)
+
+    def run(
+        self,
+        script: str,
+        argv: list[str],
+        config: HookConfig,
+        *,
+        timeout: float,
+        cwd: str,
+        extra_path: list[str],
+    ) -> ProcessResult:
+        os.makedirs(config.dir, exist_ok=True)
+        stderr = os.path.join(config.dir, "stderr.txt")
+        env = child_env(config, extra_path=extra_path)
+        request = {"script": script, "argv": argv, "cwd": cwd, "env": env, "stderr": stderr}
+        t0 = time.monotonic()
+        self.proc.stdin.write(json.dumps(request) + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        started = self._read(timeout=60)
+        if not started or "pid" not in started:
+            raise RuntimeError("the fork server did not fork")
+        pid = started["pid"]
+        done = self._read(timeout=timeout)
+        timed_out = done is None
+        if timed_out:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            done = self._read(timeout=30)
+        kill_run(config.dir)  # anything the candidate started (its env carries the run)
+        if not done or "status" not in done:
+            raise RuntimeError("the fork server lost a candidate")
+        try:
+            with open(stderr, errors="replace") as f:
+                tail = list(deque(f, maxlen=60))
+        except OSError:
+            tail = []
+        return ProcessResult(
+            returncode=done["status"],
+            seconds=time.monotonic() - t0,
+            timed_out=timed_out,
+            stderr_tail=[ln.rstrip("\n") for ln in tail],
+            events=read_events(config.dir),
+            markers=read_markers(config.dir),
+            run_dir=config.dir,
+        )
+
+    def close(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+
+
+class ForkPool:
+    """``size`` servers; ``run`` takes a free one (thread-safe)."""
+
+    def __init__(self, size: int, env: dict[str, str] | None = None) -> None:
+        self._free: list[ForkServer] = []
+        self._cv = threading.Condition()
+        try:
+            for _ in range(max(1, size)):
+                self._free.append(ForkServer(env))
+        except Exception:
+            self.close()
+            raise
+
+    def run(self, *args: Any, **kw: Any) -> ProcessResult:
+        with self._cv:
+            while not self._free:
+                self._cv.wait()
+            server = self._free.pop()
+        try:
+            return server.run(*args, **kw)
+        finally:
+            with self._cv:
+                self._free.append(server)
+                self._cv.notify()
+
+    def close(self) -> None:
+        with self._cv:
+            for s in self._free:
+                s.close()
+            self._free.clear()
+
+
+# -- the server ---------------------------------------------------------------------
+
+
+def _child(req: dict[str, Any]) -> None:
+    """In the fork: become the candidate's process (never returns)."""
+    code = 1
+    try:
+        os.setsid()
+        os.environ.clear()
+        os.environ.update(req["env"])
+        os.chdir(req["cwd"])
+        null = os.open(os.devnull, os.O_RDWR)
+        err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(err, 2)
+        script = req["script"]
+        extra = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:0] = [os.path.dirname(os.path.abspath(script)), *extra]
+        sys.argv = [script, *req["argv"]]
+        from tcompile.compiler.child.hooks import install_from_environment
+
+        install_from_environment()
+        import runpy
+
+        try:
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                sys.stderr.write(f"{exc.code}\n")
+                code = 1
+        except BaseException:
+            sys.excepthook(*sys.exc_info())
+            code = 1
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve() -> int:
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    if threading.active_count() != 1:  # a fork would copy locks other threads hold
+        print(json.dumps({"ready": False, "why": "threads"}), flush=True)
+        return 1
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(req)
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"pid": pid, "status": os.waitstatus_to_exitcode(status)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
