@@ -67,6 +67,7 @@ class BisectReport:
     rank: int | None = None  # a distributed job: the rank the culprit was found on
     # an accuracy failure: the first node whose values go wrong, in the baseline run
     divergence: dict[str, Any] | None = None
+    forked: dict[str, Any] | None = None  # forked probes, and the check run (probe.py)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -114,8 +115,13 @@ def run_bisect(
         b.peers = Peers(peers, command)
         b.jobs = 1
     job = _Bisection(b, command, accuracy, match, stdout, stderr)
-    report = job.run(baseline)
+    b.warm_fork()
+    try:
+        report = job.run(baseline)
+    finally:
+        b.close()
     report.repeat = b.tries_for() if b.target is not None else None
+    report.forked = {"probes": b.forked_runs, "check_runs": int(b.fork_checked)}
     return report
 
 

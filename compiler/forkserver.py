@@ -15,8 +15,9 @@ checked, not assumed: the oracle runs the original program through the server on
 uses it only when that run fails exactly as the fresh baseline did
 (repro/program_job.py).  Baselines and the final verification always run fresh.
 
-Parent side: ``ForkServer`` (one request at a time; a pool holds several).
-Server side: ``python -m tcompile.compiler.forkserver``: JSON lines on stdin/stdout.
+Parent side (here): ``ForkServer`` (one request at a time; a pool holds several).
+Server side: ``python -m tcompile.compiler.child.forkserve``: JSON lines on
+stdin/stdout.
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ from .procs import kill_run
 from .protocol import HookConfig, read_events, read_markers
 from .runner import SAFE_CACHE_ENV, ProcessResult, child_env
 
-PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "torch._inductor.codecache")
-
 
 class ForkServer:
     """One server process; ``run`` forks one candidate and waits for it."""
@@ -45,7 +44,7 @@ class ForkServer:
         import queue
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tcompile.compiler.forkserver"],
+            [sys.executable, "-m", "tcompile.compiler.child.forkserve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -163,77 +162,3 @@ class ForkPool:
             for s in self._free:
                 s.close()
             self._free.clear()
-
-
-# -- the server ---------------------------------------------------------------------
-
-
-def _child(req: dict[str, Any]) -> None:
-    """In the fork: become the candidate's process (never returns)."""
-    code = 1
-    try:
-        os.setsid()
-        os.environ.clear()
-        os.environ.update(req["env"])
-        os.chdir(req["cwd"])
-        null = os.open(os.devnull, os.O_RDWR)
-        err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(null, 0)
-        os.dup2(null, 1)
-        os.dup2(err, 2)
-        script = req["script"]
-        extra = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-        sys.path[:0] = [os.path.dirname(os.path.abspath(script)), *extra]
-        sys.argv = [script, *req["argv"]]
-        from tcompile.compiler.child.hooks import install_from_environment
-
-        install_from_environment()
-        import runpy
-
-        try:
-            runpy.run_path(script, run_name="__main__")
-            code = 0
-        except SystemExit as exc:
-            if exc.code is None or isinstance(exc.code, int):
-                code = exc.code or 0
-            else:
-                sys.stderr.write(f"{exc.code}\n")
-                code = 1
-        except BaseException:
-            sys.excepthook(*sys.exc_info())
-            code = 1
-        import atexit
-
-        atexit._run_exitfuncs()
-    except BaseException:
-        code = 1
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
-def serve() -> int:
-    import importlib
-
-    for name in PRELOAD:
-        importlib.import_module(name)
-    if threading.active_count() != 1:  # a fork would copy locks other threads hold
-        print(json.dumps({"ready": False, "why": "threads"}), flush=True)
-        return 1
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        req = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _child(req)
-        print(json.dumps({"pid": pid}), flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"pid": pid, "status": os.waitstatus_to_exitcode(status)}), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(serve())

@@ -65,6 +65,11 @@ class Bisector:
         self.guided = True  # guided.py: the first divergent op's applications first
         self.peers: Any = None  # peers.Peers: the other nodes of a job bisecting too
         self._lock = threading.Lock()
+        # forked probes (forkserver.py): None until the first probe decides (a ForkPool
+        # when the program forked fails as the fresh baseline did), then kept or False
+        self.fork: Any = None
+        self.forked_runs = 0
+        self.fork_checked = False  # the one forked run that decides ran
 
     def may_flip(self) -> bool:
         """A failure that may not show on every run (a crash: heap corruption in
@@ -150,14 +155,16 @@ class Bisector:
             stop_on=t.to_json(),
         )
         t0 = time.monotonic()
-        result = run_process(
-            self.command,
-            config,
-            timeout=self.timeout,
-            observer=NullObserver(),
-            stdout=_Sink(),
-            stderr=_Sink(),
-        )
+        result = self._forked(config)
+        if result is None:
+            result = run_process(
+                self.command,
+                config,
+                timeout=self.timeout,
+                observer=NullObserver(),
+                stdout=_Sink(),
+                stderr=_Sink(),
+            )
         graphs, failures, _ = collect(result)
         hit = [f for f in failures if t.matches(f.signature, any_stage=True)]
         if not hit and self.graphless:
@@ -187,6 +194,119 @@ class Bisector:
         self.steps.append(step)
         self.observer.event({"event": Event.BISECT_STEP, **step})
         return verdict, {"failures": hit, "graphs": graphs, "counts": counts}
+
+    def _script(self) -> tuple[str, list[str]] | None:
+        """(script, argv) of ``python SCRIPT ARGS`` (the only command a probe may fork)."""
+        import os
+        import sys
+
+        c = self.command
+        if len(c) < 2 or os.path.realpath(c[0]) != os.path.realpath(sys.executable):
+            return None
+        if not c[1].endswith(".py") or not os.path.isfile(c[1]):
+            return None
+        return os.path.abspath(c[1]), c[2:]
+
+    def _forked(self, config: HookConfig) -> Any:
+        """A probe forked from a server that imported torch (forkserver.py), or None: a
+        fresh run.  Decided at the first probe: a single-process ``python SCRIPT`` whose
+        unchanged configuration, forked, shows the target failure as the fresh baseline
+        did (one forked run); else never.  TCOMPILE_NO_FORK=1: never."""
+        import os
+
+        with self._lock:
+            if self.fork is None:
+                self.fork = self._start_fork() or False
+        if not self.fork:
+            return None
+        script, argv = self._script()  # type: ignore[misc]
+        try:
+            result = self.fork.run(
+                script,
+                argv,
+                config,
+                timeout=self.timeout or 3600.0,
+                cwd=os.getcwd(),
+                extra_path=[os.path.dirname(script)],
+            )
+        except RuntimeError:
+            return None
+        with self._lock:
+            self.forked_runs += 1
+        return result
+
+    def _start_fork(self) -> Any:
+        import os
+
+        if os.environ.get("TCOMPILE_NO_FORK") == "1" or self.peers is not None:
+            return None
+        if self._script() is None or self.target is None or self.graphless:
+            return None
+        if any(k in os.environ for k in ("WORLD_SIZE", "TORCH_TRACE")):
+            return None
+        pool = self._pool()
+        if pool is None:
+            return None
+        script, argv = self._script()  # type: ignore[misc]
+        config = HookConfig(
+            dir=str(self.run_dir / "fork-check"),
+            accuracy=self.accuracy,
+            bisect={"limits": {}, "toggles": {}},
+            stop_on=self.target.to_json(),
+        )
+        try:
+            result = pool.run(
+                script,
+                argv,
+                config,
+                timeout=self.timeout or 3600.0,
+                cwd=os.getcwd(),
+                extra_path=[os.path.dirname(script)],
+            )
+        except RuntimeError:
+            pool.close()
+            return None
+        self.fork_checked = True
+        _, failures, _ = collect(result)
+        if not any(self.target.matches(f.signature, any_stage=True) for f in failures):
+            pool.close()
+            return None
+        return pool
+
+    def warm_fork(self) -> None:
+        """Start the fork servers now, while the baseline runs (their imports overlap
+        it); the first probe decides whether they are used."""
+        import os
+
+        if os.environ.get("TCOMPILE_NO_FORK") == "1" or self._script() is None:
+            return
+        if self.peers is not None:  # nodes bisecting together: never forked
+            return
+
+        def start() -> None:
+            from .forkserver import ForkPool
+
+            try:
+                self._warm = ForkPool(self.jobs)
+            except (RuntimeError, OSError):
+                self._warm = None
+
+        self._warming = threading.Thread(target=start, daemon=True)
+        self._warming.start()
+
+    def _pool(self) -> Any:
+        warming = getattr(self, "_warming", None)
+        if warming is None:
+            return None
+        warming.join()
+        return getattr(self, "_warm", None)
+
+    def close(self) -> None:
+        if self.fork:
+            self.fork.close()
+        elif self._pool() is not None:
+            self._warm.close()
+        self.fork = False
 
     def probe_many(self, specs: list[tuple[str, dict[str, Any]]]) -> list[bool]:
         if self.jobs == 1 or len(specs) == 1:

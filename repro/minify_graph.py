@@ -94,10 +94,7 @@ def minify_captured(job: Job) -> MinifyReport:
         pin=pinned_choice(job.message or meta.get("message") or "", job.signature.stage),
     )
     repro, verified, cut = art.repro, art.verified, art.interrupted
-    kernel_repro = None
-    kind = job.signature.kind
-    if verified and not cut and kind in ("accuracy", "compile") and meta["stage"] == "inductor":
-        kernel_repro = _kernel_repro(job, repro, art.device, kind == "compile")
+    kernel_repro = _kernel_repro(job, repro, art.device, meta) if verified and not cut else None
     report = job.report(
         ExitCode.COMPILER_FAILURE,
         _message(verified, result.stopped, cut, repro),
@@ -135,15 +132,19 @@ def minify_captured(job: Job) -> MinifyReport:
 
 
 def _kernel_repro(
-    job: Any, repro: Any, device: str | None, compile_failure: bool
+    job: Any, repro: Any, device: str | None, meta: dict[str, Any]
 ) -> dict[str, Any] | None:
     """kernel_repro.py beside repro.py: the Triton kernel that writes the wrong value,
     or whose compile fails, alone (repro/kernel_repro.py); on CUDA (tritonparse
     installed, for a wrong value)."""
     from .kernel_repro import available, write_kernel_repro
 
+    kind = job.signature.kind
+    if kind not in ("accuracy", "compile") or meta["stage"] != "inductor":
+        return None
     if not (device or "").startswith("cuda"):
         return None
+    compile_failure = kind == "compile"
     if compile_failure:
         job.observer.status("compiling the repro's Triton kernels: writing kernel_repro.py")
         return write_kernel_repro(repro, compile_failure=True)

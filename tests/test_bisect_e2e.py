@@ -67,6 +67,8 @@ def test_multi_graph_names_the_graph(tmp_path):
     doc = bisect(tmp_path, "multi_graph.py", "--accuracy")
     assert doc["graph"] == 1
     assert (doc["subsystem"], doc["detail"]) == ("lowerings", "relu")
+    # probes forked from a server that imported torch, after one forked run checked it
+    assert doc["forked"]["check_runs"] == 1 and doc["forked"]["probes"] >= 1, doc["forked"]
 
 
 def test_custom_backend_and_capture_and_clean(tmp_path):

@@ -84,7 +84,7 @@ def test_explain_shows_ddp_bucket_splits_as_graph_breaks(tmp_path):
 
 def test_a_hang_names_where_each_rank_waited_and_nothing_is_left(tmp_path):
     r, doc = _json(
-        "run", "--timeout", "25", "--json", "--out", str(tmp_path), *_torchrun("ddp_hang.py")
+        "run", "--timeout", "45", "--json", "--out", str(tmp_path), *_torchrun("ddp_hang.py")
     )
     # it hangs without torch.compile too: the program's own divergence, said with where
     assert r.returncode == 3, doc["explanation"]
@@ -110,20 +110,17 @@ def test_sigterm_leaves_no_rank_running(tmp_path):
     assert _left_running(str(tmp_path)) == []
 
 
-def test_bisect_and_minify_a_bug_on_rank_1_only(tmp_path):
+def test_bisect_a_bug_on_rank_1_only(tmp_path):
+    """One launch, two ranks, the culprit on rank 1.  (Minifying one rank's graph in
+    single processes is test_a_graph_with_collectives_minifies_...: the same path,
+    with a collective in the graph; `bisect --minify` once took this test to 330 s.)"""
     r, doc = _json(
-        "bisect", "--accuracy", "--minify", "--json", "--out", str(tmp_path),
-        *_torchrun("ddp_rank1_bug.py"),
-    )  # fmt: skip
+        "bisect", "--accuracy", "--json", "--out", str(tmp_path), *_torchrun("ddp_rank1_bug.py")
+    )
     assert r.returncode == 1, doc["message"]
     assert doc["rank"] == 1 and doc["graph"] == 0 and doc["graph_kind"] == "forward"
     assert (doc["stage"], doc["subsystem"], doc["detail"]) == ("inductor", "lowerings", "relu")
-    m = doc["minify"]
-    assert m["verified"] and m["rank"] == 1 and m["ops"] == ["relu"], m["message"]
-    repro = open(m["repro"]).read()
-    assert "init_process_group" not in repro and "torch.distributed" not in repro
-    ran = subprocess.run([sys.executable, m["repro"]], capture_output=True, text=True)
-    assert ran.returncode == 1 and ran.stdout.startswith("REPRODUCED")
+    assert doc["forked"]["probes"] == 0  # torchrun's ranks are never forked
     assert _left_running(str(tmp_path)) == []
 
 
