@@ -84,7 +84,7 @@ def test_explain_shows_ddp_bucket_splits_as_graph_breaks(tmp_path):
 
 def test_a_hang_names_where_each_rank_waited_and_nothing_is_left(tmp_path):
     r, doc = _json(
-        "run", "--timeout", "45", "--json", "--out", str(tmp_path), *_torchrun("ddp_hang.py")
+        "run", "--timeout", "30", "--json", "--out", str(tmp_path), *_torchrun("ddp_hang.py")
     )
     # it hangs without torch.compile too: the program's own divergence, said with where
     assert r.returncode == 3, doc["explanation"]
@@ -152,6 +152,10 @@ def test_two_nodes_each_write_their_results_and_merge_combines_them(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("tcompile: error:")
 
 
+@pytest.mark.skipif(
+    os.environ.get("TCOMPILE_TEST_TWO_NODE_BISECT") != "1",
+    reason="200 s: set TCOMPILE_TEST_TWO_NODE_BISECT=1 (kept out of the 30-minute suite)",
+)
 def test_two_nodes_bisect_together_through_a_shared_directory(tmp_path):
     """Each node's bisect sees only its own rank; with --peers they share what they saw
     after every run, take the same steps, and both name the culprit on rank 1."""
