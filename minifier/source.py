@@ -93,6 +93,11 @@ def minify_source(
     best = ast.unparse(ast.parse(source)) + "\n"
     lines_before = source.strip().count("\n") + 1
     schedule = SCHEDULE if name is not None else PROGRAM_SCHEDULE
+    # a program: enabling steps (inlining) may grow it, and the passes after them may
+    # not win it back: the result is the smallest candidate that failed the same way,
+    # never one larger than the program it started from.  (A capture candidate's
+    # inlined form is the point -- its bindings make it stand alone -- and stays.)
+    smallest = best
     for _ in range(max_rounds):
         progress = False
         for pass_fn in schedule:
@@ -101,10 +106,15 @@ def minify_source(
             found = search.run(pass_fn(search, best, hints), best)
             if found is not None:
                 best, progress = found, True
-                if progress_cb is not None:
-                    progress_cb(best, search.calls)
+                if name is not None or search.size(best) <= search.size(smallest):
+                    smallest = best
+                    if progress_cb is not None:
+                        progress_cb(best, search.calls)
         if not progress or search.exhausted():
             break
+    if search.size(smallest) < search.size(best):
+        best = smallest
+        search.history.append("back to the smallest candidate (later steps had grown it)")
     return SourceResult(
         best,
         search.calls,
