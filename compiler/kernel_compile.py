@@ -20,8 +20,6 @@ the compile fails first.  Writes WORKDIR/kernel.json, or kernel.json with "error
 from __future__ import annotations
 
 import inspect
-import json
-import os
 import re
 import runpy
 import sys
@@ -128,16 +126,7 @@ def capture(repro: str) -> dict[str, Any]:
     return seen
 
 
-def main() -> int:
-    repro, work = sys.argv[1], sys.argv[2]
-    os.makedirs(work, exist_ok=True)
-    try:
-        doc = capture(repro)
-    except Exception as exc:  # reported to the parent, which says it
-        doc = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
-    Path(work, "kernel.json").write_text(json.dumps(doc, indent=1, default=str))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from .kernel_trace import main
+
+    sys.exit(main(lambda repro, work: capture(repro)))

@@ -244,11 +244,13 @@ def trace(repro: str, work: str) -> dict[str, Any]:
     }
 
 
-def main() -> int:
+def main(look: Any = None) -> int:
+    """``python -m ... REPRO.PY WORKDIR``: ``look(repro, work)`` (this module's
+    :func:`trace` by default; kernel_compile.py passes its own) -> WORKDIR/kernel.json."""
     repro, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     try:
-        doc = trace(repro, work)
+        doc = (look or trace)(repro, work)
     except Exception as exc:  # reported to the parent, which says it
         doc = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
     Path(work, "kernel.json").write_text(json.dumps(doc, indent=1, default=str))

@@ -70,6 +70,8 @@ class Bisector:
         self.fork: Any = None
         self.forked_runs = 0
         self.fork_checked = False  # the one forked run that decides ran
+        self._warming: threading.Thread | None = None  # warm_fork: the servers starting
+        self._warm: Any = None
 
     def may_flip(self) -> bool:
         """A failure that may not show on every run (a crash: heap corruption in
@@ -212,16 +214,26 @@ class Bisector:
         fresh run.  Decided at the first probe: a single-process ``python SCRIPT`` whose
         unchanged configuration, forked, shows the target failure as the fresh baseline
         did (one forked run); else never.  TCOMPILE_NO_FORK=1: never."""
-        import os
-
         with self._lock:
             if self.fork is None:
                 self.fork = self._start_fork() or False
         if not self.fork:
             return None
+        result = self._fork_run(self.fork, config)
+        with self._lock:
+            if result is None:  # the server is gone: fresh runs from now on
+                self.fork.close()
+                self.fork = False
+            else:
+                self.forked_runs += 1
+        return result
+
+    def _fork_run(self, pool: Any, config: HookConfig) -> Any:
+        import os
+
         script, argv = self._script()  # type: ignore[misc]
         try:
-            result = self.fork.run(
+            return pool.run(
                 script,
                 argv,
                 config,
@@ -231,56 +243,40 @@ class Bisector:
             )
         except RuntimeError:
             return None
-        with self._lock:
-            self.forked_runs += 1
-        return result
 
     def _start_fork(self) -> Any:
-        import os
-
-        if os.environ.get("TCOMPILE_NO_FORK") == "1" or self.peers is not None:
-            return None
-        if self._script() is None or self.target is None or self.graphless:
-            return None
-        if any(k in os.environ for k in ("WORLD_SIZE", "TORCH_TRACE")):
-            return None
+        """The warm servers (warm_fork), when one forked run of the program's own
+        configuration shows the target failure."""
         pool = self._pool()
         if pool is None:
             return None
-        script, argv = self._script()  # type: ignore[misc]
+        if self.target is None or self.graphless:
+            pool.close()
+            return None
         config = HookConfig(
             dir=str(self.run_dir / "fork-check"),
             accuracy=self.accuracy,
             bisect={"limits": {}, "toggles": {}},
             stop_on=self.target.to_json(),
         )
-        try:
-            result = pool.run(
-                script,
-                argv,
-                config,
-                timeout=self.timeout or 3600.0,
-                cwd=os.getcwd(),
-                extra_path=[os.path.dirname(script)],
-            )
-        except RuntimeError:
-            pool.close()
-            return None
-        self.fork_checked = True
-        _, failures, _ = collect(result)
-        if not any(self.target.matches(f.signature, any_stage=True) for f in failures):
+        result = self._fork_run(pool, config)
+        self.fork_checked = result is not None
+        hits = collect(result)[1] if result is not None else []
+        if not any(self.target.matches(f.signature, any_stage=True) for f in hits):
             pool.close()
             return None
         return pool
 
     def warm_fork(self) -> None:
         """Start the fork servers now, while the baseline runs (their imports overlap
-        it); the first probe decides whether they are used."""
+        it); the first probe decides whether they are used.  Never for a command other
+        than ``python SCRIPT``, nodes bisecting together (--peers), a rank of a job, or
+        a run with torch's trace (read at import)."""
         import os
 
         if os.environ.get("TCOMPILE_NO_FORK") == "1" or self._script() is None:
             return
-        if self.peers is not None:  # nodes bisecting together: never forked
+        if self.peers is not None or any(k in os.environ for k in ("WORLD_SIZE", "TORCH_TRACE")):
             return
 
         def start() -> None:
@@ -295,11 +291,10 @@ class Bisector:
         self._warming.start()
 
     def _pool(self) -> Any:
-        warming = getattr(self, "_warming", None)
-        if warming is None:
+        if self._warming is None:
             return None
-        warming.join()
-        return getattr(self, "_warm", None)
+        self._warming.join()
+        return self._warm
 
     def close(self) -> None:
         if self.fork:
