@@ -28,6 +28,7 @@ def main(argv: list[str]) -> int:
         cwd=spec["cwd"],
         script_dir=spec["script_dir"],
         accuracy=spec.get("accuracy", "off"),
+        prelude=spec.get("prelude", ""),
     )
     source = Path(argv[1]).read_text()
     with tempfile.TemporaryDirectory(prefix="tcompile-oracle-") as work:

@@ -384,6 +384,14 @@ if __name__ == "__main__":  # pragma: no cover
     help="Bisect and minify at most this many distinct failures.",
 )
 @click.option(
+    "--level",
+    type=click.Choice(["auto", "source"]),
+    default="auto",
+    show_default=True,
+    help="auto: each failure's graph repro (or the program's, when no graph holds it); "
+    "source: a graph's failure gets a user-level repro too (minify --level source).",
+)
+@click.option(
     "--trace",
     type=click.Path(file_okay=False),
     default=None,
@@ -398,6 +406,7 @@ def report(
     timeout: float | None,
     jobs: int,
     max_bugs: int,
+    level: str,
     trace: str | None,
     as_json: bool,
     out: str | None,
@@ -417,6 +426,7 @@ def report(
             accuracy=accuracy,
             jobs=jobs,
             max_bugs=max_bugs,
+            level=level,
             trace=args.abs_dir(trace),
             **app.common(out, timeout, as_json),
         )

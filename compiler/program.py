@@ -102,6 +102,30 @@ class ProgramTarget:
     script_dir: str  # imports of the program's own modules resolve from here
     # the source level of a wrong value: candidates run with the accuracy check
     accuracy: str = "off"
+    # text every candidate runs first, never minified itself (repro/program_harness.py:
+    # the check that turns a wrong value into an exception)
+    prelude: str = ""
+
+
+def with_prelude(prelude: str, source: str) -> str:
+    """A candidate as it runs: ``prelude`` first -- after the program's docstring and
+    ``from __future__`` imports, which must stay first."""
+    if not prelude:
+        return source
+    import ast
+
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return prelude + source
+    end = 0
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+            end = stmt.end_lineno or end
+        elif not (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            break
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:end]) + prelude + "".join(lines[end:])
 
 
 class ProgramOracle:
@@ -162,8 +186,8 @@ class ProgramOracle:
 
         d = self._slot()
         path = d / self.script_name
-        path.write_text(source)
         t = self.target
+        path.write_text(with_prelude(t.prelude, source))
         got = program_failure(
             self.run(
                 path,

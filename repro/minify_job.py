@@ -65,6 +65,7 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
         return with_source_level(command, _run_minify(command, **{**kw, "level": "graph"}), kw)
     report = _run_minify(command, **kw)
     if report.alone_passes and kw.get("level", "auto") == "auto" and report.run_dir:
+        from .program_harness import prelude_for
         from .program_job import minify_program
 
         try:
@@ -78,6 +79,7 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
                 t0=time.monotonic() - report.seconds,
                 include=kw.get("include"),
                 reason=f"graph {report.graph} passes on its own",
+                prelude=prelude_for(report.signature),
             )
         except UsageError:
             return report

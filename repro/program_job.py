@@ -30,11 +30,13 @@ from tcompile.compiler.program import (
     ProgramOracle,
     ProgramTarget,
     program_failure,
+    with_prelude,
 )
 from tcompile.compiler.protocol import HookConfig
 from tcompile.compiler.runner import is_distributed_launch, write_json
 
 from .minify_types import MinifyReport
+from .program_harness import REPRODUCED
 from .verify import repro_output
 
 MAX_CALLS = 400  # candidate programs judged at most
@@ -97,6 +99,7 @@ class _Run:
     timeout: float | None
     observer: Observer
     accuracy: str = "off"
+    prelude: str = ""
 
 
 def minify_program(
@@ -112,10 +115,12 @@ def minify_program(
     reason: str = "",
     accuracy: str = "off",
     keep: list[frozenset[str]] | None = None,
+    prelude: str = "",
 ) -> MinifyReport:
-    """``accuracy``: candidates run with that check (the source level of a wrong value);
-    ``keep``: anchors, the names each source line of the minimal graph calls (the
-    engine never judges a candidate that lost one: source_case.Hints)."""
+    """``accuracy``: candidates run with that check; ``keep``: anchors, the names each
+    source line of the minimal graph calls (the engine never judges a candidate that
+    lost one: source_case.Hints); ``prelude``: text each candidate and repro.py run
+    first, never minified (program_harness.py: the check of a wrong value)."""
     script, argv, distributed = script_of(command)
     source = script.read_text()
     includes = [Path(p).resolve() for p in include or []]
@@ -124,7 +129,7 @@ def minify_program(
             raise UsageError(f"--include {p}: no such file")
     if includes:
         source = inline_modules(source, includes)
-    run = _Run(command, script, argv, run_dir, backend, timeout, observer, accuracy)
+    run = _Run(command, script, argv, run_dir, backend, timeout, observer, accuracy, prelude)
     work = run_dir / "program"
     work.mkdir(parents=True, exist_ok=True)
     observer.status(
@@ -221,7 +226,7 @@ def _finish(
     lines_before = source.strip().count("\n") + 1
     run_dir, observer = run.run_dir, run.observer
     repro = run_dir / "repro.py"
-    text = program_repro(best, target.failure)
+    text = program_repro(best, target.failure, target.prelude)
     _write(repro, text)
     verified, said = (False, "")
     if not interrupted:
@@ -270,11 +275,12 @@ def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float]
         cwd=os.getcwd(),
         script_dir=str(run.script.parent),
         accuracy=run.accuracy,
+        prelude=run.prelude,
     )
     oracle = ProgramOracle(probe, work / "baseline", run.script.name, run.argv)
     path = work / "baseline" / run.script.name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(source)
+    path.write_text(with_prelude(run.prelude, source))
     t = time.monotonic()
     failure = program_failure(
         oracle.run(
@@ -308,19 +314,9 @@ def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float]
     return target, seconds
 
 
-_HARNESS = """import sys
-
-
-def _failed(kind, exc, tb):  # the program's failure: said, and exit 1
-    print(f"REPRODUCED: {kind.__name__}: {str(exc).strip()[:300]}".splitlines()[0], flush=True)
-
-
-sys.excepthook = _failed
-"""
-
-
-def program_repro(program: str, failure: ProgramFailure) -> str:
-    """repro.py of the program level: a header, the harness, the program, the end line."""
+def program_repro(program: str, failure: ProgramFailure, prelude: str = "") -> str:
+    """repro.py of the program level: a header, the harness, the prelude the candidates
+    ran (the accuracy check of a wrong value), the program, the end line."""
     import platform
 
     import torch
@@ -337,11 +333,18 @@ def program_repro(program: str, failure: ProgramFailure) -> str:
         f"#   {failure.text}\n"
         f"# torch {torch.__version__}, Python {platform.python_version()}\n"
         "# python repro.py: exit 1 + REPRODUCED; TORCHDYNAMO_DISABLE=1 python repro.py: exit 0 + NOT REPRODUCED\n"
+        + (
+            "# A wrong value: each call of torch.compile'd code is checked against eager below.\n"
+            if prelude
+            else ""
+        )
     )
     parts = [head]
     if future:
         parts.append("".join(ast.unparse(s) + "\n" for s in future))
-    parts.append(_HARNESS)
+    parts.append(REPRODUCED)
+    if prelude:
+        parts.append("\n\n" + prelude)
     parts.append(ast.unparse(tree) + "\n")
     parts.append('print("NOT REPRODUCED")\n')
     return "".join(parts)

@@ -55,6 +55,7 @@ def run_report(
     timeout: float | None = None,
     jobs: int = 1,
     max_bugs: int = 3,
+    level: str = "auto",
     out: str | None = None,
     observer: Observer | None = None,
     stdout: Any = None,
@@ -108,6 +109,7 @@ def run_report(
             )
             bug["bisect"] = bis.to_json()
             args = bis.minify_args() or {"graph": first.graph, "backend": None}
+            args["level"] = level  # source: a user-level repro beside the graph's
         elif first.kind == "capture":
             bugs.append(bug)
             continue
@@ -238,6 +240,17 @@ def describe(bug: dict[str, Any]) -> str:
             )
         if mini.get("switches"):
             text.append(f"Numerics: {mini['switches']['verdict']}.")
+        src = mini.get("source") or {}
+        if src.get("repro"):
+            text.append(
+                f"In user-level PyTorch, the program shrinks from {src.get('lines_before')} to "
+                f"{src.get('lines_after')} lines around the source lines the graph came from; "
+                + (
+                    "that repro is verified too."
+                    if src.get("verified")
+                    else "that repro is NOT verified."
+                )
+            )
     elif bug.get("record"):
         text.append(
             f"The failing frame is recorded for `tcompile replay` ({Path(bug['record']).name})."
@@ -252,6 +265,23 @@ def section(bug: dict[str, Any], *, level: str) -> str:
         out.append("```python\n" + Path(mini["repro"]).read_text().rstrip() + "\n```\n")
         if mini.get("repro_output"):
             out.append("Output:\n\n```\n" + str(mini["repro_output"]).strip() + "\n```\n")
+    src = mini.get("source") or {}
+    if mini.get("source_lines"):
+        out.append(
+            "From these lines of the program:\n\n```\n"
+            + "\n".join(
+                f"{Path(e['file']).name}:{e['line']}  {e['code']}" for e in mini["source_lines"]
+            )
+            + "\n```\n"
+        )
+    if src.get("repro") and Path(src["repro"]).exists():
+        out.append(
+            "The same failure in user-level PyTorch"
+            + (" (verified)" if src.get("verified") else " (NOT verified)")
+            + ":\n\n```python\n"
+            + Path(src["repro"]).read_text().rstrip()
+            + "\n```\n"
+        )
     bis = bug.get("bisect") or {}
     if bis.get("bad"):
         bad = " ".join(f"{k}={v}" for k, v in bis["bad"].items())

@@ -8,6 +8,8 @@ same engine and oracle as ``--level program``) until it fails with the graph's f
 -- the same signature -- and the engine
 never judges a candidate that lost what an anchor calls (``torch.copysign``,
 ``.to``): such a candidate could not fail the same way (source_case.Hints.keep).
+A wrong value (an accuracy failure) raises nothing: there every candidate, and the
+repro, run with torch.compile checked against eager on each call (program_harness.py).
 The user-level repro is ``source/repro.py`` of the run folder, verified like a program
 repro; the report keeps the graph's fields and adds ``source`` and ``source_lines``.
 """
@@ -24,6 +26,7 @@ from typing import Any
 from tcompile.compiler.observer import NullObserver
 
 from .minify_types import MinifyReport
+from .program_harness import prelude_for
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>.*)')
 
@@ -111,13 +114,6 @@ def with_source_level(command: list[str], report: MinifyReport, kw: dict[str, An
         if mine:
             keep += anchors(mine, f.read_text())
             lines += mine
-    if "/accuracy" in (report.signature or ""):
-        report.source_lines = lines
-        report.source = {
-            "error": "a wrong value shows only under tcompile's check: a user-level repro "
-            "of an accuracy failure is not made (the graph's repro.py compares with eager)"
-        }
-        return report
     observer = kw.get("observer") or NullObserver()
     t0 = time.monotonic()
     try:
@@ -132,6 +128,7 @@ def with_source_level(command: list[str], report: MinifyReport, kw: dict[str, An
             include=kw.get("include"),
             reason=f"a repro in user-level PyTorch for graph {report.graph}",
             keep=keep,
+            prelude=prelude_for(report.signature),
         )
     except UsageError as exc:
         report.source = {"error": str(exc)}

@@ -116,3 +116,63 @@ def test_the_program_repro_harness(tmp_path):
         proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
         assert proc.returncode == code and said in proc.stdout, proc
         assert path.read_text().count("\n") < 20
+
+
+def test_a_prelude_runs_first_after_docstring_and_future_imports():
+    from tcompile.compiler.program import with_prelude
+
+    src = '"""doc"""\nfrom __future__ import annotations\nx = 1\n'
+    out = with_prelude("P = 0\n", src)
+    assert out == '"""doc"""\nfrom __future__ import annotations\nP = 0\nx = 1\n'
+    assert with_prelude("P = 0\n", "x = 1\n") == "P = 0\nx = 1\n"
+    assert with_prelude("", src) == src
+
+
+WRONG_BACKEND = textwrap.dedent(
+    """
+    import torch
+
+
+    def off_by(gm, example_inputs):  # a backend that computes a wrong value
+        def run(*args):
+            return [o + OFFSET for o in gm(*args)]
+
+        return run
+
+
+    @torch.compile(backend=off_by)
+    def f(x):
+        return torch.sin(x) * 2
+
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.cos(x)
+
+
+    m = torch.compile(M(), backend=off_by)
+    print(f(torch.ones(3)).sum(), m(torch.ones(3)).sum(), m.training)
+    """
+)
+
+
+def test_the_accuracy_check_turns_a_wrong_value_into_the_failure(tmp_path):
+    """Issue 23, the user-level repro of a wrong value: the prelude checks each call of
+    torch.compile'd code (functions and modules) against eager; a backend off by 1 is
+    REPRODUCED, off by 1e-9 is not, and with torch.compile off nothing is checked."""
+    from tcompile.compiler.program import ProgramFailure
+    from tcompile.repro.program_harness import ACCURACY_FAILURE, prelude_for
+    from tcompile.repro.program_job import program_repro, verify_program_repro
+
+    assert prelude_for("inductor/runtime: RuntimeError: x") == ""
+    prelude = prelude_for("inductor/accuracy: AccuracyError: inference output differs")
+    kind, message = ACCURACY_FAILURE.split(": ", 1)
+    failure = ProgramFailure("exception", kind, message)
+    path = tmp_path / "repro.py"
+    path.write_text(program_repro(WRONG_BACKEND.replace("OFFSET", "1.0"), failure, prelude))
+    ok, said = verify_program_repro(path, failure, 120)
+    assert ok and said == "REPRODUCED: " + ACCURACY_FAILURE, said
+    path.write_text(program_repro(WRONG_BACKEND.replace("OFFSET", "1e-9"), failure, prelude))
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0 and "NOT REPRODUCED" in proc.stdout, proc.stdout + proc.stderr
+    assert "True" in proc.stdout  # the compiled module is still a module

@@ -1,0 +1,94 @@
+"""The harnesses of a program-level repro (generated text, not tcompile's code).
+
+* ``REPRODUCED``: an uncaught exception prints ``REPRODUCED: <type>: <message>`` and
+  exits 1; a run to the end prints ``NOT REPRODUCED`` (program_job.program_repro).
+* ``accuracy_check``: for a *wrong value* (an accuracy failure): no exception shows it,
+  so the program runs with ``torch.compile`` replaced by a checked one: each call of
+  the compiled code runs eager first (on copies of the tensor arguments, from the same
+  RNG state, with ``fallback_random`` so that both draw the same numbers) and raises
+  ``AssertionError`` when the compiled result is beyond the dtype's tolerance
+  (torch.testing.assert_close's, times 100 unless the check was strict).  It is the
+  *prelude* of every candidate (compiler/program.py: never minified itself), and of
+  repro.py.  With ``TORCHDYNAMO_DISABLE=1`` torch.compile returns the function itself
+  and nothing is checked: the repro passes.
+
+Forward results only: a wrong gradient with right forward values is not seen (the
+graph-level repro.py checks gradients).
+"""
+
+from __future__ import annotations
+
+REPRODUCED = """import sys
+
+
+def _failed(kind, exc, tb):  # the program's failure: said, and exit 1
+    print(f"REPRODUCED: {kind.__name__}: {str(exc).strip()[:300]}".splitlines()[0], flush=True)
+
+
+sys.excepthook = _failed
+"""
+
+_ACCURACY = """import functools
+
+import torch
+import torch._inductor.config
+
+torch._inductor.config.fallback_random = True  # compiled code draws eager's random numbers
+_compile, _RTOL = torch.compile, {torch.float16: 1e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-7}
+
+
+def _differ(a, b):  # beyond SCALEx torch.testing.assert_close's tolerance of the dtype
+    if isinstance(a, (list, tuple)):
+        return len(a) != len(b) or any(map(_differ, a, b))
+    if not isinstance(a, torch.Tensor) or not a.is_floating_point():
+        return isinstance(a, torch.Tensor) and not torch.equal(a, b)
+    tol = SCALE * _RTOL.get(a.dtype, 1.3e-6), SCALE * (1e-7 if a.dtype == torch.float64 else 1e-5)
+    return a.shape != b.shape or not torch.allclose(a.detach().cpu(), b.detach().cpu(), *tol, True)
+
+
+def _checked(compiled, eager):  # each call: eager first (copies of the inputs, same RNG state)
+    def call(*args, **kwargs):
+        state, copies = torch.get_rng_state(), [a.clone() if torch.is_tensor(a) else a for a in args]
+        with torch.no_grad():
+            expected = eager(*copies, **kwargs)
+        torch.set_rng_state(state)
+        actual = compiled(*args, **kwargs)
+        if _differ(actual, expected):
+            raise AssertionError("torch.compile's result differs from eager")
+        return actual
+
+    return call
+
+
+def _compile_checked(model=None, **options):  # torch.compile, every call checked
+    if model is None:
+        return functools.partial(_compile_checked, **options)
+    compiled = _compile(model, **options)
+    if compiled is model:  # torch.compile is off (TORCHDYNAMO_DISABLE=1)
+        return model
+    if isinstance(compiled, torch.nn.Module):
+        compiled.forward = _checked(compiled.forward, model)
+        return compiled
+    return functools.wraps(model)(_checked(compiled, model))
+
+
+torch.compile = _compile_checked
+"""
+
+# the failure the accuracy check raises (program.ProgramFailure compares its type and
+# its raising line, the ``raise`` above)
+ACCURACY_FAILURE = "AssertionError: torch.compile's result differs from eager"
+
+
+def accuracy_check(strict: bool = False) -> str:
+    """The prelude that turns a wrong value into an exception (see the module notes)."""
+    return _ACCURACY.replace("SCALE", "1" if strict else "100")
+
+
+def prelude_for(signature: str | None) -> str:
+    """The prelude a program-level search of this failure needs: the accuracy check for
+    a wrong value (``.../accuracy: ...``), nothing otherwise."""
+    sig = signature or ""
+    if "/accuracy" not in sig:
+        return ""
+    return accuracy_check(strict="StrictAccuracyError" in sig)
