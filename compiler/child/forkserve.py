@@ -67,8 +67,19 @@ def _child(req: dict[str, Any]) -> None:
 def serve() -> int:
     import importlib
 
+    # Importing inductor asks torch.cuda.is_available(), which initialises the CUDA
+    # driver (cuInit) unless the check goes through NVML; a fork of a process whose
+    # driver is initialised cannot use CUDA ("Cannot re-initialize CUDA in forked
+    # subprocess"; seen on an H200: every forked candidate of a CUDA program failed so).
+    # The server asks NVML; each fork gets the run's own environment back.
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     for name in PRELOAD:
         importlib.import_module(name)
+    import torch
+
+    if torch.cuda.is_initialized():  # CUDA in use already: a fork could not use it
+        print(json.dumps({"ready": False, "why": "cuda"}), flush=True)
+        return 1
     if threading.active_count() != 1:  # a fork would copy locks other threads hold
         print(json.dumps({"ready": False, "why": "threads"}), flush=True)
         return 1
