@@ -176,3 +176,38 @@ def test_the_accuracy_check_turns_a_wrong_value_into_the_failure(tmp_path):
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
     assert proc.returncode == 0 and "NOT REPRODUCED" in proc.stdout, proc.stdout + proc.stderr
     assert "True" in proc.stdout  # the compiled module is still a module
+
+
+def test_a_report_carries_the_user_level_repro_beside_the_graph_one(tmp_path):
+    """Issue 23: report.md of a --level source minify shows the aten-level repro, the
+    program's lines the graph came from, and the user-level repro."""
+    from tcompile.repro.report import write_report
+
+    (tmp_path / "repro.py").write_text("# the aten-level repro\n")
+    (tmp_path / "user.py").write_text("# the user-level repro\nprint(torch.relu(x))\n")
+    bug = {
+        "signature": "inductor/accuracy: AccuracyError: inference output differs from eager",
+        "kind": "accuracy",
+        "stage": "inductor",
+        "count": 1,
+        "graph": 0,
+        "graphs": [0],
+        "minify": {
+            "repro": str(tmp_path / "repro.py"),
+            "verified": True,
+            "level": "source",
+            "nodes_before": 6,
+            "nodes_after": 1,
+            "source_lines": [{"file": "/x/prog.py", "line": 13, "code": "h = torch.relu(h)"}],
+            "source": {
+                "repro": str(tmp_path / "user.py"),
+                "verified": True,
+                "lines_before": 19,
+                "lines_after": 11,
+            },
+        },
+    }
+    text = open(write_report(tmp_path, [bug]).report).read()
+    assert "# the aten-level repro" in text and "# the user-level repro" in text
+    assert "prog.py:13  h = torch.relu(h)" in text
+    assert "from 19 to 11 lines" in text and "verified too" in text
