@@ -45,7 +45,10 @@ class ProgramFailure:
             return False
         if self.kind in ("crash", "timeout"):
             return self.kind == other.kind
-        return self.message == other.message or bool(self.line and self.line == other.line)
+        if self.line and self.line == other.line:
+            return True
+        # an empty message (a bare ``assert``) says nothing: the raising line must match
+        return self.message == other.message and (bool(self.message) or not self.line)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -307,10 +307,17 @@ def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float]
     # a failure that shows with backend="eager" too is Dynamo's own: candidates must
     # pass without torch.compile; one below Dynamo must pass with backend="eager"
     control = "disable" if failure.same(eager) else "eager"
+    # Dynamo's own failure: candidates compile with backend="eager" -- no inductor
+    # compile to wait for, and a candidate must keep the failure where it was found (a
+    # candidate that fails only under inductor, by a rounding difference where the
+    # program compared exactly, is another bug: seen on pytorch#197859)
+    stage = "eager" if control == "disable" and run.backend is None else run.backend
     limit = max(30.0, 3 * seconds)
     if run.timeout:
         limit = min(limit, run.timeout)
-    target = dataclasses.replace(probe, failure=failure, control=control, timeout=limit)
+    target = dataclasses.replace(
+        probe, failure=failure, control=control, timeout=limit, stage=stage
+    )
     return target, seconds
 
 

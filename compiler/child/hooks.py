@@ -379,10 +379,25 @@ def _raising_line(exc: BaseException) -> str:
     import linecache
     import traceback
 
+    import torch
+
+    # torch's folder and the folders of tcompile's modules, not any folder of those
+    # names (a program under .../tcompile/... is the user's)
+    torch_dir = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+    ours = {
+        os.path.dirname(os.path.realpath(m.__file__))
+        for name, m in list(sys.modules.items())
+        if (name == "tcompile" or name.startswith("tcompile.")) and getattr(m, "__file__", None)
+    }
     text = ""
     for fs in traceback.extract_tb(exc.__traceback__):
-        path = fs.filename.replace("\\", "/")
-        if "/torch/" in path or "/tcompile/" in path or "site-packages" in path:
+        path = os.path.realpath(fs.filename)
+        if (
+            path.startswith(torch_dir)
+            or os.path.dirname(path) in ours
+            or "site-packages" in path
+            or "dist-packages" in path
+        ):
             continue
         text = (linecache.getline(fs.filename, fs.lineno or 0) or fs.line or "").strip()
     return text[:300]
