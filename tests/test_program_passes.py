@@ -211,3 +211,18 @@ def test_a_report_carries_the_user_level_repro_beside_the_graph_one(tmp_path):
     assert "# the aten-level repro" in text and "# the user-level repro" in text
     assert "prog.py:13  h = torch.relu(h)" in text
     assert "from 19 to 11 lines" in text and "verified too" in text
+
+
+def test_a_bare_assert_is_the_same_failure_only_on_its_own_line():
+    from tcompile.compiler.program import ProgramFailure
+
+    target = ProgramFailure("exception", "AssertionError", "", "assert torch.equal(a, b)")
+    assert target.same(
+        ProgramFailure("exception", "AssertionError", "", "assert torch.equal(a, b)")
+    )
+    assert not target.same(ProgramFailure("exception", "AssertionError", "", "assert y > 0"))
+    worded = ProgramFailure("exception", "AssertionError", "stale", "assert x == 2, 'stale'")
+    assert worded.same(ProgramFailure("exception", "AssertionError", "stale", "assert x == 3, 's'"))
+    assert ProgramFailure("exception", "exit status 3", "", "").same(
+        ProgramFailure("exception", "exit status 3", "", "")
+    )
