@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .source_case import (
@@ -309,7 +309,7 @@ def inline_calls(search: Search, best: str, hints: Hints) -> Proposals:
         if stmt is None:
             continue
         taken = names_in(cand)
-        if not (isinstance(stmt, (ast.Assign, ast.Return)) and stmt.value is call):
+        if not (isinstance(stmt, (ast.Assign, ast.Return, ast.Expr)) and stmt.value is call):
             temp = fresh_name(taken, "t")  # lift it: t = call; ... t ...
             lifted = ast.Assign(targets=[ast.Name(temp, ast.Store())], value=call)
             _swap_expr(stmt, call, ast.Name(temp, ast.Load()))
@@ -346,13 +346,45 @@ def _swap_expr(root: ast.AST, old: ast.AST, new: ast.AST) -> None:
                         value[j] = new
 
 
+def _bind(
+    fn: ast.FunctionDef, call: ast.Call, actual: list[ast.expr]
+) -> dict[str, ast.expr] | None:
+    """The callee's parameters -> the caller's expressions: positional, then keywords by
+    name, then the defaults; None when a parameter stays unbound or the call passes
+    ``*args``/``**kwargs``."""
+    args = fn.args
+    if args.vararg or args.kwarg or args.posonlyargs:
+        return None
+    if any(isinstance(a, ast.Starred) for a in actual) or any(k.arg is None for k in call.keywords):
+        return None
+    params = [a.arg for a in args.args]
+    if len(actual) > len(params):
+        return None
+    bound: dict[str, ast.expr] = dict(zip(params, actual))
+    kwonly = [a.arg for a in args.kwonlyargs]
+    for k in call.keywords:
+        if k.arg in bound or k.arg not in params + kwonly:
+            return None
+        bound[str(k.arg)] = k.value
+    defaults = dict(zip(params[len(params) - len(args.defaults) :], args.defaults))
+    defaults.update({a: d for a, d in zip(kwonly, args.kw_defaults) if d is not None})
+    for name in params + kwonly:
+        if name not in bound:
+            if name not in defaults:
+                return None
+            bound[name] = defaults[name]
+    return bound
+
+
 def _inlined(
     callee: dict[str, Any], call: ast.Call, stmt: ast.stmt, taken: set[str]
 ) -> list[ast.stmt] | None:
+    """The callee's body for ``stmt``: ``v = call`` / ``return call`` of a body that
+    ends in its only return, or ``call`` as a statement of a body that returns nothing
+    (or only at its end)."""
     fn = ast.parse(callee["source"]).body[0]
-    if not isinstance(fn, ast.FunctionDef) or call.keywords or fn.args.vararg:
+    if not isinstance(fn, ast.FunctionDef):
         return None
-    params = [a.arg for a in fn.args.args]
     actual: list[ast.expr] = list(call.args)
     kind = callee.get("kind", "function")
     if kind == "module":  # self.layer(x): the module is the callee's self
@@ -361,34 +393,42 @@ def _inlined(
         if not isinstance(call.func, ast.Attribute):
             return None
         actual = [call.func.value, *actual]
-    defaults = fn.args.defaults
-    if not (len(params) - len(defaults) <= len(actual) <= len(params)):
+    mapping = _bind(fn, call, actual)
+    if mapping is None:
         return None
-    actual += (
-        defaults[len(defaults) - (len(params) - len(actual)) :] if len(actual) < len(params) else []
-    )
-    body = fn.body
-    straight = (
-        body
-        and isinstance(body[-1], ast.Return)
-        and not any(isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s))
-    )
-    if not straight:
+    body = list(fn.body)
+    if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # its docstring
+    own = [n for s in body for n in _walk_own(s)]
+    if any(
+        isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal)) for n in own
+    ):
+        return None
+    returns = [n for n in own if isinstance(n, ast.Return)]
+    ends = bool(body) and isinstance(body[-1], ast.Return)
+    if isinstance(stmt, ast.Expr) and stmt.value is call:
+        if returns and not (len(returns) == 1 and ends):
+            return None
+    elif not (ends and len(returns) == 1):
         return None
     # the callee's own locals get names the caller does not use
     local = {
         n.id
         for s in body
-        for n in ast.walk(s)
+        for n in _walk_own(s)
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-    } - set(params)
-    mapping: dict[str, ast.expr] = dict(zip(params, actual))
+    } - set(mapping)
     for name in sorted(local):
         new = fresh_name(taken, name)
         taken.add(new)
         mapping[name] = ast.Name(new, ast.Load())
     renamer = _RenameAll(mapping)
     new_body = [renamer.visit(copy.deepcopy(s)) for s in body]
+    if isinstance(stmt, ast.Expr):
+        last = new_body[-1] if new_body else None
+        if isinstance(last, ast.Return):
+            new_body[-1:] = [ast.Expr(last.value)] if last.value is not None else []
+        return new_body or [ast.Pass()]
     last = new_body[-1]
     assert isinstance(last, ast.Return)
     if isinstance(stmt, ast.Return):
@@ -396,6 +436,20 @@ def _inlined(
     assert isinstance(stmt, ast.Assign)
     new_body[-1] = ast.Assign(targets=stmt.targets, value=last.value or ast.Constant(None))
     return new_body
+
+
+def _walk_own(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` that does not enter nested functions, lambdas and classes (their
+    returns and locals are their own)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        for child in ast.iter_child_nodes(n):
+            if not isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+            ):
+                todo.append(child)
 
 
 class _RenameAll(Rename):

@@ -226,3 +226,72 @@ def test_a_bare_assert_is_the_same_failure_only_on_its_own_line():
     assert ProgramFailure("exception", "exit status 3", "", "").same(
         ProgramFailure("exception", "exit status 3", "", "")
     )
+
+
+TRAINING = textwrap.dedent(
+    """
+    import dataclasses
+
+
+    @dataclasses.dataclass
+    class Config:
+        width: int = 8
+        steps: int = 3
+        name: str = "run"
+
+
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+
+        def apply(self, v):
+            out = [x * self.k for x in v]
+            return out
+
+
+    def train(cfg: Config, log=True):
+        '''Train.'''
+        s = Scaler(2)
+        values = list(range(cfg.width))
+        for _ in range(cfg.steps):
+            values = s.apply(values)
+            if log:
+                print(cfg.name, values)
+        boom(values)
+
+
+    def main():
+        cfg = Config(steps=2)
+        train(cfg, log=False)
+
+
+    if __name__ == "__main__":
+        main()
+    """
+)
+
+
+def _main_oracle(source: str) -> str:
+    calls: list[object] = []
+    namespace = {"__name__": "__main__", "boom": calls.append, "print": lambda *a: None}
+    try:
+        exec(compile(source, "<candidate>", "exec"), namespace)  # noqa: S102
+    except Exception:
+        return Verdict.INVALID.value
+    ok = any(isinstance(c, list) for c in calls)
+    return Verdict.SAME_FAILURE.value if ok else Verdict.PASS.value
+
+
+def test_functions_methods_and_config_fields_are_inlined_away():
+    """Issue 23: a call as a statement of a function that returns nothing, keyword
+    arguments, a method of an object the program constructs, a config object's fields
+    (a dataclass's defaults, the constructor's keywords): inlined, then deleted."""
+    from tcompile.minifier.program_passes import program_callees
+
+    callees = program_callees(ast.parse(TRAINING))
+    assert {"train", "main", "s.apply"} <= set(callees), sorted(callees)
+    assert _main_oracle(TRAINING) == "same_failure"
+    result = minify_source(TRAINING, None, _main_oracle, max_calls=400)
+    assert _main_oracle(result.source) == "same_failure"
+    assert "Config" not in result.source and "def " not in result.source, result.source
+    assert result.lines_after <= 3, result.source
