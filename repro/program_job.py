@@ -231,7 +231,10 @@ def _finish(
     verified, said = (False, "")
     if not interrupted:
         observer.status("verifying repro.py in a fresh interpreter (and with torch.compile off)")
-        verified, said = verify_program_repro(repro, target.failure, target.timeout * 2)
+        try:
+            verified, said = verify_program_repro(repro, target.failure, target.timeout * 2)
+        except KeyboardInterrupt:  # during the verification: the repro stands, unverified
+            interrupted = True
     lines = text.strip().count("\n") + 1
     message = (
         f"the program minified from {lines_before} to {best.strip().count(chr(10)) + 1} lines "
