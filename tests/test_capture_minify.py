@@ -46,7 +46,21 @@ def _run_repro(path, *extra):
     )
 
 
-@pytest.mark.parametrize("fixture", sorted(CAPTURE_FIXTURES))
+# the same path as capture_symbolic_guard.py and recompile_error.py: extended
+CAPTURE_EXTENDED = {
+    "capture_deep_branch.py",
+    "capture_dynamic_list_index.py",
+    "capture_closure_global.py",
+}
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        pytest.param(f, marks=pytest.mark.extended) if f in CAPTURE_EXTENDED else f
+        for f in sorted(CAPTURE_FIXTURES)
+    ],
+)
 def test_capture_failure_minifies_to_a_short_verified_repro(fixture, tmp_path):
     r, doc = _minify(tmp_path, str(FIXTURES / fixture))
     assert r.returncode == 1 and doc["verified"], (fixture, doc["message"])

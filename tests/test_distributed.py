@@ -110,6 +110,7 @@ def test_sigterm_leaves_no_rank_running(tmp_path):
     assert _left_running(str(tmp_path)) == []
 
 
+@pytest.mark.extended
 def test_bisect_a_bug_on_rank_1_only(tmp_path):
     """One launch, two ranks, the culprit on rank 1.  (Minifying one rank's graph in
     single processes is test_a_graph_with_collectives_minifies_...: the same path,

@@ -85,7 +85,11 @@ def test_a_passive_run_decides_where_the_check_changed_the_program(tmp_path):
             "custom_pass_module_import.py",
             "from torch._inductor.custom_graph_pass import get_hash_for_files",
         ),
-        ("decomp_table_lambda.py", "aten_gelu_default_lambda = lambda x"),
+        pytest.param(
+            "decomp_table_lambda.py",
+            "aten_gelu_default_lambda = lambda x",
+            marks=pytest.mark.extended,
+        ),
     ],
 )
 def test_customizations_travel_into_the_repro(fixture, words, tmp_path):

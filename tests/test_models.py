@@ -11,6 +11,7 @@ pytest.importorskip("transformers")
 pytestmark = [pytest.mark.slow, pytest.mark.models]
 
 
+@pytest.mark.extended
 def test_gpt2_training_with_dropout_is_clean(tmp_path):
     r = run_tcompile(
         "run", "--json", "--accuracy", "--out", str(tmp_path), str(FIXTURES / "gpt2_train.py")

@@ -30,6 +30,7 @@ def test_a_real_miscompile_passes_with_no_switch_and_names_its_node_and_kernel(t
     assert doc["switches"]["verdict"].endswith("a miscompile")
 
 
+@pytest.mark.extended
 def test_an_elided_cast_passes_with_emulate_precision_casts(tmp_path):
     r, doc = _minify(tmp_path, "numerics/cast_elided_bf16.py", "--strict-accuracy")
     assert r.returncode == 1, doc["message"]
