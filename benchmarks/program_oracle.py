@@ -31,8 +31,22 @@ def main(argv: list[str]) -> int:
         prelude=spec.get("prelude", ""),
     )
     source = Path(argv[1]).read_text()
+    # the oracle's adaptive time limit (ProgramOracle.limit), kept across calls as
+    # tcompile keeps it across candidates: the quickest same-failure run so far
+    state = Path(argv[0]).with_suffix(".quickest")
     with tempfile.TemporaryDirectory(prefix="tcompile-oracle-") as work:
-        verdict = ProgramOracle(target, Path(work), spec["script_name"])(source)
+        oracle = ProgramOracle(target, Path(work), spec["script_name"])
+        try:
+            oracle.quickest = float(state.read_text())
+        except (OSError, ValueError):
+            pass
+        verdict = oracle(source)
+    if oracle.quickest is not None:
+        try:
+            best = min(oracle.quickest, float(state.read_text()))
+        except (OSError, ValueError):
+            best = oracle.quickest
+        state.write_text(str(best))
     return 0 if verdict == "same_failure" else 1
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,11 @@ class ProgramOracle:
         self.script_name = script_name
         self.argv = list(argv or [])
         self.runs = 0
+        # the quickest run of a candidate that failed the same way: later candidates get
+        # a few times that, not the original program's limit -- a candidate whose loop
+        # no longer ends (a data loader shrunk to nothing under ``while step < n``)
+        # would otherwise cost the whole limit each time
+        self.quickest: float | None = None
         self._n = 0
         self.fork: Any = None  # a ForkPool (forkserver.py): candidates forked, not started
         import threading
@@ -166,7 +172,7 @@ class ProgramOracle:
                     str(path),
                     self.argv,
                     config,
-                    timeout=self.target.timeout,
+                    timeout=self.limit(),
                     cwd=self.target.cwd,
                     extra_path=[self.target.script_dir],
                 )
@@ -176,12 +182,19 @@ class ProgramOracle:
             return run_process(
                 [sys.executable, str(path), *self.argv],
                 config,
-                timeout=self.target.timeout,
+                timeout=self.limit(),
                 stdout=sink,
                 stderr=sink,
                 cwd=self.target.cwd,
                 extra_path=[self.target.script_dir],
             )
+
+    def limit(self) -> float:
+        """A candidate run's time limit: the target's, or 4x the quickest run that failed
+        the same way (at least 20 s), whichever is less."""
+        if self.quickest is None:
+            return self.target.timeout
+        return min(self.target.timeout, max(20.0, 4 * self.quickest))
 
     def __call__(self, source: str) -> str:
         """A Verdict value: same_failure, other_failure, pass or invalid."""
@@ -191,6 +204,7 @@ class ProgramOracle:
         path = d / self.script_name
         t = self.target
         path.write_text(with_prelude(t.prelude, source))
+        start = time.monotonic()
         got = program_failure(
             self.run(
                 path,
@@ -199,6 +213,7 @@ class ProgramOracle:
                 ),
             )
         )
+        took = time.monotonic() - start
         if got is None:
             return Verdict.PASS.value
         if not t.failure.same(got):
@@ -210,4 +225,6 @@ class ProgramOracle:
         )
         if program_failure(self.run(path, control)) is not None:
             return Verdict.INVALID.value  # it fails anyway: not the compiler's failure
+        with self._lock:
+            self.quickest = took if self.quickest is None else min(self.quickest, took)
         return Verdict.SAME_FAILURE.value
