@@ -7,7 +7,9 @@ program's own functions, inlined where they are called."""
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Callable
+from typing import Any
 
 from .source_case import Hints, Proposal, Proposals, Search
 from .source_passes import (
@@ -62,6 +64,24 @@ def _plain(fn: ast.stmt) -> bool:
     return isinstance(fn, ast.FunctionDef) and not fn.decorator_list
 
 
+def _assigned(tree: ast.Module) -> dict[str, set[ast.expr]]:
+    """Each name or attribute (``v``, ``self.v``) the program assigns -> the values
+    assigned to it, anywhere in the program."""
+    out: dict[str, set[ast.expr]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, (ast.Name, ast.Attribute)):
+                    out.setdefault(ast.unparse(t), set()).add(node.value)
+    return out
+
+
+def _class_of(values: set[ast.expr]) -> str:
+    """The class every value constructs (``C(...)``), else ``""``."""
+    made = {ast.unparse(v.func) if isinstance(v, ast.Call) else "" for v in values}
+    return made.pop() if len(made) == 1 else ""
+
+
 def program_callees(tree: ast.Module) -> dict[str, dict[str, str]]:
     """What a call can be inlined from, by the text of the called expression:
 
@@ -77,21 +97,10 @@ def program_callees(tree: ast.Module) -> dict[str, dict[str, str]]:
         n.name: {"source": ast.unparse(n), "kind": "function"} for n in tree.body if _plain(n)
     }
     classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
-    bound: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            cls = ast.unparse(node.value.func)
-            for t in node.targets:
-                if isinstance(t, (ast.Name, ast.Attribute)):
-                    bound.setdefault(ast.unparse(t), set()).add(cls)
-        elif isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, (ast.Name, ast.Attribute)):
-                    bound.setdefault(ast.unparse(t), set()).add("")
-    for var, kinds in bound.items():
-        if len(kinds) != 1 or next(iter(kinds)) not in classes or var in callees:
+    for var, values in _assigned(tree).items():
+        cls = classes.get(_class_of(values))
+        if cls is None or var in callees:
             continue
-        cls = classes[next(iter(kinds))]
         for m in cls.body:
             if not _plain(m) or m.name.startswith("__"):  # type: ignore[attr-defined]
                 continue
@@ -110,6 +119,63 @@ def _literal(node: ast.expr | None) -> bool:
     return node is not None
 
 
+def _fields(tree: ast.Module) -> dict[str, dict[str, ast.expr]]:
+    """Each class -> the literals its body gives names (dataclass defaults, constants)."""
+    out: dict[str, dict[str, ast.expr]] = {}
+    for c in tree.body:
+        if not isinstance(c, ast.ClassDef):
+            continue
+        for st in c.body:
+            target = st.target if isinstance(st, ast.AnnAssign) else None
+            if isinstance(st, ast.Assign) and len(st.targets) == 1:
+                target = st.targets[0]
+            if isinstance(target, ast.Name) and _literal(st.value):  # type: ignore[attr-defined]
+                out.setdefault(c.name, {})[target.id] = st.value  # type: ignore[attr-defined]
+    return out
+
+
+def _receivers(tree: ast.Module, fields: dict[str, dict[str, ast.expr]]) -> dict[str, dict]:
+    """Names that always hold an object of one of those classes (``cfg = Config(...)``,
+    or a parameter ``cfg: Config``) -> the literal of each field it reads: the class's,
+    or a literal keyword of its one constructor call (a keyword that is not a literal
+    takes the field out)."""
+    assigned = {k: v for k, v in _assigned(tree).items() if "." not in k}
+    annotated: dict[str, set[ast.expr]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            ann = ast.unparse(node.annotation).strip("'\"")
+            annotated.setdefault(node.arg, set()).add(ast.Call(ast.Name(ann), [], []))
+    out: dict[str, dict] = {}
+    for name in assigned.keys() | annotated.keys():
+        values = assigned.get(name, set())
+        cls = _class_of(values | annotated.get(name, set()))
+        if cls not in fields:
+            continue
+        literals = dict(fields[cls])
+        calls = {ast.unparse(v): v for v in values if isinstance(v, ast.Call)}
+        if len(calls) == 1:
+            for k in next(iter(calls.values())).keywords:
+                if k.arg in literals:
+                    if _literal(k.value):
+                        literals[k.arg] = k.value
+                    else:
+                        literals.pop(k.arg)
+        out[name] = literals
+    return out
+
+
+class _FieldsToLiterals(ast.NodeTransformer):
+    def __init__(self, receivers: dict[str, dict], group: set[str]) -> None:
+        self.receivers, self.group = receivers, group
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name):
+            if f"{node.value.id}.{node.attr}" in self.group:
+                return copy.deepcopy(self.receivers[node.value.id][node.attr])
+        return node
+
+
 def fields_to_literals(search: Search, best: str, hints: Hints) -> Proposals:
     """``cfg.width`` -> ``64``, where the program binds ``cfg = Config(...)`` or takes
     ``cfg: Config``, and Config's class body gives ``width`` a literal (a dataclass
@@ -117,82 +183,23 @@ def fields_to_literals(search: Search, best: str, hints: Hints) -> Proposals:
     All of a class's reads at once, then one field at a time: once nothing reads
     ``cfg``, the class and the object go the way of any unused code."""
     tree = ast.parse(best)
-    fields: dict[str, dict[str, ast.expr]] = {}
-    for c in tree.body:
-        if isinstance(c, ast.ClassDef):
-            for st in c.body:
-                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
-                    if _literal(st.value):
-                        fields.setdefault(c.name, {})[st.target.id] = st.value  # type: ignore[assignment]
-                elif isinstance(st, ast.Assign) and len(st.targets) == 1:
-                    t = st.targets[0]
-                    if isinstance(t, ast.Name) and _literal(st.value):
-                        fields.setdefault(c.name, {})[t.id] = st.value
-    if not fields:
-        return
-    # receivers: name -> (class, the constructor's literal keywords)
-    kinds: dict[str, set[tuple[str, str]]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            call = node.value
-            cls = ast.unparse(call.func) if isinstance(call, ast.Call) else ""
-            key = cls if cls in fields else ""
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    kinds.setdefault(t.id, set()).add((key, ast.unparse(call) if key else ""))
-        elif isinstance(node, ast.arg) and node.annotation is not None:
-            ann = ast.unparse(node.annotation).strip("'\"")
-            kinds.setdefault(node.arg, set()).add((ann if ann in fields else "", ""))
-    receivers: dict[str, tuple[str, dict[str, ast.expr]]] = {}
-    for name, ks in kinds.items():
-        classes = {k for k, _ in ks}
-        if len(classes) != 1 or "" in classes:
-            continue
-        cls = next(iter(classes))
-        values = dict(fields[cls])
-        calls = {c for _, c in ks if c}
-        if len(calls) == 1:  # one constructor call: its literal keywords win
-            call = ast.parse(next(iter(calls)), mode="eval").body
-            for k in call.keywords:  # type: ignore[attr-defined]
-                if k.arg in values:
-                    if _literal(k.value):
-                        values[k.arg] = k.value
-                    else:
-                        values.pop(k.arg)
-        receivers[name] = (cls, values)
-    reads = [
-        (n, i)
-        for i, n in enumerate(ast.walk(tree))
-        if isinstance(n, ast.Attribute)
-        and isinstance(n.ctx, ast.Load)
-        and isinstance(n.value, ast.Name)
-        and n.value.id in receivers
-        and n.attr in receivers[n.value.id][1]
-    ]
-    if not reads:
-        return
-    groups = [sorted({f"{n.value.id}.{n.attr}" for n, _ in reads})]  # type: ignore[attr-defined]
-    groups += [[g] for g in groups[0]] if len(groups[0]) > 1 else []
+    fields = _fields(tree)
+    receivers = _receivers(tree, fields) if fields else {}
+    reads = sorted(
+        {
+            f"{n.value.id}.{n.attr}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load)
+            and isinstance(n.value, ast.Name)
+            and n.attr in receivers.get(n.value.id, {})
+        }
+    )
+    groups = [reads] + ([[r] for r in reads] if len(reads) > 1 else []) if reads else []
     for group in groups:
-        cand = ast.parse(best)
-        for node in list(ast.walk(cand)):
-            for field, value in ast.iter_fields(node):
-                items = value if isinstance(value, list) else [value]
-                for j, item in enumerate(items):
-                    if (
-                        isinstance(item, ast.Attribute)
-                        and isinstance(item.ctx, ast.Load)
-                        and isinstance(item.value, ast.Name)
-                        and f"{item.value.id}.{item.attr}" in group
-                    ):
-                        lit = receivers[item.value.id][1][item.attr]
-                        if isinstance(value, list):
-                            value[j] = lit
-                        else:
-                            setattr(node, field, lit)
-        yield Proposal(
-            cand, f"{', '.join(group[:3])}{' ...' if len(group) > 3 else ''} -> literals"
-        )
+        cand = _FieldsToLiterals(receivers, set(group)).visit(ast.parse(best))
+        more = " ..." if len(group) > 3 else ""
+        yield Proposal(cand, f"{', '.join(group[:3])}{more} -> literals")
 
 
 PROGRAM_SCHEDULE: tuple[Callable[[Search, str, Hints], Proposals], ...] = (

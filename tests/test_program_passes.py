@@ -51,7 +51,7 @@ PROGRAM = textwrap.dedent(
 def _oracle(source: str) -> str:
     """'Fails the same way' when the program still calls boom(...) on a list."""
     calls: list[object] = []
-    namespace = {"boom": lambda v: calls.append(v), "print": lambda *a: None}
+    namespace = {"__name__": "__main__", "boom": calls.append, "print": lambda *a: None}
     try:
         exec(compile(source, "<candidate>", "exec"), namespace)  # noqa: S102
     except Exception:
@@ -271,17 +271,6 @@ TRAINING = textwrap.dedent(
 )
 
 
-def _main_oracle(source: str) -> str:
-    calls: list[object] = []
-    namespace = {"__name__": "__main__", "boom": calls.append, "print": lambda *a: None}
-    try:
-        exec(compile(source, "<candidate>", "exec"), namespace)  # noqa: S102
-    except Exception:
-        return Verdict.INVALID.value
-    ok = any(isinstance(c, list) for c in calls)
-    return Verdict.SAME_FAILURE.value if ok else Verdict.PASS.value
-
-
 def test_functions_methods_and_config_fields_are_inlined_away():
     """Issue 23: a call as a statement of a function that returns nothing, keyword
     arguments, a method of an object the program constructs, a config object's fields
@@ -290,8 +279,8 @@ def test_functions_methods_and_config_fields_are_inlined_away():
 
     callees = program_callees(ast.parse(TRAINING))
     assert {"train", "main", "s.apply"} <= set(callees), sorted(callees)
-    assert _main_oracle(TRAINING) == "same_failure"
-    result = minify_source(TRAINING, None, _main_oracle, max_calls=400)
-    assert _main_oracle(result.source) == "same_failure"
+    assert _oracle(TRAINING) == "same_failure"
+    result = minify_source(TRAINING, None, _oracle, max_calls=400)
+    assert _oracle(result.source) == "same_failure"
     assert "Config" not in result.source and "def " not in result.source, result.source
     assert result.lines_after <= 3, result.source
