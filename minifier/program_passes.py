@@ -11,6 +11,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from .dead_code import BOLD, remove_dead_code
 from .source_case import Hints, Proposal, Proposals, Search
 from .source_passes import (
     branches,
@@ -49,6 +50,17 @@ def shrink_numbers(search: Search, best: str, hints: Hints) -> Proposals:
         node = _numbers(cand)[i]
         node.value //= 2
         yield Proposal(cand, f"a number halved ({node.value * 2} -> {node.value})")
+
+
+def dead_code(search: Search, best: str, hints: Hints) -> Proposals:
+    """What the program no longer needs, found by reading it (dead_code.py): every bold
+    step at once, then the safe removals alone, then each bold step on top of them --
+    one run each, where ddmin would spend one per statement."""
+    for bold in (set(BOLD), set(), *({b} for b in BOLD)):
+        cand = ast.parse(best)
+        if remove_dead_code(cand, bold):
+            what = "all" if len(bold) > 1 else (next(iter(bold)) if bold else "safe")
+            yield Proposal(cand, f"dead code removed ({what})")
 
 
 def inline_functions(search: Search, best: str, hints: Hints) -> Proposals:
@@ -203,6 +215,7 @@ def fields_to_literals(search: Search, best: str, hints: Hints) -> Proposals:
 
 
 PROGRAM_SCHEDULE: tuple[Callable[[Search, str, Hints], Proposals], ...] = (
+    dead_code,
     delete_statements,
     fields_to_literals,
     shrink_numbers,
@@ -212,4 +225,18 @@ PROGRAM_SCHEDULE: tuple[Callable[[Search, str, Hints], Proposals], ...] = (
     calls_to_arguments,
     forward_copies,
     drop_call_arguments,
+)
+
+# passes that resume where they last succeeded (source.minify_source)
+RESUMABLE = frozenset(
+    f.__name__
+    for f in (
+        delete_statements,
+        shrink_numbers,
+        loops,
+        branches,
+        calls_to_arguments,
+        forward_copies,
+        drop_call_arguments,
+    )
 )

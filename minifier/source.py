@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .source_case import (
     Hints,
+    Proposal,
     Search,
     SourceOracle,
     function_lines,
@@ -70,6 +71,19 @@ class SourceResult:
     stopped: bool = False
 
 
+def resumed(proposals: Iterator[Proposal], start: int) -> Iterator[Proposal]:
+    """The pass's proposals from the ``start``-th on, then the ones before it; each
+    keeps its index in the pass's own order."""
+    before: list[Proposal] = []
+    for i, p in enumerate(proposals):
+        p.index = i
+        if i < start:
+            before.append(p)
+        else:
+            yield p
+    yield from before
+
+
 def minify_source(
     source: str,
     name: str | None,
@@ -86,7 +100,7 @@ def minify_source(
     caller checked that ``source`` itself does).  ``name``: the function a capture
     candidate is about; None: the whole program (program_passes.py).  ``jobs``:
     candidates judged at once.  ``progress_cb(best, calls)`` after each step."""
-    from .program_passes import PROGRAM_SCHEDULE
+    from .program_passes import PROGRAM_SCHEDULE, RESUMABLE
 
     hints = hints or Hints()
     search = Search(oracle, name, max_calls, stop, jobs=jobs, keep=hints.keep)
@@ -98,13 +112,23 @@ def minify_source(
     # never one larger than the program it started from.  (A capture candidate's
     # inlined form is the point -- its bindings make it stand alone -- and stays.)
     smallest = best
+    # a program's passes resume where they last succeeded (C-Reduce's way): ddmin over
+    # a 200-line program would otherwise re-judge, each round, the big chunks that
+    # failed the round before.  Passes wrap around, so a round without progress has
+    # still judged every proposal once.
+    resume: dict[str, int] = {}
     for _ in range(max_rounds):
         progress = False
         for pass_fn in schedule:
             if search.exhausted():
                 break
-            found = search.run(pass_fn(search, best, hints), best)
+            proposals = pass_fn(search, best, hints)
+            key = pass_fn.__name__
+            if name is None and key in RESUMABLE:
+                proposals = resumed(proposals, resume.get(key, 0))
+            found = search.run(proposals, best)
             if found is not None:
+                resume[key] = search.taken
                 best, progress = found, True
                 if name is not None or search.size(best) <= search.size(smallest):
                     smallest = best

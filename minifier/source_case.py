@@ -49,6 +49,7 @@ class Proposal:
     tree: ast.Module
     what: str
     grow: bool = False
+    index: int = 0  # its place in the pass's own order (set by resumed(), source.py)
 
 
 Proposals = Iterator[Proposal]
@@ -78,6 +79,7 @@ class Search:
         self.calls = 0
         self.seen: dict[str, bool] = {}
         self.history: list[str] = []
+        self.taken = 0  # the index of the proposal taken last
 
     def exhausted(self) -> bool:
         return self.calls >= self.max_calls or self.stop()
@@ -157,6 +159,7 @@ class Search:
 
     def _take(self, src: str, proposal: Proposal) -> str:
         self.history.append(proposal.what)
+        self.taken = proposal.index
         return src
 
 

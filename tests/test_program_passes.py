@@ -284,3 +284,85 @@ def test_functions_methods_and_config_fields_are_inlined_away():
     assert _oracle(result.source) == "same_failure"
     assert "Config" not in result.source and "def " not in result.source, result.source
     assert result.lines_after <= 3, result.source
+
+
+DEAD = textwrap.dedent(
+    '''
+    import dataclasses
+    import math
+    import torch
+    from torch import nn
+
+
+    @dataclasses.dataclass
+    class Config:
+        width: int = 4
+
+
+    def lr_at(step, cfg):
+        return 0.1 * step
+        return math.cos(step)
+
+
+    def on_grad(module, grad):  # a callback: torch chooses its signature
+        return grad
+
+
+    class Scaler:
+        """Scales."""
+
+        def __init__(self, cfg, scale):
+            self.scale = scale
+            self.unused = 3
+
+        def attach(self, m):
+            m.register_full_backward_pre_hook(on_grad)
+
+        def detach(self):
+            pass
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+
+        def extra_repr(self):  # may override what torch calls
+            return "net"
+
+
+    @torch.no_grad()
+    def registered():
+        pass
+
+
+    cfg = Config()
+    s = Scaler(cfg, 2.0)
+    s.attach(Net())
+    total: float = lr_at(3, cfg)
+    '''
+)
+
+
+def test_dead_code_goes_in_one_reading():
+    """minifier/dead_code.py: the safe removals keep what torch may call and what a
+    decorator may register; the bold ones take them too, and unread values."""
+    from tcompile.minifier.dead_code import BOLD, remove_dead_code
+
+    safe = ast.parse(DEAD)
+    assert remove_dead_code(safe)
+    text = ast.unparse(safe)
+    assert "math" not in text and "detach" not in text and '"""Scales."""' not in text
+    assert "def lr_at(step):" in text and "lr_at(3)" in text  # a parameter nobody reads
+    assert "def __init__(self, scale):" in text and "Scaler(2.0)" in text
+    assert "Config()" in text  # its value is still assigned: only a bold step drops it
+    assert "def on_grad(module, grad):" in text  # a callback keeps its signature
+    assert "extra_repr" in text and "registered" in text
+    compile(text, "<safe>", "exec")
+
+    bold = ast.parse(DEAD)
+    assert remove_dead_code(bold, set(BOLD))
+    text = ast.unparse(bold)
+    for gone in ("Config", "dataclasses", "extra_repr", "registered", "unused", "float"):
+        assert gone not in text, (gone, text)
+    assert "s.attach(Net())" in text and "total = lr_at(3)" not in text
+    assert not remove_dead_code(bold, set(BOLD))  # a fixed point
