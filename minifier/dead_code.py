@@ -6,7 +6,8 @@ values nobody reads.  ddmin would find each by a run; here one pass of reading f
 them all and proposes them as one candidate (or a few), so the oracle is asked once
 where ddmin would ask dozens of times.
 
-Two strengths, each a fixed point (removing ``cfg`` from a constructor may leave
+What follows, at module level, the statement the failure is raised from never runs:
+it goes first.  Then two strengths, each a fixed point (removing ``cfg`` from a constructor may leave
 ``Config`` unused, whose removal leaves ``import dataclasses`` unused):
 
 * *safe* -- statements after ``return``/``raise``/``break``/``continue``; functions,
@@ -318,10 +319,43 @@ def _annotations(tree: ast.Module) -> bool:
     return changed
 
 
-def remove_dead_code(tree: ast.Module, bold: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+def _normal(line: str) -> str:
+    try:
+        return ast.unparse(ast.parse(line.strip()))
+    except SyntaxError:
+        return line.strip()
+
+
+def _after_failure(tree: ast.Module, raising: str) -> bool:
+    """The module-level statements after the one the failure is raised from: the
+    program's run ends there (a ``try`` around it may go on: then nothing is said)."""
+    want = {raising.strip(), _normal(raising)} - {""}
+    if not want:
+        return False
+    for i, st in enumerate(tree.body):
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        inner = [n for n in ast.walk(st) if isinstance(n, ast.stmt)]
+        if any(isinstance(n, ast.Try) for n in inner):
+            continue
+        lines = {x.strip() for n in inner for x in ast.unparse(n).splitlines()}
+        if lines & want:
+            if i + 1 < len(tree.body):
+                del tree.body[i + 1 :]
+                return True
+            return False
+    return False
+
+
+def remove_dead_code(
+    tree: ast.Module,
+    bold: set[str] = frozenset(),  # type: ignore[assignment]
+    raising: str = "",
+) -> bool:
     """Remove, in place and to a fixed point, what the program does not need; ``bold``
-    names the bolder steps (BOLD) to take too.  True when anything went."""
-    any_change = False
+    names the bolder steps (BOLD) to take too; ``raising``: the source line the
+    failure is raised from.  True when anything went."""
+    any_change = _after_failure(tree, raising)
     for _ in range(50):
         changed = _unreachable(tree)
         changed |= _unused_params(tree)

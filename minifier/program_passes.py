@@ -34,8 +34,8 @@ def _numbers(tree: ast.AST) -> list[ast.Constant]:
 
 
 def shrink_numbers(search: Search, best: str, hints: Hints) -> Proposals:
-    """Integer literals to 1, many at once then one at a time (ddmin), then halved: a
-    loop of 100 steps runs once, a batch of 64 is 1, a model of 12 layers has one."""
+    """Integer literals to 1, many at once then one at a time (ddmin): a loop of 100
+    steps runs once, a batch of 64 is 1, a model of 12 layers has one."""
     count = len(_numbers(ast.parse(best)))
     chunk = count
     while chunk >= 1:
@@ -45,6 +45,12 @@ def shrink_numbers(search: Search, best: str, hints: Hints) -> Proposals:
                 node.value = 1
             yield Proposal(cand, f"{min(chunk, count - start)} number(s) -> 1")
         chunk //= 2
+
+
+def halve_numbers(search: Search, best: str, hints: Hints) -> Proposals:
+    """Integer literals that could not be 1, halved (a shape of 64 that must stay even
+    is 32, then 16, ...)."""
+    count = len(_numbers(ast.parse(best)))
     for i in range(count):
         cand = ast.parse(best)
         node = _numbers(cand)[i]
@@ -58,7 +64,7 @@ def dead_code(search: Search, best: str, hints: Hints) -> Proposals:
     one run each, where ddmin would spend one per statement."""
     for bold in (set(BOLD), set(), *({b} for b in BOLD)):
         cand = ast.parse(best)
-        if remove_dead_code(cand, bold):
+        if remove_dead_code(cand, bold, hints.raising):
             what = "all" if len(bold) > 1 else (next(iter(bold)) if bold else "safe")
             yield Proposal(cand, f"dead code removed ({what})")
 
@@ -214,18 +220,39 @@ def fields_to_literals(search: Search, best: str, hints: Hints) -> Proposals:
         yield Proposal(cand, f"{', '.join(group[:3])}{more} -> literals")
 
 
-PROGRAM_SCHEDULE: tuple[Callable[[Search, str, Hints], Proposals], ...] = (
-    dead_code,
-    delete_statements,
-    fields_to_literals,
-    shrink_numbers,
-    loops,
-    branches,
-    inline_functions,
-    calls_to_arguments,
-    forward_copies,
-    drop_call_arguments,
+Pass = Callable[[Search, str, Hints], Proposals]
+
+# Two phases, each to its fixed point: first the passes that take whole statements,
+# definitions and iterations away; then, on what is left, also those that shave
+# expressions (a call -> its argument, a copy forwarded, an argument dropped, a number
+# halved).  In one phase from the start, a 200-line program spent as many runs
+# dropping keyword arguments as deleting statements, and ran out of runs with dead
+# code in it.
+PROGRAM_PHASES: tuple[tuple[Pass, ...], ...] = (
+    (
+        dead_code,
+        delete_statements,
+        fields_to_literals,
+        shrink_numbers,
+        loops,
+        branches,
+        inline_functions,
+    ),
+    (
+        dead_code,
+        delete_statements,
+        fields_to_literals,
+        shrink_numbers,
+        loops,
+        branches,
+        inline_functions,
+        calls_to_arguments,
+        forward_copies,
+        drop_call_arguments,
+        halve_numbers,
+    ),
 )
+PROGRAM_SCHEDULE = PROGRAM_PHASES[-1]
 
 # passes that resume where they last succeeded (source.minify_source)
 RESUMABLE = frozenset(
@@ -233,6 +260,7 @@ RESUMABLE = frozenset(
     for f in (
         delete_statements,
         shrink_numbers,
+        halve_numbers,
         loops,
         branches,
         calls_to_arguments,

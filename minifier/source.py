@@ -100,13 +100,12 @@ def minify_source(
     caller checked that ``source`` itself does).  ``name``: the function a capture
     candidate is about; None: the whole program (program_passes.py).  ``jobs``:
     candidates judged at once.  ``progress_cb(best, calls)`` after each step."""
-    from .program_passes import PROGRAM_SCHEDULE, RESUMABLE
+    from .program_passes import PROGRAM_PHASES, RESUMABLE
 
     hints = hints or Hints()
     search = Search(oracle, name, max_calls, stop, jobs=jobs, keep=hints.keep)
     best = ast.unparse(ast.parse(source)) + "\n"
     lines_before = source.strip().count("\n") + 1
-    schedule = SCHEDULE if name is not None else PROGRAM_SCHEDULE
     # a program: enabling steps (inlining) may grow it, and the passes after them may
     # not win it back: the result is the smallest candidate that failed the same way,
     # never one larger than the program it started from.  (A capture candidate's
@@ -117,25 +116,27 @@ def minify_source(
     # failed the round before.  Passes wrap around, so a round without progress has
     # still judged every proposal once.
     resume: dict[str, int] = {}
-    for _ in range(max_rounds):
-        progress = False
-        for pass_fn in schedule:
-            if search.exhausted():
+    phases = (SCHEDULE,) if name is not None else PROGRAM_PHASES
+    for schedule in phases:
+        for _ in range(max_rounds):
+            progress = False
+            for pass_fn in schedule:
+                if search.exhausted():
+                    break
+                proposals = pass_fn(search, best, hints)
+                key = pass_fn.__name__
+                if name is None and key in RESUMABLE:
+                    proposals = resumed(proposals, resume.get(key, 0))
+                found = search.run(proposals, best)
+                if found is not None:
+                    resume[key] = search.taken
+                    best, progress = found, True
+                    if name is not None or search.size(best) <= search.size(smallest):
+                        smallest = best
+                        if progress_cb is not None:
+                            progress_cb(best, search.calls)
+            if not progress or search.exhausted():
                 break
-            proposals = pass_fn(search, best, hints)
-            key = pass_fn.__name__
-            if name is None and key in RESUMABLE:
-                proposals = resumed(proposals, resume.get(key, 0))
-            found = search.run(proposals, best)
-            if found is not None:
-                resume[key] = search.taken
-                best, progress = found, True
-                if name is not None or search.size(best) <= search.size(smallest):
-                    smallest = best
-                    if progress_cb is not None:
-                        progress_cb(best, search.calls)
-        if not progress or search.exhausted():
-            break
     if search.size(smallest) < search.size(best):
         best = smallest
         search.history.append("back to the smallest candidate (later steps had grown it)")

@@ -39,6 +39,9 @@ class Hints:
     # the names it calls; a candidate that calls none of one anchor's names is never
     # judged (it lost the op that fails)
     keep: list[frozenset[str]] = dataclasses.field(default_factory=list)
+    # a program: the source line its failure is raised from (what follows it at
+    # module level never runs: dead_code.py)
+    raising: str = ""
 
 
 @dataclasses.dataclass

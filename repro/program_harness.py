@@ -30,53 +30,47 @@ def _failed(kind, exc, tb):  # the program's failure: said, and exit 1
 sys.excepthook = _failed
 """
 
-_ACCURACY = """import functools
-
-import torch
-import torch._inductor.config
-
+_ACCURACY = """import functools, torch, torch._inductor.config  # the check of each compiled call
 torch._inductor.config.fallback_random = True  # compiled code draws eager's random numbers
-_compile, _RTOL = torch.compile, {torch.float16: 1e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-7}
-
-
-def _differ(a, b):  # beyond torch.testing.assert_close's tolerance, xSCALE (xHALF in 16 bits)
+_compile = torch.compile
+_TOL = TOLERANCES  # (rtol, atol): assert_close's xSCALE, xHALF in 16 bits
+def _differ(a, b):
     if isinstance(a, (list, tuple)):
         return len(a) != len(b) or any(map(_differ, a, b))
-    if not isinstance(a, torch.Tensor) or not a.is_floating_point():
-        return isinstance(a, torch.Tensor) and not torch.equal(a, b)
-    k = HALF if a.element_size() == 2 else SCALE
-    tol = k * _RTOL.get(a.dtype, 1.3e-6), k * (1e-7 if a.dtype == torch.float64 else 1e-5)
+    if not torch.is_tensor(a) or not a.is_floating_point():
+        return torch.is_tensor(a) and not torch.equal(a, b)
+    tol = _TOL.get(a.dtype, DEFAULT)
     return a.shape != b.shape or not torch.allclose(a.detach().cpu(), b.detach().cpu(), *tol, True)
-
-
-def _checked(compiled, eager):  # each call: eager first (copies of the inputs, same RNG state)
+def _checked(compiled, eager):  # each call: eager first, on copies of the inputs, same RNG state
     def call(*args, **kwargs):
         state, copies = torch.get_rng_state(), [a.clone() if torch.is_tensor(a) else a for a in args]
         with torch.no_grad():
             expected = eager(*copies, **kwargs)
         torch.set_rng_state(state)
-        actual = compiled(*args, **kwargs)
-        if _differ(actual, expected):
+        if _differ(actual := compiled(*args, **kwargs), expected):
             raise AssertionError("torch.compile's result differs from eager")
         return actual
-
     return call
-
-
 def _compile_checked(model=None, **options):  # torch.compile, every call checked
     if model is None:
         return functools.partial(_compile_checked, **options)
-    compiled = _compile(model, **options)
-    if compiled is model:  # torch.compile is off (TORCHDYNAMO_DISABLE=1)
+    if (compiled := _compile(model, **options)) is model:  # torch.compile is off
         return model
     if isinstance(compiled, torch.nn.Module):
         compiled.forward = _checked(compiled.forward, model)
         return compiled
     return functools.wraps(model)(_checked(compiled, model))
-
-
 torch.compile = _compile_checked
 """
+
+# torch.testing.assert_close's (rtol, atol) by dtype; float32's is the default
+_ASSERT_CLOSE = {
+    "torch.float16": (1e-3, 1e-5),
+    "torch.bfloat16": (1.6e-2, 1e-5),
+    "torch.float64": (1e-7, 1e-7),
+}
+_FLOAT32 = (1.3e-6, 1e-5)
+
 
 # the failure the accuracy check raises (program.ProgramFailure compares its type and
 # its raising line, the ``raise`` above)
@@ -85,8 +79,21 @@ ACCURACY_FAILURE = "AssertionError: torch.compile's result differs from eager"
 
 def accuracy_check(strict: bool = False) -> str:
     """The prelude that turns a wrong value into an exception (see the module notes)."""
-    scale, half = ("1", "1") if strict else ("100", "4")
-    return _ACCURACY.replace("SCALE", scale).replace("HALF", half)
+    scale, half = (1, 1) if strict else (100, 4)
+
+    def times(tol: tuple[float, float], k: int) -> str:
+        return f"({tol[0] * k:.3g}, {tol[1] * k:.3g})"
+
+    table = ", ".join(
+        f"{dtype}: {times(tol, half if '16' in dtype else scale)}"
+        for dtype, tol in _ASSERT_CLOSE.items()
+    )
+    return (
+        _ACCURACY.replace("TOLERANCES", "{" + table + "}")
+        .replace("DEFAULT", times(_FLOAT32, scale))
+        .replace("SCALE", str(scale))
+        .replace("HALF", str(half))
+    )
 
 
 def prelude_for(signature: str | None) -> str:

@@ -166,7 +166,7 @@ def minify_program(
             source,
             None,
             oracle,
-            hints=Hints(keep=list(keep or [])),
+            hints=Hints(keep=list(keep or []), raising=target.failure.line),
             max_calls=MAX_CALLS,
             jobs=jobs,
             stop=stop.is_set,

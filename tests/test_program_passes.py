@@ -366,3 +366,14 @@ def test_dead_code_goes_in_one_reading():
         assert gone not in text, (gone, text)
     assert "s.attach(Net())" in text and "total = lr_at(3)" not in text
     assert not remove_dead_code(bold, set(BOLD))  # a fixed point
+
+
+def test_what_follows_the_failing_statement_never_runs():
+    from tcompile.minifier.dead_code import remove_dead_code
+
+    src = "x = 1\nfor i in range(3):\n    assert i < 2, 'boom'\n    x += i\nprint(x)\ny = 2\n"
+    tree = ast.parse(src)
+    assert remove_dead_code(tree, raising="assert i < 2, 'boom'")
+    assert ast.unparse(tree).splitlines()[-1] == "    x += i"  # the loop's body stays
+    guarded = "try:\n    assert False, 'boom'\nexcept AssertionError:\n    pass\nprint(1)\n"
+    assert not remove_dead_code(ast.parse(guarded), raising='assert False, "boom"')
