@@ -17,8 +17,12 @@ it goes first.  Then two strengths, each a fixed point (removing ``cfg`` from a 
   the function is a plain call);
 * *each bolder step on top* -- decorated definitions and methods of derived classes
   never named (an override torch calls, a registering decorator), assignments to names
-  nobody reads (their value may have run for its effect), ``self.x = ...`` where
-  nothing reads ``.x``, and annotations.
+  nobody reads (their value may have run for its effect), objects only ever told to do
+  something (``history.append(v)``, a parser's ``add_argument``: an optimizer's
+  ``step()`` matters, so this step stands alone), ``self.x = ...`` where nothing reads
+  ``.x``, and annotations.
+
+Constant conditions fold in the safe pass (``m if not False else raw`` -> ``m``).
 
 The oracle judges every candidate: a bolder step that mattered is refused, and the
 safe one still stands.  Pure AST; no run.
@@ -32,7 +36,7 @@ from collections.abc import Iterator
 # what torch or Python calls on an object without the program naming it
 _IMPLICIT = {"forward", "backward", "setup_context", "jvp", "vjp", "vmap"}
 _TERMINAL = (ast.Return, ast.Raise, ast.Break, ast.Continue)
-BOLD = ("decorated", "overrides", "assignments", "attributes", "annotations")
+BOLD = ("decorated", "overrides", "assignments", "write_only", "attributes", "annotations")
 
 
 def _reads(tree: ast.AST) -> tuple[set[str], set[str]]:
@@ -260,6 +264,9 @@ def _unread_assignments(tree: ast.Module) -> bool:
                 continue
             if _inside_class_body(tree, block):
                 continue  # a class's fields: a dataclass reads them
+            if _split_pairs(st, names):
+                changed = True
+                continue
             flat = [e for t in targets for e in ast.walk(t) if isinstance(e, ast.Name)]
             if all(isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in targets) and not any(
                 e.id in names for e in flat
@@ -269,6 +276,96 @@ def _unread_assignments(tree: ast.Module) -> bool:
         if not block:
             block.append(ast.Pass())
     return changed
+
+
+def _split_pairs(st: ast.stmt, names: set[str]) -> bool:
+    """``step, t0 = (0, time.perf_counter())`` where nothing reads ``t0`` -> ``step = 0``."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
+        return False
+    t, v = st.targets[0], st.value
+    if not (isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(v.elts)):
+        return False
+    if not all(isinstance(e, ast.Name) for e in t.elts) or any(
+        isinstance(e, ast.Starred) for e in v.elts
+    ):
+        return False
+    pairs = [(e, x) for e, x in zip(t.elts, v.elts) if e.id in names]  # type: ignore[attr-defined]
+    if not pairs or len(pairs) == len(t.elts):
+        return False
+    if len(pairs) == 1:
+        st.targets, st.value = [pairs[0][0]], pairs[0][1]
+    else:
+        t.elts, v.elts = [p[0] for p in pairs], [p[1] for p in pairs]
+    return True
+
+
+def _write_only(tree: ast.Module) -> bool:
+    """A name whose only reads are statements calling its methods (``history = []``;
+    ``history.append(v)``; a parser and its ``add_argument`` calls): it goes, with
+    them."""
+    stores: dict[str, int] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    calls: dict[str, list[ast.stmt]] = {}
+    receivers: set[int] = set()
+    for st in ast.walk(tree):
+        if (
+            isinstance(st, ast.Expr)
+            and isinstance(st.value, ast.Call)
+            and isinstance(st.value.func, ast.Attribute)
+            and isinstance(st.value.func.value, ast.Name)
+        ):
+            calls.setdefault(st.value.func.value.id, []).append(st)
+            receivers.add(id(st.value.func.value))
+    other_reads = {
+        n.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in receivers
+    }
+    dead = {name for name in calls if name not in other_reads and stores.get(name) == 1}
+    if not dead:
+        return False
+    gone = {id(st) for name in dead for st in calls[name]}
+    for block in _blocks(tree):
+        for st in list(block):
+            simple = isinstance(st, ast.Assign) and [ast.unparse(t) for t in st.targets]
+            if id(st) in gone or (simple and len(simple) == 1 and simple[0] in dead):
+                block.remove(st)
+        if not block:
+            block.append(ast.Pass())
+    return True
+
+
+class _Fold(ast.NodeTransformer):
+    """``a if not False else b`` -> ``a``; ``if False: ...`` -> its else."""
+
+    @staticmethod
+    def _const(test: ast.expr) -> object:
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = _Fold._const(test.operand)
+            return None if inner is None else not inner
+        if isinstance(test, ast.Constant) and isinstance(test.value, (bool, int, type(None))):
+            return bool(test.value)
+        return None
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        value = self._const(node.test)
+        return node if value is None else (node.body if value else node.orelse)
+
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+        self.generic_visit(node)
+        value = self._const(node.test)
+        if value is None:
+            return node
+        return (node.body if value else node.orelse) or [ast.Pass()]
+
+
+def _fold(tree: ast.Module) -> bool:
+    before = ast.dump(tree)
+    _Fold().visit(tree)
+    return ast.dump(tree) != before
 
 
 def _inside_class_body(tree: ast.Module, block: list[ast.stmt]) -> bool:
@@ -358,10 +455,13 @@ def remove_dead_code(
     any_change = _after_failure(tree, raising)
     for _ in range(50):
         changed = _unreachable(tree)
+        changed |= _fold(tree)
         changed |= _unused_params(tree)
         changed |= _unused_defs(tree, bold)
         if "assignments" in bold:
             changed |= _unread_assignments(tree)
+        if "write_only" in bold:
+            changed |= _write_only(tree)
         if "attributes" in bold:
             changed |= _unread_attributes(tree)
         if "annotations" in bold:

@@ -163,7 +163,7 @@ def _receivers(tree: ast.Module, fields: dict[str, dict[str, ast.expr]]) -> dict
         if isinstance(node, ast.arg) and node.annotation is not None:
             ann = ast.unparse(node.annotation).strip("'\"")
             annotated.setdefault(node.arg, set()).add(ast.Call(ast.Name(ann), [], []))
-    out: dict[str, dict] = {}
+    out: dict[str, dict] = {c: dict(f) for c, f in fields.items() if c not in assigned}
     for name in assigned.keys() | annotated.keys():
         values = assigned.get(name, set())
         cls = _class_of(values | annotated.get(name, set()))
@@ -173,7 +173,7 @@ def _receivers(tree: ast.Module, fields: dict[str, dict[str, ast.expr]]) -> dict
         calls = {ast.unparse(v): v for v in values if isinstance(v, ast.Call)}
         if len(calls) == 1:
             for k in next(iter(calls.values())).keywords:
-                if k.arg in literals:
+                if k.arg in literals and ast.unparse(k.value) != f"{cls}.{k.arg}":
                     if _literal(k.value):
                         literals[k.arg] = k.value
                     else:
@@ -197,7 +197,8 @@ class _FieldsToLiterals(ast.NodeTransformer):
 def fields_to_literals(search: Search, best: str, hints: Hints) -> Proposals:
     """``cfg.width`` -> ``64``, where the program binds ``cfg = Config(...)`` or takes
     ``cfg: Config``, and Config's class body gives ``width`` a literal (a dataclass
-    field's default, a class constant); a literal keyword of the constructor call wins.
+    field's default, a class constant); a literal keyword of the constructor call wins
+    (``Config.width`` itself, the class's, too).
     All of a class's reads at once, then one field at a time: once nothing reads
     ``cfg``, the class and the object go the way of any unused code."""
     tree = ast.parse(best)
@@ -220,6 +221,80 @@ def fields_to_literals(search: Search, best: str, hints: Hints) -> Proposals:
         yield Proposal(cand, f"{', '.join(group[:3])}{more} -> literals")
 
 
+def _options(tree: ast.Module) -> dict[str, dict[str, ast.expr]]:
+    """``args = parser.parse_args()`` of ``parser = argparse.ArgumentParser(...)`` ->
+    each option's default as an expression: ``default=``'s, False for ``store_true``,
+    True for ``store_false``, else None (what argparse gives when the option is not
+    on the command line)."""
+    parsers = {
+        name
+        for name, values in _assigned(tree).items()
+        if _class_of(values).split(".")[-1] == "ArgumentParser"
+    }
+    defaults: dict[str, dict[str, ast.expr]] = {}
+    for n in ast.walk(tree):
+        call = n if isinstance(n, ast.Call) else None
+        if call is None or not isinstance(call.func, ast.Attribute):
+            continue
+        owner = ast.unparse(call.func.value)
+        if owner not in parsers or call.func.attr != "add_argument":
+            continue
+        flags = [a.value for a in call.args if isinstance(a, ast.Constant)]
+        kw = {k.arg: k.value for k in call.keywords if k.arg}
+        longs = [f for f in flags if isinstance(f, str) and f.startswith("--")]
+        if "dest" in kw and isinstance(kw["dest"], ast.Constant):
+            dest = str(kw["dest"].value)
+        elif longs:
+            dest = longs[0][2:].replace("-", "_")
+        else:
+            continue  # a positional argument: its value is on the command line
+        action = kw.get("action")
+        act = action.value if isinstance(action, ast.Constant) else None
+        if act == "store_true":
+            value: ast.expr = ast.Constant(False)
+        elif act == "store_false":
+            value = ast.Constant(True)
+        else:
+            value = copy.deepcopy(kw.get("default", ast.Constant(None)))
+        defaults.setdefault(owner, {})[dest] = value
+    out: dict[str, dict[str, ast.expr]] = {}
+    for name, values in _assigned(tree).items():
+        calls = [v for v in values if isinstance(v, ast.Call)]
+        if "." in name or len(calls) != len(values) or not calls:
+            continue
+        owners = {
+            ast.unparse(c.func.value)
+            for c in calls
+            if isinstance(c.func, ast.Attribute) and c.func.attr == "parse_args"
+        }
+        if len(owners) == 1 and len(calls) == 1 and owners <= defaults.keys():
+            out[name] = defaults[owners.pop()]
+    return out
+
+
+def options_to_defaults(search: Search, best: str, hints: Hints) -> Proposals:
+    """``args.steps`` -> the option's default (``args = parser.parse_args()``): the
+    command line the program was minified with rarely sets them all, and a training
+    script's argument parsing is then unused code.  All at once, then one at a time."""
+    tree = ast.parse(best)
+    options = _options(tree)
+    reads = sorted(
+        {
+            f"{n.value.id}.{n.attr}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load)
+            and isinstance(n.value, ast.Name)
+            and n.attr in options.get(n.value.id, {})
+        }
+    )
+    groups = [reads] + ([[r] for r in reads] if len(reads) > 1 else []) if reads else []
+    for group in groups:
+        cand = _FieldsToLiterals(options, set(group)).visit(ast.parse(best))
+        more = " ..." if len(group) > 3 else ""
+        yield Proposal(cand, f"{', '.join(group[:3])}{more} -> the option's default")
+
+
 Pass = Callable[[Search, str, Hints], Proposals]
 
 # Two phases, each to its fixed point: first the passes that take whole statements,
@@ -232,6 +307,7 @@ PROGRAM_PHASES: tuple[tuple[Pass, ...], ...] = (
     (
         dead_code,
         delete_statements,
+        options_to_defaults,
         fields_to_literals,
         shrink_numbers,
         loops,
@@ -241,6 +317,7 @@ PROGRAM_PHASES: tuple[tuple[Pass, ...], ...] = (
     (
         dead_code,
         delete_statements,
+        options_to_defaults,
         fields_to_literals,
         shrink_numbers,
         loops,

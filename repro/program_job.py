@@ -40,6 +40,12 @@ from .program_harness import REPRODUCED
 from .verify import repro_output
 
 MAX_CALLS = 400  # candidate programs judged at most
+CALLS_PER_LINE = 3  # ... or this many per line of a longer program
+FALLBACKS = 3  # earlier programs verified when the smallest does not reproduce
+
+
+def nonblank(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip())
 
 
 def script_of(command: list[str]) -> tuple[Path, list[str], bool]:
@@ -152,7 +158,10 @@ def minify_program(
     stop = threading.Event()
     best_path = run_dir / "best.py"
 
+    found: list[str] = []  # each smaller program found, in order (the fallbacks)
+
     def progress(best: str, calls: int) -> None:
+        found.append(best)
         best_path.write_text(best)
         observer.status(
             f"{best.strip().count(chr(10)) + 1} lines after {calls} candidate program(s)"
@@ -167,7 +176,7 @@ def minify_program(
             None,
             oracle,
             hints=Hints(keep=list(keep or []), raising=target.failure.line),
-            max_calls=MAX_CALLS,
+            max_calls=max(MAX_CALLS, CALLS_PER_LINE * nonblank(source)),
             jobs=jobs,
             stop=stop.is_set,
             progress_cb=progress,
@@ -180,7 +189,7 @@ def minify_program(
     finally:
         if oracle.fork is not None:
             oracle.fork.close()
-    report = _finish(run, target, best, source, calls, history, interrupted, t0, seconds)
+    report = _finish(run, target, best, source, calls, history, interrupted, t0, seconds, found)
     report.program["runs"] = oracle.runs  # type: ignore[index]
     report.program["single_process"] = distributed  # type: ignore[index]
     report.program["includes"] = [str(p) for p in includes]  # type: ignore[index]
@@ -221,25 +230,46 @@ def _finish(
     interrupted: bool,
     t0: float,
     seconds: float,
+    earlier: list[str] | None = None,
 ) -> MinifyReport:
-    """repro.py from the best program, verified (unless interrupted), and the report."""
+    """repro.py from the best program, verified (unless interrupted), and the report.
+
+    A repro that does not reproduce in its fresh interpreter most often fails for some
+    random values only (a shape cut to one element: a wrong value within tolerance for
+    half the draws); the programs found before it (``earlier``, the last first, at most
+    FALLBACKS) are verified in turn, and the first that reproduces is the repro."""
     lines_before = source.strip().count("\n") + 1
     run_dir, observer = run.run_dir, run.observer
     repro = run_dir / "repro.py"
-    text = program_repro(best, target.failure, target.prelude)
-    _write(repro, text)
-    verified, said = (False, "")
-    if not interrupted:
-        observer.status("verifying repro.py in a fresh interpreter (and with torch.compile off)")
+    verified, said, back = False, "", 0
+    tries = [best] + [b for b in reversed(earlier or []) if b != best][:FALLBACKS]
+    for back, program in enumerate(tries):
+        text = program_repro(program, target.failure, target.prelude)
+        _write(repro, text)
+        if interrupted:
+            break
+        observer.status(
+            "verifying repro.py in a fresh interpreter (and with torch.compile off)"
+            if back == 0
+            else f"repro.py did not reproduce: verifying the program found before it ({back})"
+        )
         try:
             verified, said = verify_program_repro(repro, target.failure, target.timeout * 2)
         except KeyboardInterrupt:  # during the verification: the repro stands, unverified
             interrupted = True
+        if verified or interrupted:
+            break
+    if not verified and not interrupted and back:  # none did: the smallest stands
+        text = program_repro(best, target.failure, target.prelude)
+        _write(repro, text)
+        back, program = 0, best
+    best = program
     lines = text.strip().count("\n") + 1
     message = (
         f"the program minified from {lines_before} to {best.strip().count(chr(10)) + 1} lines "
         f"in {calls} candidate runs; repro.py ({lines} lines) "
         + ("verified" if verified else "NOT verified")
+        + (f" (the program found {back} step(s) before the smallest: it did not)" if back else "")
         + (" (interrupted: the best so far)" if interrupted else "")
     )
     report = _report(
@@ -262,6 +292,7 @@ def _finish(
             "lines_after": best.strip().count("\n") + 1,
             "seconds_per_run": round(seconds, 2),
             "control": target.control,
+            "fallback": back,
         },
     )
     return report

@@ -339,6 +339,8 @@ DEAD = textwrap.dedent(
     s = Scaler(cfg, 2.0)
     s.attach(Net())
     total: float = lr_at(3, cfg)
+    mode = "fast" if not False else "slow"
+    print(mode)
     '''
 )
 
@@ -356,15 +358,18 @@ def test_dead_code_goes_in_one_reading():
     assert "def __init__(self, scale):" in text and "Scaler(2.0)" in text
     assert "Config()" in text  # its value is still assigned: only a bold step drops it
     assert "def on_grad(module, grad):" in text  # a callback keeps its signature
+    assert "s.attach(Net())" in text and "self.unused" in text
     assert "extra_repr" in text and "registered" in text
+    assert "mode = 'fast'" in text  # a constant condition folds
     compile(text, "<safe>", "exec")
 
     bold = ast.parse(DEAD)
     assert remove_dead_code(bold, set(BOLD))
     text = ast.unparse(bold)
-    for gone in ("Config", "dataclasses", "extra_repr", "registered", "unused", "float"):
+    # an object only ever told to do something (s.attach(...)) goes with its calls
+    for gone in ("Config", "dataclasses", "extra_repr", "registered", "float", "Scaler", "lr_at"):
         assert gone not in text, (gone, text)
-    assert "s.attach(Net())" in text and "total = lr_at(3)" not in text
+    assert text == "mode = 'fast'\nprint(mode)", text
     assert not remove_dead_code(bold, set(BOLD))  # a fixed point
 
 
@@ -377,3 +382,52 @@ def test_what_follows_the_failing_statement_never_runs():
     assert ast.unparse(tree).splitlines()[-1] == "    x += i"  # the loop's body stays
     guarded = "try:\n    assert False, 'boom'\nexcept AssertionError:\n    pass\nprint(1)\n"
     assert not remove_dead_code(ast.parse(guarded), raising='assert False, "boom"')
+
+
+def test_options_become_their_defaults():
+    from tcompile.minifier.program_passes import options_to_defaults
+    from tcompile.minifier.source_case import Hints
+
+    src = textwrap.dedent(
+        """
+        import argparse
+        p = argparse.ArgumentParser()
+        p.add_argument("--steps", type=int, default=12)
+        p.add_argument("--no-compile", action="store_true")
+        p.add_argument("data")
+        args = p.parse_args()
+        n = args.steps if not args.no_compile else args.data
+        """
+    )
+    first = next(options_to_defaults(None, src, Hints()))  # type: ignore[arg-type]
+    text = ast.unparse(first.tree)
+    assert "n = 12 if not False else args.data" in text, text  # a positional stays
+
+
+def test_a_repro_that_does_not_reproduce_falls_back_to_an_earlier_program(tmp_path, monkeypatch):
+    """A failure that shows for some random values only: the smallest program's
+    repro.py does not reproduce in its fresh interpreter; the one found before it does."""
+    import time
+
+    from tcompile.compiler.observer import NullObserver
+    from tcompile.compiler.program import ProgramFailure, ProgramTarget
+    from tcompile.repro import program_job
+
+    tried: list[str] = []
+
+    def verify(repro, failure, timeout):
+        text = repro.read_text()
+        tried.append(text)
+        return ("x = 2" in text, "REPRODUCED" if "x = 2" in text else "NOT REPRODUCED")
+
+    monkeypatch.setattr(program_job, "verify_program_repro", verify)
+    failure = ProgramFailure("exception", "AssertionError", "boom", "assert x > 1")
+    target = ProgramTarget(failure, None, "disable", 10.0, str(tmp_path), str(tmp_path))
+    run = program_job._Run(["s.py"], tmp_path / "s.py", [], tmp_path, None, 10.0, NullObserver())
+    earlier = ["x = 3\nassert x > 1\nprint(x)\n", "x = 2\nassert x > 1\n"]
+    report = program_job._finish(
+        run, target, "x = 1\n", "x = 3\nassert x > 1\nprint(x)\n", 5, [], False,
+        time.monotonic(), 1.0, earlier + ["x = 1\n"],
+    )  # fmt: skip
+    assert report.verified and report.program["fallback"] == 1, report.message
+    assert "x = 2" in (tmp_path / "repro.py").read_text() and len(tried) == 2

@@ -37,6 +37,15 @@ def _child(req: dict[str, Any]) -> None:
         from .hooks import install_from_environment
 
         install_from_environment()
+        # a fresh process draws its own seeds (torch's and Python's): a fork would
+        # otherwise start every candidate from the server's one state -- a failure that
+        # shows for some random inputs only would show always, or never
+        import random
+
+        import torch
+
+        random.seed()
+        torch.seed()
         import runpy
 
         try:
