@@ -5,11 +5,14 @@
 * ``accuracy_check``: for a *wrong value* (an accuracy failure): no exception shows it,
   so the program runs with ``torch.compile`` replaced by a checked one: each call of
   the compiled code runs eager first (on copies of the tensor arguments, from the same
-  RNG state, with ``fallback_random`` so that both draw the same numbers) and raises
+  RNG state (``torch.random.fork_rng``: CPU and CUDA), with ``fallback_random`` so that both draw the same numbers) and raises
   ``AssertionError`` when the compiled result is beyond the dtype's tolerance
   (torch.testing.assert_close's, unless the check was strict: times 100 for 32 and 64
   bits, where a reordered sum differs by more than it allows; times 4 for 16 bits,
-  whose tolerance is already one or two of its steps -- 100 would accept anything).  It is the
+  whose tolerance is already one or two of its steps -- 100 would accept anything).
+  The program starts from ``torch.manual_seed(0)``: a wrong value within tolerance
+  for some random inputs (a shape cut to one element) would otherwise make candidates
+  and repro.py fail by chance; seeded, each is judged on the same values.  It is the
   *prelude* of every candidate (compiler/program.py: never minified itself), and of
   repro.py.  With ``TORCHDYNAMO_DISABLE=1`` torch.compile returns the function itself
   and nothing is checked: the repro passes.
@@ -32,6 +35,7 @@ sys.excepthook = _failed
 
 _ACCURACY = """import functools, torch, torch._inductor.config  # the check of each compiled call
 torch._inductor.config.fallback_random = True  # compiled code draws eager's random numbers
+torch.manual_seed(0)  # the same values in every run: a wrong value can hang on them
 _compile = torch.compile
 _TOL = TOLERANCES  # (rtol, atol): assert_close's xSCALE, xHALF in 16 bits
 def _differ(a, b):
@@ -43,10 +47,9 @@ def _differ(a, b):
     return a.shape != b.shape or not torch.allclose(a.detach().cpu(), b.detach().cpu(), *tol, True)
 def _checked(compiled, eager):  # each call: eager first, on copies of the inputs, same RNG state
     def call(*args, **kwargs):
-        state, copies = torch.get_rng_state(), [a.clone() if torch.is_tensor(a) else a for a in args]
-        with torch.no_grad():
+        copies = [a.clone() if torch.is_tensor(a) else a for a in args]
+        with torch.no_grad(), torch.random.fork_rng():  # RNG (CPU, CUDA) as it was after
             expected = eager(*copies, **kwargs)
-        torch.set_rng_state(state)
         if _differ(actual := compiled(*args, **kwargs), expected):
             raise AssertionError("torch.compile's result differs from eager")
         return actual

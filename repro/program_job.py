@@ -269,7 +269,12 @@ def _finish(
         f"the program minified from {lines_before} to {best.strip().count(chr(10)) + 1} lines "
         f"in {calls} candidate runs; repro.py ({lines} lines) "
         + ("verified" if verified else "NOT verified")
-        + (f" (the program found {back} step(s) before the smallest: it did not)" if back else "")
+        + (
+            f" (the program found {back} step(s) before the smallest: the smallest did not "
+            "reproduce in a fresh interpreter)"
+            if back
+            else ""
+        )
         + (" (interrupted: the best so far)" if interrupted else "")
     )
     report = _report(

@@ -141,8 +141,8 @@ WRONG_BACKEND = textwrap.dedent(
 
 
     @torch.compile(backend=off_by)
-    def f(x):
-        return torch.sin(x) * 2
+    def f(x):  # a random draw: eager and compiled must draw the same numbers
+        return torch.sin(x) * 2 + torch.rand_like(x)
 
 
     class M(torch.nn.Module):
