@@ -5,7 +5,8 @@
 * ``accuracy_check``: for a *wrong value* (an accuracy failure): no exception shows it,
   so the program runs with ``torch.compile`` replaced by a checked one: each call of
   the compiled code runs eager first (on copies of the tensor arguments, from the same
-  RNG state (``torch.random.fork_rng``: CPU and CUDA), with ``fallback_random`` so that both draw the same numbers) and raises
+  RNG state -- ``torch.random.fork_rng``: CPU and CUDA -- with ``fallback_random`` so
+  that both draw the same numbers) and raises
   ``AssertionError`` when the compiled result is beyond the dtype's tolerance
   (torch.testing.assert_close's, unless the check was strict: times 100 for 32 and 64
   bits, where a reordered sum differs by more than it allows; times 4 for 16 bits,

@@ -40,7 +40,7 @@ from .program_harness import REPRODUCED
 from .verify import repro_output
 
 MAX_CALLS = 400  # candidate programs judged at most
-CALLS_PER_LINE = 3  # ... or this many per line of a longer program
+CALLS_PER_LINE = 4  # ... or this many per non-blank line of a longer program
 FALLBACKS = 3  # earlier programs verified when the smallest does not reproduce
 
 
