@@ -31,7 +31,8 @@ safe one still stands.  Pure AST; no run.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+
+from .source_case import blocks_of
 
 # what torch or Python calls on an object without the program naming it
 _IMPLICIT = {"forward", "backward", "setup_context", "jvp", "vjp", "vmap"}
@@ -51,19 +52,11 @@ def _reads(tree: ast.AST) -> tuple[set[str], set[str]]:
     return names | strings, attrs | strings
 
 
-def _blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                yield block
-
-
 def _unreachable(tree: ast.Module) -> bool:
     """Statements after a return (raise, break, continue); docstrings; a ``pass``
     beside other statements."""
     changed = False
-    for block in _blocks(tree):
+    for block in blocks_of(tree):
         for i, st in enumerate(block):
             if isinstance(st, _TERMINAL) and i + 1 < len(block):
                 del block[i + 1 :]
@@ -251,7 +244,7 @@ def _unused_params(tree: ast.Module) -> bool:
 def _unread_assignments(tree: ast.Module) -> bool:
     names, _ = _reads(tree)
     changed = False
-    for block in _blocks(tree):
+    for block in blocks_of(tree):
         for st in list(block):
             targets = (
                 st.targets
@@ -327,7 +320,7 @@ def _write_only(tree: ast.Module) -> bool:
     if not dead:
         return False
     gone = {id(st) for name in dead for st in calls[name]}
-    for block in _blocks(tree):
+    for block in blocks_of(tree):
         for st in list(block):
             simple = isinstance(st, ast.Assign) and [ast.unparse(t) for t in st.targets]
             if id(st) in gone or (simple and len(simple) == 1 and simple[0] in dead):
@@ -381,7 +374,7 @@ def _unread_attributes(tree: ast.Module) -> bool:
     }
     read |= _reads(tree)[0]
     changed = False
-    for block in _blocks(tree):
+    for block in blocks_of(tree):
         for st in list(block):
             if (
                 isinstance(st, ast.Assign)
@@ -406,7 +399,7 @@ def _annotations(tree: ast.Module) -> bool:
                     a.annotation, changed = None, True
             if n.returns is not None:
                 n.returns, changed = None, True
-    for block in _blocks(tree):
+    for block in blocks_of(tree):
         if _inside_class_body(tree, block):
             continue
         for i, st in enumerate(block):

@@ -203,7 +203,13 @@ def fields_to_literals(search: Search, best: str, hints: Hints) -> Proposals:
     ``cfg``, the class and the object go the way of any unused code."""
     tree = ast.parse(best)
     fields = _fields(tree)
-    receivers = _receivers(tree, fields) if fields else {}
+    yield from _reads_replaced(best, _receivers(tree, fields) if fields else {}, "literals")
+
+
+def _reads_replaced(best: str, table: dict[str, dict[str, ast.expr]], what: str) -> Proposals:
+    """Each ``name.attr`` the program reads, where ``table[name][attr]`` is known ->
+    that expression: all of them at once, then one at a time."""
+    tree = ast.parse(best)
     reads = sorted(
         {
             f"{n.value.id}.{n.attr}"
@@ -211,14 +217,14 @@ def fields_to_literals(search: Search, best: str, hints: Hints) -> Proposals:
             if isinstance(n, ast.Attribute)
             and isinstance(n.ctx, ast.Load)
             and isinstance(n.value, ast.Name)
-            and n.attr in receivers.get(n.value.id, {})
+            and n.attr in table.get(n.value.id, {})
         }
     )
     groups = [reads] + ([[r] for r in reads] if len(reads) > 1 else []) if reads else []
     for group in groups:
-        cand = _FieldsToLiterals(receivers, set(group)).visit(ast.parse(best))
+        cand = _FieldsToLiterals(table, set(group)).visit(ast.parse(best))
         more = " ..." if len(group) > 3 else ""
-        yield Proposal(cand, f"{', '.join(group[:3])}{more} -> literals")
+        yield Proposal(cand, f"{', '.join(group[:3])}{more} -> {what}")
 
 
 def _options(tree: ast.Module) -> dict[str, dict[str, ast.expr]]:
@@ -276,23 +282,7 @@ def options_to_defaults(search: Search, best: str, hints: Hints) -> Proposals:
     """``args.steps`` -> the option's default (``args = parser.parse_args()``): the
     command line the program was minified with rarely sets them all, and a training
     script's argument parsing is then unused code.  All at once, then one at a time."""
-    tree = ast.parse(best)
-    options = _options(tree)
-    reads = sorted(
-        {
-            f"{n.value.id}.{n.attr}"
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Attribute)
-            and isinstance(n.ctx, ast.Load)
-            and isinstance(n.value, ast.Name)
-            and n.attr in options.get(n.value.id, {})
-        }
-    )
-    groups = [reads] + ([[r] for r in reads] if len(reads) > 1 else []) if reads else []
-    for group in groups:
-        cand = _FieldsToLiterals(options, set(group)).visit(ast.parse(best))
-        more = " ..." if len(group) > 3 else ""
-        yield Proposal(cand, f"{', '.join(group[:3])}{more} -> the option's default")
+    yield from _reads_replaced(best, _options(ast.parse(best)), "the option's default")
 
 
 Pass = Callable[[Search, str, Hints], Proposals]
