@@ -144,6 +144,7 @@ class ProgramOracle:
         self.script_name = script_name
         self.argv = list(argv or [])
         self.runs = 0
+        self.observations = 0  # runs of instrumented candidates (observe)
         # the quickest run of a candidate that failed the same way: later candidates get
         # a few times that, not the original program's limit -- a candidate whose loop
         # no longer ends (a data loader shrunk to nothing under ``while step < n``)
@@ -195,6 +196,36 @@ class ProgramOracle:
         if self.quickest is None:
             return self.target.timeout
         return min(self.target.timeout, max(20.0, 4 * self.quickest))
+
+    def observe(self, instrumented: Any) -> dict[str, Any] | None:
+        """One run of an instrumented candidate (``instrumented(path)``: its text, which
+        writes what the run showed to ``path`` as JSON; minifier/observe.py), under the
+        candidates' hooks: the facts, or None where the run did not fail the same way
+        (the instrumentation changed what it does) or wrote none."""
+        import json
+
+        d = self._slot()
+        path = d / self.script_name
+        facts = d / "observed.json"
+        t = self.target
+        path.write_text(with_prelude(t.prelude, instrumented(str(facts))))
+        with self._lock:
+            self.observations += 1
+        got = program_failure(
+            self.run(
+                path,
+                HookConfig(
+                    dir=str(d / "compiled"), stage=t.stage, record="off", accuracy=t.accuracy
+                ),
+            )
+        )
+        if not t.failure.same(got) or not facts.is_file():
+            return None
+        try:
+            data = json.loads(facts.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
 
     def __call__(self, source: str) -> str:
         """A Verdict value: same_failure, other_failure, pass or invalid."""

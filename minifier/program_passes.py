@@ -12,7 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 from .dead_code import BOLD, remove_dead_code
-from .source_case import Hints, Proposal, Proposals, Search
+from .observe import assigned, driver, facts_keys, fresh_tensor
+from .source_case import (
+    Hints,
+    Proposal,
+    Proposals,
+    Rename,
+    Search,
+    fresh_name,
+    names_in,
+    replace_stmt,
+)
 from .source_passes import (
     branches,
     calls_to_arguments,
@@ -285,6 +295,242 @@ def options_to_defaults(search: Search, best: str, hints: Hints) -> Proposals:
     yield from _reads_replaced(best, _options(ast.parse(best)), "the option's default")
 
 
+# ---- passes from what one run showed (observe.py) ---------------------------------
+MAX_UNROLL = 4  # a loop that ran more often is cut by the number passes first
+
+
+def _facts(best: str, hints: Hints) -> dict[str, dict[int, Any]] | None:
+    if hints.observe is None:
+        return None
+    got = hints.observe(best)
+    return facts_keys(got) if got else None
+
+
+def _own_exits(body: list[ast.stmt]) -> bool:
+    """A ``break`` or ``continue`` of this loop (not of a loop nested in it)."""
+    todo = list(body)
+    while todo:
+        st = todo.pop()
+        if isinstance(st, (ast.Break, ast.Continue)):
+            return True
+        if isinstance(st, (ast.For, ast.While, ast.FunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            todo.extend(getattr(st, field, []) or [])
+        for h in getattr(st, "handlers", []) or []:
+            todo.extend(h.body)
+    return False
+
+
+def observed_loops(search: Search, best: str, hints: Hints) -> Proposals:
+    """A driver loop written out as many times as the run entered its body (at most
+    MAX_UNROLL): ``while step < n:`` -> its body twice; ``for x, y in batches():`` ->
+    ``x, y = next(it)`` and the body, each time.  A loop the run never entered goes.
+    The copies are then judged apart: the next run says which ``if`` each one took and
+    what each bound (observed_branches, observed_values)."""
+    facts = _facts(best, hints)
+    if facts is None:
+        return
+    count = len(driver(ast.parse(best)))
+    for i in range(count):
+        cand = ast.parse(best)
+        st = driver(cand)[i]
+        if not isinstance(st, (ast.For, ast.While)) or st.orelse or _own_exits(st.body):
+            continue
+        n = facts["loops"].get(i, {}).get("n", 0)
+        if n > MAX_UNROLL:
+            continue
+        item = facts["loops"].get(i, {})
+        made = fresh_tensor(item.get("spec", {})) if item.get("same") else None
+        tries: list[list[ast.stmt]] = []
+        if isinstance(st, ast.For) and n and made is not None:
+            # the items as fresh tensors of the observed shape: the iterable goes too
+            fresh = ast.Assign([copy.deepcopy(st.target)], ast.parse(made, mode="eval").body)
+            tries.append([s for _ in range(n) for s in (fresh, *st.body)])
+        if isinstance(st, ast.For) and n:
+            it = fresh_name(names_in(cand), "it")
+            new: list[ast.stmt] = [ast.parse(f"{it} = iter({ast.unparse(st.iter)})").body[0]]
+            step = ast.Assign(
+                [copy.deepcopy(st.target)], ast.parse(f"next({it})", mode="eval").body
+            )
+            tries.append(new + [s for _ in range(n) for s in (step, *st.body)])
+        elif isinstance(st, ast.While) or not n:
+            tries.append([s for _ in range(n) for s in st.body])
+        for body in tries:
+            one = ast.parse(best)
+            target = driver(one)[i]
+            if replace_stmt(one, target, [copy.deepcopy(s) for s in body] or [ast.Pass()]):
+                remove_dead_code(one, set(), hints.raising)  # the data class it no longer uses
+                yield Proposal(one, f"loop written out ({n} time(s), as the run went)", True)
+
+
+def observed_branches(search: Search, best: str, hints: Hints) -> Proposals:
+    """Each driver ``if`` -> the side the run took every time (or nothing, where the
+    run never reached it): all of them at once, then one at a time."""
+    facts = _facts(best, hints)
+    if facts is None:
+        return
+    stmts = driver(ast.parse(best))
+    picks: list[tuple[int, str]] = []
+    for i, st in enumerate(stmts):
+        if isinstance(st, ast.If):
+            body, other = facts["ifs"].get(i, [0, 0])
+            if body and other:
+                continue
+            picks.append((i, "body" if body else "orelse" if other else ""))
+    if not picks:
+        return
+    groups = [picks] + ([[p] for p in picks] if len(picks) > 1 else [])
+    for group in groups:
+        cand = ast.parse(best)
+        nodes = driver(cand)
+        done = 0
+        for i, side in sorted(group, reverse=True):  # inner ones before the ifs holding them
+            kept = getattr(nodes[i], side) if side else []
+            done += replace_stmt(cand, nodes[i], kept or [ast.Pass()])
+        if done:
+            what = "each if" if len(group) > 1 else "an if"
+            yield Proposal(cand, f"{what} -> the side the run took")
+
+
+def observed_values(search: Search, best: str, hints: Hints) -> Proposals:
+    """A driver assignment whose value was a tensor (or a tuple of them), the same
+    shape and type each time -> a fresh random tensor like it: data loading, a dataset's
+    generator, a batch from an iterator become ``torch.randn``/``torch.randint`` of the
+    observed shape, dtype and range.  All at once, then one at a time."""
+    facts = _facts(best, hints)
+    if facts is None:
+        return
+    stmts = driver(ast.parse(best))
+    picks: list[tuple[int, str]] = []
+    for i, st in enumerate(stmts):
+        seen = facts["values"].get(i)
+        if assigned(st) is None or not seen or not seen.get("same"):
+            continue
+        made = fresh_tensor(seen["spec"])
+        if made is not None and ast.unparse(st.value) != ast.unparse(ast.parse(made).body[0]):  # type: ignore[attr-defined]
+            picks.append((i, made))
+    groups = [picks] + ([[p] for p in picks] if len(picks) > 1 else [])
+    for group in groups:
+        if not group:
+            continue
+        cand = ast.parse(best)
+        nodes = driver(cand)
+        for i, made in group:
+            nodes[i].value = ast.parse(made, mode="eval").body  # type: ignore[attr-defined]
+        remove_dead_code(cand, set(), hints.raising)  # what made the values, if unused now
+        what = "values" if len(group) > 1 else "a value"
+        yield Proposal(cand, f"{what} -> fresh tensor(s) of the observed shape")
+
+
+class _Hoisted(ast.NodeTransformer):
+    """``<x>.field.attr`` -> ``<x>.field_attr`` for the hoisted class's attributes."""
+
+    def __init__(self, field: str, names: dict[str, str]) -> None:
+        self.field, self.names = field, names
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        self.generic_visit(node)
+        inner = node.value
+        if (
+            isinstance(inner, ast.Attribute)
+            and inner.attr == self.field
+            and node.attr in self.names
+        ):
+            return ast.Attribute(inner.value, self.names[node.attr], node.ctx)
+        return node
+
+
+def hoist_submodules(search: Search, best: str, hints: Hints) -> Proposals:
+    """A class whose only method is ``__init__`` setting attributes (an ``nn.Module``
+    of layers whose forward was inlined already), built once as ``self.ff =
+    FeedForward(d, h)`` -> its layers set on the parent (``self.ff_up = nn.Linear(d,
+    h)``), and ``.ff.up`` read as ``.ff_up`` everywhere.  The class is then dead code."""
+    tree = ast.parse(best)
+    classes = [c for c in tree.body if isinstance(c, ast.ClassDef)]
+    for cls in classes:
+        methods = [m for m in cls.body if isinstance(m, ast.FunctionDef)]
+        if len(methods) != 1 or methods[0].name != "__init__" or methods[0].decorator_list:
+            continue
+        if any(not isinstance(m, (ast.FunctionDef, ast.Pass, ast.Expr)) for m in cls.body):
+            continue
+        init = methods[0]
+        me = init.args.args[0].arg if init.args.args else "self"
+        made = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == cls.name
+        ]
+        if len(made) != 1:
+            continue
+        cand = ast.parse(best)
+        call = next(
+            n
+            for n in ast.walk(cand)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == cls.name
+        )
+        st = next(
+            (
+                s
+                for s in ast.walk(cand)
+                if isinstance(s, ast.Assign)
+                and s.value is call
+                and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Attribute)
+            ),
+            None,
+        )
+        if st is None or init.args.vararg or init.args.kwarg:
+            continue
+        holder: ast.Attribute = st.targets[0]  # type: ignore[assignment]
+        params = [a.arg for a in init.args.args[1:]]
+        bound: dict[str, ast.expr] = dict(zip(params, call.args))
+        defaults = init.args.defaults
+        for p, d in zip(params[len(params) - len(defaults) :], defaults):
+            bound.setdefault(p, d)
+        bound.update({k.arg: k.value for k in call.keywords if k.arg})
+        if set(params) - set(bound) or len(call.args) > len(params):
+            continue
+        taken = names_in(cand) | {n.attr for n in ast.walk(cand) if isinstance(n, ast.Attribute)}
+        names: dict[str, str] = {}
+        body: list[ast.stmt] = []
+        ok = True
+        for s in copy.deepcopy(init.body):
+            if (
+                isinstance(s, ast.Expr)
+                and isinstance(s.value, ast.Call)
+                and "super" in ast.unparse(s.value.func)
+            ):
+                continue
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+                continue
+            t = s.targets[0] if isinstance(s, ast.Assign) and len(s.targets) == 1 else None
+            if not (
+                isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me
+            ):
+                ok = False
+                break
+            if t.attr not in names:
+                names[t.attr] = fresh_name(taken, f"{holder.attr}_{t.attr}")
+                taken.add(names[t.attr])
+            value = Rename(bound).visit(s.value)
+            if any(isinstance(n, ast.Name) and n.id == me for n in ast.walk(value)):
+                ok = False
+                break
+            body.append(
+                ast.Assign(
+                    [ast.Attribute(copy.deepcopy(holder.value), names[t.attr], ast.Store())], value
+                )
+            )
+        if not ok or not body:
+            continue
+        replace_stmt(cand, st, body)
+        cand = _Hoisted(holder.attr, names).visit(cand)
+        if any(isinstance(n, ast.Attribute) and n.attr == holder.attr for n in ast.walk(cand)):
+            continue  # the submodule is used whole somewhere: not hoistable
+        yield Proposal(cand, f"{cls.name}'s layers hoisted into its parent", True)
+
+
 Pass = Callable[[Search, str, Hints], Proposals]
 
 # Two phases, each to its fixed point: first the passes that take whole statements,
@@ -303,6 +549,10 @@ PROGRAM_PHASES: tuple[tuple[Pass, ...], ...] = (
         loops,
         branches,
         inline_functions,
+        observed_loops,
+        observed_branches,
+        observed_values,
+        hoist_submodules,
     ),
     (
         dead_code,
@@ -313,6 +563,10 @@ PROGRAM_PHASES: tuple[tuple[Pass, ...], ...] = (
         loops,
         branches,
         inline_functions,
+        observed_loops,
+        observed_branches,
+        observed_values,
+        hoist_submodules,
         calls_to_arguments,
         forward_copies,
         drop_call_arguments,

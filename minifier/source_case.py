@@ -42,6 +42,9 @@ class Hints:
     # a program: the source line its failure is raised from (what follows it at
     # module level never runs: dead_code.py)
     raising: str = ""
+    # a program: what one run of a candidate shows about its driver code (observe.py's
+    # facts; None: the run did not fail the same way)
+    observe: Callable[[str], dict[str, Any] | None] | None = None
 
 
 @dataclasses.dataclass

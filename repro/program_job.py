@@ -20,6 +20,7 @@ import datetime
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,9 @@ def minify_program(
             source,
             None,
             oracle,
-            hints=Hints(keep=list(keep or []), raising=target.failure.line),
+            hints=Hints(
+                keep=list(keep or []), raising=target.failure.line, observe=_observer(oracle)
+            ),
             max_calls=max(MAX_CALLS, CALLS_PER_LINE * nonblank(source)),
             jobs=jobs,
             stop=stop.is_set,
@@ -194,8 +197,26 @@ def minify_program(
     report.program["single_process"] = distributed  # type: ignore[index]
     report.program["includes"] = [str(p) for p in includes]  # type: ignore[index]
     report.program["forked"] = forked  # type: ignore[index]
+    report.program["observations"] = oracle.observations  # type: ignore[index]
     write_json(run_dir / "minify.json", report.to_json())
     return report
+
+
+def _observer(oracle: ProgramOracle) -> Callable[[str], dict[str, Any] | None]:
+    """What one run of a candidate shows about its driver code (minifier/observe.py),
+    one instrumented run per candidate: the passes of one round share it."""
+    from tcompile.minifier.observe import instrument
+
+    cache: dict[str, dict[str, Any] | None] = {}
+
+    def observe(source: str) -> dict[str, Any] | None:
+        if source not in cache:
+            if len(cache) > 8:
+                cache.clear()
+            cache[source] = oracle.observe(lambda path: instrument(source, path))
+        return cache[source]
+
+    return observe
 
 
 def _fork(oracle: ProgramOracle, source: str, jobs: int, observer: Observer) -> bool:

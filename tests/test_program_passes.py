@@ -431,3 +431,111 @@ def test_a_repro_that_does_not_reproduce_falls_back_to_an_earlier_program(tmp_pa
     )  # fmt: skip
     assert report.verified and report.program["fallback"] == 1, report.message
     assert "x = 2" in (tmp_path / "repro.py").read_text() and len(tried) == 2
+
+
+OBSERVED = textwrap.dedent(
+    """
+    import torch
+
+
+    class Inner(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.up = torch.nn.Linear(d, d)
+            self.down = torch.nn.Linear(d, 1)
+
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ff = Inner(3)
+
+
+    class Data:
+        def __init__(self, n):
+            self.x = torch.arange(n * 3).reshape(n, 3).float()
+
+        def batches(self):
+            for i in range(len(self.x)):
+                yield self.x[i : i + 1], torch.zeros(1, dtype=torch.long)
+
+
+    data = Data(4)
+    net = Net()
+    step = 0
+    while step < 5:
+        for x, y in data.batches():
+            if step == 1:
+                boom(net.ff.down(net.ff.up(x)), y)
+            step += 1
+    """
+)
+
+
+class _Boom(Exception):
+    pass
+
+
+def _boom(out, y):
+    import torch
+
+    if tuple(out.shape) == (1, 1) and out.grad_fn is not None and y.dtype == torch.long:
+        raise _Boom()
+
+
+def _exec_fails(source: str) -> bool:
+    """In-process, with a limit: a candidate whose ``while`` lost its step never ends."""
+    import signal
+
+    def late(*_):
+        raise TimeoutError
+
+    old = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        exec(compile(source, "<candidate>", "exec"), {"__name__": "__main__", "boom": _boom})  # noqa: S102
+    except _Boom:
+        return True
+    except Exception:
+        return False
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    return False
+
+
+def test_what_a_run_shows_writes_loops_out_folds_branches_and_fakes_data(tmp_path):
+    """observe.py's facts (one run of the instrumented program, here in-process) drive
+    the observed_* passes: the while/for loops written out as the run went, each if to
+    the side it took, the batch a fresh tensor of its shape -- the dataset class is then
+    dead code -- and the submodule's layers hoisted into its parent."""
+    import json
+
+    import torch  # noqa: F401  (imported before the first candidate's time limit runs)
+
+    from tcompile.minifier.observe import instrument
+    from tcompile.minifier.source_case import Hints
+
+    runs = {"observe": 0}
+
+    def observe(source: str):
+        runs["observe"] += 1
+        path = tmp_path / f"facts-{runs['observe']}.json"
+        if not _exec_fails(instrument(source, str(path))):
+            return None
+        return json.loads(path.read_text())
+
+    def oracle(source: str) -> str:
+        return Verdict.SAME_FAILURE.value if _exec_fails(source) else Verdict.PASS.value
+
+    assert oracle(OBSERVED) == "same_failure"
+    result = minify_source(OBSERVED, None, oracle, hints=Hints(observe=observe), max_calls=300)
+    out = result.source
+    assert oracle(out) == "same_failure"
+    assert "while" not in out and "for " not in out and "if " not in out, out
+    assert "class Data" not in out and "class Inner" not in out, out
+    assert "torch.randn((1, " in out, out
+    steps = " ".join(result.history)
+    assert "loop written out" in steps and "hoisted into its parent" in steps, steps
+    assert runs["observe"] >= 1
+    assert sum(1 for line in out.splitlines() if line.strip()) <= 8, out
