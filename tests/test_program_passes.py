@@ -539,3 +539,43 @@ def test_what_a_run_shows_writes_loops_out_folds_branches_and_fakes_data(tmp_pat
     assert "loop written out" in steps and "hoisted into its parent" in steps, steps
     assert runs["observe"] >= 1
     assert sum(1 for line in out.splitlines() if line.strip()) <= 8, out
+
+
+def test_one_layer_lists_and_plain_instances_are_taken_apart():
+    """unwrap_module_lists and instances_to_globals: pure rewrites, judged by the
+    oracle later; here only what they propose."""
+    from tcompile.minifier.program_passes import instances_to_globals, unwrap_module_lists
+    from tcompile.minifier.source_case import Hints
+
+    src = textwrap.dedent(
+        """
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList(nn.Linear(2, 2) for _ in range(1))
+            def forward(self, x):
+                for block in self.blocks:
+                    x = block(x)
+                return x
+        class Scaler:
+            def __init__(self, scale):
+                self.scale = scale
+            def hook(self, module, grad):
+                return tuple(g * self.scale for g in grad)
+        net = Net()
+        scaler = Scaler(2.0)
+        scaler.handle = net.blocks[-1].register_full_backward_pre_hook(scaler.hook)
+        scaler.handle.remove()
+        """
+    )
+    (one,) = list(unwrap_module_lists(None, src, Hints()))
+    out = ast.unparse(one.tree)
+    assert "self.blocks = nn.Linear(2, 2)" in out and "x = self.blocks(x)" in out, out
+    assert "net.blocks.register_full_backward_pre_hook" in out, out
+    (inst,) = list(instances_to_globals(None, src, Hints()))
+    out = ast.unparse(ast.fix_missing_locations(inst.tree))
+    assert "scaler_scale = 2.0" in out and "def scaler_hook(module, grad):" in out, out
+    assert "g * scaler_scale" in out and "scaler_handle.remove()" in out, out
+    assert "scaler." not in out, out
+    compile(out, "<out>", "exec")
