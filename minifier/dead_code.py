@@ -417,23 +417,26 @@ def _normal(line: str) -> str:
 
 
 def _after_failure(tree: ast.Module, raising: str) -> bool:
-    """The module-level statements after the one the failure is raised from: the
-    program's run ends there (a ``try`` around it may go on: then nothing is said)."""
+    """The module-level statements after the last one holding the line the failure is
+    raised from: the failure was raised before they ran (the same check written out
+    twice, as a loop written out leaves it, raises from one copy -- the last is the
+    only safe cut).  A ``try`` around it may go on: then nothing is said."""
     want = {raising.strip(), _normal(raising)} - {""}
     if not want:
         return False
+    last = None
     for i, st in enumerate(tree.body):
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         inner = [n for n in ast.walk(st) if isinstance(n, ast.stmt)]
-        if any(isinstance(n, ast.Try) for n in inner):
-            continue
         lines = {x.strip() for n in inner for x in ast.unparse(n).splitlines()}
         if lines & want:
-            if i + 1 < len(tree.body):
-                del tree.body[i + 1 :]
-                return True
-            return False
+            if any(isinstance(n, ast.Try) for n in inner):
+                return False
+            last = i
+    if last is not None and last + 1 < len(tree.body):
+        del tree.body[last + 1 :]
+        return True
     return False
 
 

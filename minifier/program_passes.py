@@ -360,6 +360,7 @@ def observed_loops(search: Search, best: str, hints: Hints) -> Proposals:
             one = ast.parse(best)
             target = driver(one)[i]
             if replace_stmt(one, target, [copy.deepcopy(s) for s in body] or [ast.Pass()]):
+                ast.fix_missing_locations(one)
                 remove_dead_code(one, set(), hints.raising)  # the data class it no longer uses
                 yield Proposal(one, f"loop written out ({n} time(s), as the run went)", True)
 
@@ -418,6 +419,7 @@ def observed_values(search: Search, best: str, hints: Hints) -> Proposals:
         nodes = driver(cand)
         for i, made in group:
             nodes[i].value = ast.parse(made, mode="eval").body  # type: ignore[attr-defined]
+        ast.fix_missing_locations(cand)
         remove_dead_code(cand, set(), hints.raising)  # what made the values, if unused now
         what = "values" if len(group) > 1 else "a value"
         yield Proposal(cand, f"{what} -> fresh tensor(s) of the observed shape")

@@ -116,6 +116,7 @@ def minify_source(
     # failed the round before.  Passes wrap around, so a round without progress has
     # still judged every proposal once.
     resume: dict[str, int] = {}
+    broken: set[str] = set()
     phases = (SCHEDULE,) if name is not None else PROGRAM_PHASES
     for schedule in phases:
         for _ in range(max_rounds):
@@ -123,11 +124,23 @@ def minify_source(
             for pass_fn in schedule:
                 if search.exhausted():
                     break
-                proposals = pass_fn(search, best, hints)
                 key = pass_fn.__name__
+                if key in broken:
+                    continue
+                proposals = pass_fn(search, best, hints)
                 if name is None and key in RESUMABLE:
                     proposals = resumed(proposals, resume.get(key, 0))
-                found = search.run(proposals, best)
+                try:
+                    found = search.run(proposals, best)
+                except Exception as e:  # noqa: BLE001 -- a pass's own bug
+                    # a bug of one pass on an unusual program costs that pass, not the
+                    # search: its candidates are never judged, the others go on, and
+                    # the history says so (the result is still one the oracle judged)
+                    broken.add(key)
+                    search.history.append(
+                        f"pass {key} failed (tcompile's bug): {type(e).__name__}: {e}"
+                    )
+                    continue
                 if found is not None:
                     resume[key] = search.taken
                     best, progress = found, True

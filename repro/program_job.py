@@ -198,6 +198,11 @@ def minify_program(
     report.program["includes"] = [str(p) for p in includes]  # type: ignore[index]
     report.program["forked"] = forked  # type: ignore[index]
     report.program["observations"] = oracle.observations  # type: ignore[index]
+    # a pass that raised (tcompile's bug) was skipped, the search went on: said, not hidden
+    errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
+    report.program["pass_errors"] = errors  # type: ignore[index]
+    for e in errors:
+        observer.status(f"warning: {e}; the other passes went on")
     write_json(run_dir / "minify.json", report.to_json())
     return report
 

@@ -382,6 +382,11 @@ def test_what_follows_the_failing_statement_never_runs():
     assert ast.unparse(tree).splitlines()[-1] == "    x += i"  # the loop's body stays
     guarded = "try:\n    assert False, 'boom'\nexcept AssertionError:\n    pass\nprint(1)\n"
     assert not remove_dead_code(ast.parse(guarded), raising='assert False, "boom"')
+    # a loop written out twice holds the check twice; only the last copy is a safe cut
+    twice = "s = 0\nif s == 1:\n    assert s < 1, 'boom'\ns += 1\nif s == 1:\n    assert s < 1, 'boom'\nprint(s)\n"
+    tree = ast.parse(twice)
+    assert remove_dead_code(tree, raising="assert s < 1, 'boom'")
+    assert ast.unparse(tree).count("assert") == 2 and "print" not in ast.unparse(tree)
 
 
 def test_options_become_their_defaults():
@@ -579,3 +584,22 @@ def test_one_layer_lists_and_plain_instances_are_taken_apart():
     assert "g * scaler_scale" in out and "scaler_handle.remove()" in out, out
     assert "scaler." not in out, out
     compile(out, "<out>", "exec")
+
+
+def test_a_pass_that_raises_is_skipped_and_said(monkeypatch):
+    """A pass's own bug on an unusual program costs that pass, not the search: the
+    others go on, the history names it (repro/program_job.py puts it in --json)."""
+    from tcompile.minifier import program_passes
+
+    def broken(search, best, hints):
+        yield from ()
+        raise AttributeError("boom")
+
+    phases = tuple((broken, *phase) for phase in program_passes.PROGRAM_PHASES)
+    monkeypatch.setattr(program_passes, "PROGRAM_PHASES", phases)
+    src = "n = 0\nfor i in range(1000):\n    n += 1\nif n >= 1:\n    boom([n])\n"
+    result = minify_source(src, None, _oracle, max_calls=200)
+    assert "1000" not in result.source and _oracle(result.source) == "same_failure"
+    assert any(
+        "pass broken failed (tcompile's bug): AttributeError: boom" in h for h in result.history
+    )
