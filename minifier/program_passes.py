@@ -530,6 +530,8 @@ def hoist_submodules(search: Search, best: str, hints: Hints) -> Proposals:
         cand = _Hoisted(holder.attr, names).visit(cand)
         if any(isinstance(n, ast.Attribute) and n.attr == holder.attr for n in ast.walk(cand)):
             continue  # the submodule is used whole somewhere: not hoistable
+        ast.fix_missing_locations(cand)
+        remove_dead_code(cand, set(), hints.raising)  # the class, unused now
         yield Proposal(cand, f"{cls.name}'s layers hoisted into its parent", True)
 
 
@@ -638,6 +640,8 @@ def instances_to_globals(search: Search, best: str, hints: Hints) -> Proposals:
             continue
         cand = _instance_out(ast.parse(best), i, classes[st.value.func.id].name)
         if cand is not None:
+            ast.fix_missing_locations(cand)
+            remove_dead_code(cand, set(), hints.raising)  # the class, unused now
             yield Proposal(cand, f"the {st.value.func.id} instance -> variables and functions")
 
 
@@ -745,6 +749,40 @@ class _SelfAttrs(ast.NodeTransformer):
         return node
 
 
+def tidy_names(search: Search, best: str, hints: Hints) -> Proposals:
+    """Names inlining suffixed back to the program's own (``x_1`` -> ``x``, where nothing
+    else is called ``x``): one candidate, a repro that reads as the user wrote it."""
+    import builtins
+    import keyword
+    import re
+
+    tree = ast.parse(best)
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(tree)):
+        return
+    taken = names_in(tree) | {
+        n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+    }
+    mapping: dict[str, str] = {}
+    for name in sorted(taken):
+        m = re.fullmatch(r"(.+?)(?:_\d+)+", name)
+        if m is None:
+            continue
+        base = m.group(1)
+        if base in taken or base in mapping.values() or keyword.iskeyword(base):
+            continue
+        if hasattr(builtins, base):
+            continue
+        mapping[name] = base
+    if not mapping:
+        return
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in mapping:
+            n.id = mapping[n.id]
+        elif isinstance(n, ast.arg) and n.arg in mapping:
+            n.arg = mapping[n.arg]
+    yield Proposal(tree, f"{len(mapping)} name(s) back to the program's own")
+
+
 Pass = Callable[[Search, str, Hints], Proposals]
 
 # Two phases, each to its fixed point: first the passes that take whole statements,
@@ -789,6 +827,7 @@ PROGRAM_PHASES: tuple[tuple[Pass, ...], ...] = (
         forward_copies,
         drop_call_arguments,
         halve_numbers,
+        tidy_names,
     ),
 )
 PROGRAM_SCHEDULE = PROGRAM_PHASES[-1]

@@ -582,7 +582,7 @@ def test_one_layer_lists_and_plain_instances_are_taken_apart():
     out = ast.unparse(ast.fix_missing_locations(inst.tree))
     assert "scaler_scale = 2.0" in out and "def scaler_hook(module, grad):" in out, out
     assert "g * scaler_scale" in out and "scaler_handle.remove()" in out, out
-    assert "scaler." not in out, out
+    assert "scaler." not in out and "class Scaler" not in out, out  # the class goes too
     compile(out, "<out>", "exec")
 
 
@@ -603,3 +603,14 @@ def test_a_pass_that_raises_is_skipped_and_said(monkeypatch):
     assert any(
         "pass broken failed (tcompile's bug): AttributeError: boom" in h for h in result.history
     )
+
+
+def test_inlined_names_go_back_to_the_programs_own():
+    from tcompile.minifier.program_passes import tidy_names
+    from tcompile.minifier.source_case import Hints
+
+    src = "x = 1\ndef f(a):\n    return a\nstep_1 = f(x)\nloss_1_2 = step_1 + 1\nboom([loss_1_2])\n"
+    (p,) = list(tidy_names(None, src, Hints()))
+    out = ast.unparse(p.tree)
+    assert "step = f(x)" in out and "loss = step + 1" in out and "boom([loss])" in out, out
+    assert not list(tidy_names(None, "x = 1\nx_1 = x\n", Hints()))  # x is taken
