@@ -750,8 +750,8 @@ class _SelfAttrs(ast.NodeTransformer):
 
 
 def tidy_names(search: Search, best: str, hints: Hints) -> Proposals:
-    """Names inlining suffixed back to the program's own (``x_1`` -> ``x``, where nothing
-    else is called ``x``): one candidate, a repro that reads as the user wrote it."""
+    """Names inlining suffixed back to the program's own (``x_1`` -> ``x``,
+    ``scaler_1_hook`` -> ``scaler_hook``, where nothing else is called that): one candidate, a repro that reads as the user wrote it."""
     import builtins
     import keyword
     import re
@@ -764,10 +764,9 @@ def tidy_names(search: Search, best: str, hints: Hints) -> Proposals:
     }
     mapping: dict[str, str] = {}
     for name in sorted(taken):
-        m = re.fullmatch(r"(.+?)(?:_\d+)+", name)
-        if m is None:
+        base = re.sub(r"(?<=[A-Za-z])(?:_\d+)+(?=_|$)", "", name)
+        if base == name or not base.isidentifier():
             continue
-        base = m.group(1)
         if base in taken or base in mapping.values() or keyword.iskeyword(base):
             continue
         if hasattr(builtins, base):
@@ -780,6 +779,8 @@ def tidy_names(search: Search, best: str, hints: Hints) -> Proposals:
             n.id = mapping[n.id]
         elif isinstance(n, ast.arg) and n.arg in mapping:
             n.arg = mapping[n.arg]
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in mapping:
+            n.name = mapping[n.name]
     yield Proposal(tree, f"{len(mapping)} name(s) back to the program's own")
 
 
