@@ -21,8 +21,9 @@ exit -- also when the program dies of its failure:
 * ``values``: ``{index: {"spec": ..., "same": ..., "n": ...}}`` for ``name = ...`` and
   ``a, b = ...``.
 
-A spec is ``{"shape", "dtype", "device", "grad", "lo", "hi"}`` for a tensor (``lo``/
-``hi``: its range, integer tensors), ``{"seq": [spec, ...]}`` for a tuple or list, or
+A spec is ``{"shape", "dtype", "device", "grad", "made", "lo", "hi"}`` for a tensor
+(``made``: autograd made it -- it has a ``grad_fn``; ``lo``/``hi``: its range, integer
+tensors), ``{"seq": [spec, ...]}`` for a tuple or list, or
 ``{"type": name}``.  Pure AST here; the oracle's side runs it (repro/program_job.py).
 """
 
@@ -44,7 +45,7 @@ class _TcObserved:
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(v, torch.Tensor):
             s = {"shape": list(v.shape), "dtype": str(v.dtype), "device": str(v.device),
-                 "grad": bool(v.requires_grad)}
+                 "grad": bool(v.requires_grad), "made": v.grad_fn is not None}
             if v.numel() and not v.is_floating_point() and not v.is_complex():
                 try:
                     s["lo"], s["hi"] = int(v.min()), int(v.max())

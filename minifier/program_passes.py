@@ -394,9 +394,29 @@ def observed_branches(search: Search, best: str, hints: Hints) -> Proposals:
             yield Proposal(cand, f"{what} -> the side the run took")
 
 
+_CONSTRUCTORS = {"randn", "rand", "randint", "zeros", "ones", "full", "empty", "arange", "tensor"}
+
+
+def _made_by_autograd(spec: dict[str, Any]) -> bool:
+    """A value computed from parameters (it has a ``grad_fn``): a fresh leaf in its place
+    cuts the graph a backward needs -- almost never the same failure, never worth a run."""
+    return bool(spec.get("made")) or any(_made_by_autograd(s) for s in spec.get("seq", []))
+
+
+def _fresh_already(value: ast.expr) -> bool:
+    """``torch.randn(4, 8)`` and the like, with literal arguments: nothing to gain."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _CONSTRUCTORS
+        and all(_literal(a) for a in value.args)
+    )
+
+
 def observed_values(search: Search, best: str, hints: Hints) -> Proposals:
     """A driver assignment whose value was a tensor (or a tuple of them), the same
-    shape and type each time -> a fresh random tensor like it: data loading, a dataset's
+    shape and type each time, not computed by autograd and not a constructor already ->
+    a fresh random tensor like it: data loading, a dataset's
     generator, a batch from an iterator become ``torch.randn``/``torch.randint`` of the
     observed shape, dtype and range.  All at once, then one at a time."""
     facts = _facts(best, hints)
@@ -407,6 +427,8 @@ def observed_values(search: Search, best: str, hints: Hints) -> Proposals:
     for i, st in enumerate(stmts):
         seen = facts["values"].get(i)
         if assigned(st) is None or not seen or not seen.get("same"):
+            continue
+        if _made_by_autograd(seen["spec"]) or _fresh_already(st.value):  # type: ignore[attr-defined]
             continue
         made = fresh_tensor(seen["spec"])
         if made is not None and ast.unparse(st.value) != ast.unparse(ast.parse(made).body[0]):  # type: ignore[attr-defined]

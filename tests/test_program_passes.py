@@ -619,3 +619,21 @@ def test_inlined_names_go_back_to_the_programs_own():
         and "boom([loss])" in out
     ), out
     assert not list(tidy_names(None, "x = 1\nx_1 = x\n", Hints()))  # x is taken
+
+
+def test_values_autograd_made_or_fresh_already_are_not_proposed():
+    from tcompile.minifier.program_passes import observed_values
+    from tcompile.minifier.source_case import Hints
+
+    src = "import torch\nw = torch.randn(3, requires_grad=True)\nx = load()\ny = w * x\nz = torch.zeros(3)\n"
+    spec = {"shape": [3], "dtype": "torch.float32", "device": "cpu", "grad": False, "made": False}
+    facts = {
+        "values": {
+            "1": {"n": 1, "same": True, "spec": {**spec, "grad": True}},
+            "2": {"n": 1, "same": True, "spec": spec},
+            "3": {"n": 1, "same": True, "spec": {**spec, "grad": True, "made": True}},
+            "4": {"n": 1, "same": True, "spec": spec},
+        }
+    }
+    out = [ast.unparse(p.tree) for p in observed_values(None, src, Hints(observe=lambda s: facts))]
+    assert out == [src.replace("load()", "torch.randn((3,))").strip()], out  # x only
