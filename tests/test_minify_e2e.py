@@ -223,6 +223,8 @@ def test_source_level_writes_a_user_level_repro_beside_the_graph_one(tmp_path):
     assert line["code"] == "return torch.relu(x) * self.scale", line
     src = doc["source"]
     assert src["verified"] and src["lines_after"] < src["lines_before"], src
+    # the passes from what a run shows ran on real (forked) runs, and no pass broke
+    assert src["observations"] >= 1 and src["pass_errors"] == [], src
     text = open(src["repro"]).read()
     assert "torch.relu(" in text and "REPRODUCED" in text
     assert "import tcompile" not in text and "Repro(torch.nn.Module)" not in text
