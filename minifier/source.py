@@ -117,6 +117,14 @@ def minify_source(
     # still judged every proposal once.
     resume: dict[str, int] = {}
     broken: set[str] = set()
+    # a step that grew a program (a loop written out, a function inlined) must pay off:
+    # when ``growth_calls`` runs after it the program is still larger than the smallest,
+    # the search goes back to the smallest, and that pass proposes no growing step on
+    # it again (a loop written out three times, then each copy inlined into, spent a
+    # whole budget and ended where it began)
+    growth_calls = max(30, max_calls // 10)
+    grew: tuple[int, str, str] | None = None  # (calls then, the pass, the smallest then)
+    no_growth: set[tuple[str, str]] = set()
     phases = (SCHEDULE,) if name is not None else PROGRAM_PHASES
     for schedule in phases:
         for _ in range(max_rounds):
@@ -128,6 +136,8 @@ def minify_source(
                 if key in broken:
                     continue
                 proposals = pass_fn(search, best, hints)
+                if (key, best) in no_growth:
+                    proposals = (p for p in proposals if not p.grow)
                 if name is None and key in RESUMABLE:
                     proposals = resumed(proposals, resume.get(key, 0))
                 try:
@@ -145,9 +155,18 @@ def minify_source(
                     resume[key] = search.taken
                     best, progress = found, True
                     if name is not None or search.size(best) <= search.size(smallest):
-                        smallest = best
+                        smallest, grew = best, None
                         if progress_cb is not None:
                             progress_cb(best, search.calls)
+                    elif grew is None:
+                        grew = (search.calls, key, smallest)
+                if grew is not None and search.calls - grew[0] > growth_calls:
+                    no_growth.add((grew[1], grew[2]))
+                    search.history.append(
+                        f"back to the smallest candidate: a step of {grew[1]} had grown it "
+                        f"and {growth_calls} runs did not win it back"
+                    )
+                    best, grew = smallest, None
             if not progress or search.exhausted():
                 break
     if search.size(smallest) < search.size(best):

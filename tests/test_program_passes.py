@@ -637,3 +637,29 @@ def test_values_autograd_made_or_fresh_already_are_not_proposed():
     }
     out = [ast.unparse(p.tree) for p in observed_values(None, src, Hints(observe=lambda s: facts))]
     assert out == [src.replace("load()", "torch.randn((3,))").strip()], out  # x only
+
+
+def test_a_step_that_grew_the_program_must_pay_off(monkeypatch):
+    """A growing step taken, then no smaller program within the growth budget: back to
+    the smallest, and that pass grows it no more -- the budget goes to the others."""
+    from tcompile.minifier import program_passes
+    from tcompile.minifier.source_case import Proposal
+
+    def grow(search, best, hints):  # always a larger program that still fails
+        tree = ast.parse(best)
+        tree.body.insert(0, ast.parse(f"pad_{len(tree.body)} = [{len(tree.body)}]").body[0])
+        yield Proposal(tree, "grown", grow=True)
+
+    def shave(search, best, hints):  # a cut that never fails the same way (costs a run)
+        tree = ast.parse(best)
+        del tree.body[-1]
+        yield Proposal(tree, "boom dropped")
+
+    monkeypatch.setattr(program_passes, "PROGRAM_PHASES", ((grow, shave),))
+    src = "n = 0\nfor i in range(3):\n    n += 1\nboom([n])\n"
+    result = minify_source(src, None, _oracle, max_calls=300)
+    steps = [
+        h for h in result.history if h.startswith("back to the smallest candidate: a step of grow")
+    ]
+    assert steps, result.history
+    assert result.calls < 300 and program_size(result.source) <= program_size(src), result.calls
