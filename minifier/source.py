@@ -119,12 +119,13 @@ def minify_source(
     broken: set[str] = set()
     # a step that grew a program (a loop written out, a function inlined) must pay off:
     # when ``growth_calls`` runs after it the program is still larger than the smallest,
-    # the search goes back to the smallest, and that pass proposes no growing step on
-    # it again (a loop written out three times, then each copy inlined into, spent a
-    # whole budget and ended where it began)
+    # the search goes back to the smallest (a loop written out three times, then each
+    # copy inlined into, spent a whole budget and ended where it began); a step of the
+    # same kind (the same pass and description: "loop written out (3 time(s), ...)",
+    # "inline fn") is not taken again
     growth_calls = max(30, max_calls // 10)
-    grew: tuple[int, str, str] | None = None  # (calls then, the pass, the smallest then)
-    no_growth: set[tuple[str, str]] = set()
+    grew: tuple[int, str, str] | None = None  # (calls then, the pass, what the step did)
+    no_growth: set[tuple[str, str]] = set()  # (pass, what): such steps are not taken again
     phases = (SCHEDULE,) if name is not None else PROGRAM_PHASES
     for schedule in phases:
         for _ in range(max_rounds):
@@ -136,8 +137,10 @@ def minify_source(
                 if key in broken:
                     continue
                 proposals = pass_fn(search, best, hints)
-                if (key, best) in no_growth:
-                    proposals = (p for p in proposals if not p.grow)
+                if any(k == key for k, _ in no_growth):
+                    proposals = (
+                        p for p in proposals if not (p.grow and (key, p.what) in no_growth)
+                    )
                 if name is None and key in RESUMABLE:
                     proposals = resumed(proposals, resume.get(key, 0))
                 try:
@@ -159,12 +162,12 @@ def minify_source(
                         if progress_cb is not None:
                             progress_cb(best, search.calls)
                     elif grew is None:
-                        grew = (search.calls, key, smallest)
+                        grew = (search.calls, key, search.history[-1])
                 if grew is not None and search.calls - grew[0] > growth_calls:
                     no_growth.add((grew[1], grew[2]))
                     search.history.append(
-                        f"back to the smallest candidate: a step of {grew[1]} had grown it "
-                        f"and {growth_calls} runs did not win it back"
+                        f"back to the smallest candidate: a step of {grew[1]} ({grew[2]}) had "
+                        f"grown it and {growth_calls} runs did not win it back"
                     )
                     best, grew = smallest, None
             if not progress or search.exhausted():
