@@ -1,7 +1,7 @@
 """What one run of a program shows about its own driver code (the program-level
 minify): how many times each loop ran, which side of each ``if`` was taken, and what
 each assignment bound -- so that passes propose what the run proves instead of what
-reading guesses (program_passes.py: ``observed_*``).
+reading guesses (observed_passes.py).
 
 The *driver* is the code Python runs at module level: top-level statements and the
 blocks nested in them (``if``, ``for``, ``while``, ``with``, ``try``), never a function

@@ -549,7 +549,7 @@ def test_what_a_run_shows_writes_loops_out_folds_branches_and_fakes_data(tmp_pat
 def test_one_layer_lists_and_plain_instances_are_taken_apart():
     """unwrap_module_lists and instances_to_globals: pure rewrites, judged by the
     oracle later; here only what they propose."""
-    from tcompile.minifier.program_passes import instances_to_globals, unwrap_module_lists
+    from tcompile.minifier.class_passes import instances_to_globals, unwrap_module_lists
     from tcompile.minifier.source_case import Hints
 
     src = textwrap.dedent(
@@ -606,7 +606,7 @@ def test_a_pass_that_raises_is_skipped_and_said(monkeypatch):
 
 
 def test_inlined_names_go_back_to_the_programs_own():
-    from tcompile.minifier.program_passes import tidy_names
+    from tcompile.minifier.class_passes import tidy_names
     from tcompile.minifier.source_case import Hints
 
     src = "x = 1\ndef f_1_g(a):\n    return a\nstep_1 = f_1_g(x)\nloss_1_2 = step_1 + 1\nboom([loss_1_2])\n"
@@ -622,7 +622,7 @@ def test_inlined_names_go_back_to_the_programs_own():
 
 
 def test_values_autograd_made_or_fresh_already_are_not_proposed():
-    from tcompile.minifier.program_passes import observed_values
+    from tcompile.minifier.observed_passes import observed_values
     from tcompile.minifier.source_case import Hints
 
     src = "import torch\nw = torch.randn(3, requires_grad=True)\nx = load()\ny = w * x\nz = torch.zeros(3)\n"
