@@ -82,6 +82,11 @@ def observed_loops(search: Search, best: str, hints: Hints) -> Proposals:
                 yield Proposal(one, f"loop written out ({n} time(s), as the run went)", True)
 
 
+def _all_then_each(picks: list[Any]) -> list[list[Any]]:
+    """All the picks as one candidate, then each alone (none: no candidate)."""
+    return ([picks] if picks else []) + ([[p] for p in picks] if len(picks) > 1 else [])
+
+
 def observed_branches(search: Search, best: str, hints: Hints) -> Proposals:
     """Each driver ``if`` -> the side the run took every time (or nothing, where the
     run never reached it): all of them at once, then one at a time."""
@@ -96,10 +101,7 @@ def observed_branches(search: Search, best: str, hints: Hints) -> Proposals:
             if body and other:
                 continue
             picks.append((i, "body" if body else "orelse" if other else ""))
-    if not picks:
-        return
-    groups = [picks] + ([[p] for p in picks] if len(picks) > 1 else [])
-    for group in groups:
+    for group in _all_then_each(picks):
         cand = ast.parse(best)
         nodes = driver(cand)
         done = 0
@@ -150,10 +152,7 @@ def observed_values(search: Search, best: str, hints: Hints) -> Proposals:
         made = fresh_tensor(seen["spec"])
         if made is not None and ast.unparse(st.value) != ast.unparse(ast.parse(made).body[0]):  # type: ignore[attr-defined]
             picks.append((i, made))
-    groups = [picks] + ([[p] for p in picks] if len(picks) > 1 else [])
-    for group in groups:
-        if not group:
-            continue
+    for group in _all_then_each(picks):
         cand = ast.parse(best)
         nodes = driver(cand)
         for i, made in group:
