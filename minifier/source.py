@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 
 from .source_case import (
@@ -69,6 +70,8 @@ class SourceResult:
     lines_after: int
     history: list[str]
     stopped: bool = False
+    # per pass: oracle runs (its candidates) and seconds (instrumented runs included)
+    passes: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
 
 def resumed(proposals: Iterator[Proposal], start: int) -> Iterator[Proposal]:
@@ -126,6 +129,7 @@ def minify_source(
     growth_calls = max(30, max_calls // 10)
     grew: tuple[int, str, str] | None = None  # (calls then, the pass, what the step did)
     no_growth: set[tuple[str, str]] = set()  # (pass, what): such steps are not taken again
+    spent: dict[str, dict[str, float]] = {}  # per pass (--json: program.passes)
     phases = (SCHEDULE,) if name is not None else PROGRAM_PHASES
     for schedule in phases:
         for _ in range(max_rounds):
@@ -143,6 +147,7 @@ def minify_source(
                     )
                 if name is None and key in RESUMABLE:
                     proposals = resumed(proposals, resume.get(key, 0))
+                before, t0 = search.calls, time.monotonic()
                 try:
                     found = search.run(proposals, best)
                 except Exception as e:  # noqa: BLE001 -- a pass's own bug
@@ -154,6 +159,10 @@ def minify_source(
                         f"pass {key} failed (tcompile's bug): {type(e).__name__}: {e}"
                     )
                     continue
+                finally:
+                    used = spent.setdefault(key, {"runs": 0, "seconds": 0.0})
+                    used["runs"] += search.calls - before
+                    used["seconds"] = round(used["seconds"] + time.monotonic() - t0, 1)
                 if found is not None:
                     resume[key] = search.taken
                     best, progress = found, True
@@ -182,4 +191,5 @@ def minify_source(
         function_lines(best, name) if name is not None else best.strip().count("\n") + 1,
         search.history,
         stopped=stop(),
+        passes=spent,
     )

@@ -185,10 +185,11 @@ def minify_program(
             progress_cb=progress,
         )
         best, calls, history = result.source, result.calls, result.history
+        passes = result.passes
     except KeyboardInterrupt:
         interrupted = True
         best = best_path.read_text() if best_path.exists() else source
-        calls, history = oracle.runs, []
+        calls, history, passes = oracle.runs, [], {}
     finally:
         if oracle.fork is not None:
             oracle.fork.close()
@@ -198,6 +199,7 @@ def minify_program(
     report.program["includes"] = [str(p) for p in includes]  # type: ignore[index]
     report.program["forked"] = forked  # type: ignore[index]
     report.program["observations"] = oracle.observations  # type: ignore[index]
+    report.program["passes"] = passes  # type: ignore[index]
     # a pass that raised (tcompile's bug) was skipped, the search went on: said, not hidden
     errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
     report.program["pass_errors"] = errors  # type: ignore[index]
