@@ -45,6 +45,8 @@ def observed_loops(search: Search, best: str, hints: Hints) -> Proposals:
     ``x, y = next(it)`` and the body, each time.  A loop the run never entered goes.
     The copies are then judged apart: the next run says which ``if`` each one took and
     what each bound (observed_branches, observed_values)."""
+    if not any(isinstance(st, (ast.For, ast.While)) for st in driver(ast.parse(best))):
+        return  # nothing to write out: no instrumented run for it
     facts = _facts(best, hints)
     if facts is None:
         return
@@ -90,6 +92,8 @@ def _all_then_each(picks: list[Any]) -> list[list[Any]]:
 def observed_branches(search: Search, best: str, hints: Hints) -> Proposals:
     """Each driver ``if`` -> the side the run took every time (or nothing, where the
     run never reached it): all of them at once, then one at a time."""
+    if not any(isinstance(st, ast.If) for st in driver(ast.parse(best))):
+        return
     facts = _facts(best, hints)
     if facts is None:
         return
@@ -138,6 +142,11 @@ def observed_values(search: Search, best: str, hints: Hints) -> Proposals:
     a fresh random tensor like it: data loading, a dataset's
     generator, a batch from an iterator become ``torch.randn``/``torch.randint`` of the
     observed shape, dtype and range.  All at once, then one at a time."""
+    if all(
+        assigned(st) is None or _fresh_already(st.value)  # type: ignore[attr-defined]
+        for st in driver(ast.parse(best))
+    ):
+        return
     facts = _facts(best, hints)
     if facts is None:
         return

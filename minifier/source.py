@@ -127,6 +127,11 @@ def minify_source(
     # same kind (the same pass and description: "loop written out (3 time(s), ...)",
     # "inline fn") is not taken again
     growth_calls = max(30, max_calls // 10)
+    # ... and it must keep paying: ``stall_calls`` runs with no step taken while still
+    # larger (a grown 30-line program otherwise spent the whole window judging
+    # candidates that all failed, twice: 80 of its 205 runs)
+    stall_calls = max(15, growth_calls // 3)
+    last_step = 0  # search.calls when a step was last taken
     grew: tuple[int, str, str] | None = None  # (calls then, the pass, what the step did)
     no_growth: set[tuple[str, str]] = set()  # (pass, what): such steps are not taken again
     spent: dict[str, dict[str, float]] = {}  # per pass (--json: program.passes)
@@ -140,6 +145,12 @@ def minify_source(
                 key = pass_fn.__name__
                 if key in broken:
                     continue
+                # a grown program's passes stop where its window ends, not a pass later
+                search.pause_at = (
+                    None
+                    if grew is None
+                    else min(grew[0] + growth_calls, last_step + stall_calls) + 1
+                )
                 proposals = pass_fn(search, best, hints)
                 if any(k == key for k, _ in no_growth):
                     proposals = (
@@ -164,6 +175,7 @@ def minify_source(
                     used["runs"] += search.calls - before
                     used["seconds"] = round(used["seconds"] + time.monotonic() - t0, 1)
                 if found is not None:
+                    last_step = search.calls
                     resume[key] = search.taken
                     best, progress = found, True
                     if name is not None or search.size(best) <= search.size(smallest):
@@ -172,11 +184,14 @@ def minify_source(
                             progress_cb(best, search.calls)
                     elif grew is None:
                         grew = (search.calls, key, search.history[-1])
-                if grew is not None and search.calls - grew[0] > growth_calls:
+                if grew is not None and (
+                    search.calls - grew[0] > growth_calls
+                    or search.calls - last_step > stall_calls
+                ):
                     no_growth.add((grew[1], grew[2]))
                     search.history.append(
                         f"back to the smallest candidate: a step of {grew[1]} ({grew[2]}) had "
-                        f"grown it and {growth_calls} runs did not win it back"
+                        f"grown it and {search.calls - grew[0]} runs did not win it back"
                     )
                     best, grew = smallest, None
             if not progress or search.exhausted():

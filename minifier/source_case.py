@@ -86,6 +86,7 @@ class Search:
         self.seen: dict[str, bool] = {}
         self.history: list[str] = []
         self.taken = 0  # the index of the proposal taken last
+        self.pause_at: int | None = None  # a pass stops at this many calls (its caller's)
 
     def exhausted(self) -> bool:
         return self.calls >= self.max_calls or self.stop()
@@ -126,7 +127,7 @@ class Search:
         """The first proposal (in order) that is smaller and fails the same way."""
         batch: list[tuple[str, Proposal]] = []
         for proposal in proposals:
-            if self.exhausted():
+            if self.exhausted() or (self.pause_at is not None and self.calls >= self.pause_at):
                 break
             src = self._gate(proposal, best)
             if src is None or any(src == b for b, _ in batch):

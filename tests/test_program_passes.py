@@ -663,3 +663,38 @@ def test_a_step_that_grew_the_program_must_pay_off(monkeypatch):
     ]
     assert steps, result.history
     assert result.calls < 300 and program_size(result.source) <= program_size(src), result.calls
+
+
+def test_a_grown_program_that_stalls_goes_back_mid_pass(monkeypatch):
+    """After a growing step, a pass whose candidates all fail is stopped where the stall
+    window ends (not when it has judged them all), and the search goes back."""
+    from tcompile.minifier import program_passes
+    from tcompile.minifier.source_case import Proposal
+
+    def grow(search, best, hints):  # once: a larger program that still fails
+        if "pad = 0" not in best:
+            tree = ast.parse(best)
+            tree.body.insert(0, ast.parse("pad = 0").body[0])
+            yield Proposal(tree, "grown", grow=True)
+
+    def keep_n(search, best, hints):  # each statement alone dropped: boom needs them all
+        for i in range(len(ast.parse(best).body)):
+            tree = ast.parse(best)
+            if ast.unparse(tree.body[i]) == "pad = 0":
+                continue  # what grew stays: only the window can take it back
+            del tree.body[i]
+            yield Proposal(tree, f"drop {i}")
+
+    def oracle(source: str) -> str:  # the failure needs every a_i
+        return "same_failure" if all(f"a{i} = {i}" in source for i in range(60)) else "pass"
+
+    monkeypatch.setattr(program_passes, "PROGRAM_PHASES", ((grow, keep_n),))
+    src = "".join(f"a{i} = {i}\n" for i in range(60))
+    result = minify_source(src, None, oracle, max_calls=300)
+    back = [h for h in result.history if h.startswith("back to the smallest candidate")]
+    assert back == [
+        "back to the smallest candidate: a step of grow (grown) had grown it and 16 runs "
+        "did not win it back"
+    ], result.history
+    # 1 grow + 16 of the grown program's 60 (the window: 15) + the smallest one's 60, once
+    assert result.calls == 1 + 16 + 60 and result.source == ast.unparse(ast.parse(src)) + "\n"
