@@ -185,8 +185,7 @@ def minify_source(
                     elif grew is None:
                         grew = (search.calls, key, search.history[-1])
                 if grew is not None and (
-                    search.calls - grew[0] > growth_calls
-                    or search.calls - last_step > stall_calls
+                    search.calls - grew[0] > growth_calls or search.calls - last_step > stall_calls
                 ):
                     no_growth.add((grew[1], grew[2]))
                     search.history.append(
