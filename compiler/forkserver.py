@@ -40,7 +40,7 @@ from .runner import SAFE_CACHE_ENV, ProcessResult, child_env
 class ForkServer:
     """One server process; ``run`` forks one candidate and waits for it."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, *, wait: bool = True) -> None:
         import queue
 
         self.proc = subprocess.Popen(
@@ -55,6 +55,11 @@ class ForkServer:
         )
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Until the server has imported torch (a pool starts all, then waits)."""
         ready = self._read(timeout=300)
         if not ready or not ready.get("ready"):
             self.close()
@@ -138,9 +143,11 @@ class ForkPool:
     def __init__(self, size: int, env: dict[str, str] | None = None) -> None:
         self._free: list[ForkServer] = []
         self._cv = threading.Condition()
-        try:
+        try:  # the servers import torch side by side
             for _ in range(max(1, size)):
-                self._free.append(ForkServer(env))
+                self._free.append(ForkServer(env, wait=False))
+            for server in self._free:
+                server.wait_ready()
         except Exception:
             self.close()
             raise

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +145,11 @@ def minify_program(
         + (f" ({reason})" if reason else "")
         + ": running it once more to pin the failure down"
     )
-    baseline = _baseline(run, source, work)
+    # the fork servers import torch while the baselines run (they need nothing of them)
+    pool = _start_pool(jobs)
+    baseline = _baseline(run, source, work, parallel=jobs > 1)
     if isinstance(baseline, str):
+        _close_pool(pool)
         return _report(run, ExitCode.COMPILER_FAILURE, baseline, t0)
     target, seconds = baseline
     write_json(
@@ -155,7 +159,7 @@ def minify_program(
     if distributed:
         observer.status("the failure shows in one process: minifying it without the launcher")
     oracle = ProgramOracle(target, work, script.name, argv)
-    forked = _fork(oracle, source, jobs, observer)
+    forked = _fork(oracle, source, pool, observer)
     stop = threading.Event()
     best_path = run_dir / "best.py"
 
@@ -226,16 +230,35 @@ def _observer(oracle: ProgramOracle) -> Callable[[str], dict[str, Any] | None]:
     return observe
 
 
-def _fork(oracle: ProgramOracle, source: str, jobs: int, observer: Observer) -> bool:
+def _start_pool(jobs: int) -> Future[Any] | None:
+    """``jobs`` fork servers, started in the background (None: TCOMPILE_NO_FORK=1)."""
+    if os.environ.get("TCOMPILE_NO_FORK") == "1":
+        return None
+    from tcompile.compiler.forkserver import ForkPool
+
+    ex = ThreadPoolExecutor(1)
+    try:
+        return ex.submit(ForkPool, jobs)
+    finally:
+        ex.shutdown(wait=False)  # at once: the servers go on starting
+
+
+def _close_pool(pool: Future[Any] | None) -> None:
+    try:
+        if pool is not None:
+            pool.result().close()
+    except (RuntimeError, OSError):
+        pass
+
+
+def _fork(oracle: ProgramOracle, source: str, pool: Future[Any] | None, observer: Observer) -> bool:
     """Candidates forked from a server that imported torch already (compiler/
     forkserver.py), when the original program, run that way, still fails as the fresh
     baseline did (one candidate run); else fresh processes.  TCOMPILE_NO_FORK=1: never."""
-    if os.environ.get("TCOMPILE_NO_FORK") == "1":
+    if pool is None:
         return False
-    from tcompile.compiler.forkserver import ForkPool
-
     try:
-        oracle.fork = ForkPool(jobs)
+        oracle.fork = pool.result()
     except (RuntimeError, OSError):
         return False
     from tcompile.minifier.verdict import Verdict
@@ -331,9 +354,12 @@ def _finish(
     return report
 
 
-def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float] | str:
+def _baseline(
+    run: _Run, source: str, work: Path, *, parallel: bool = False
+) -> tuple[ProgramTarget, float] | str:
     """The failure the original program shows when run as candidates are (its identity
-    for the search), and how the control run must go; or why it cannot be minified."""
+    for the search), and how the control run must go; or why it cannot be minified.
+    ``parallel``: the two control runs (no torch.compile; backend="eager") side by side."""
     probe = ProgramTarget(
         failure=ProgramFailure("", "", ""),
         stage=run.backend,
@@ -363,14 +389,14 @@ def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float]
     seconds = time.monotonic() - t
     if failure is None:
         return "the failure did not show again when the program ran on its own: nothing to minify"
-    plain = program_failure(
-        oracle.run(path, HookConfig(dir=str(work / "baseline" / "p"), disable=True))
-    )
+    controls = [
+        HookConfig(dir=str(work / "baseline" / "p"), disable=True),
+        HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off"),
+    ]
+    with ThreadPoolExecutor(2 if parallel else 1) as ex:
+        plain, eager = (program_failure(r) for r in ex.map(lambda c: oracle.run(path, c), controls))
     if plain is not None:
         return f"the program fails without torch.compile too ({plain.text}): not a compiler bug"
-    eager = program_failure(
-        oracle.run(path, HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off"))
-    )
     # a failure that shows with backend="eager" too is Dynamo's own: candidates must
     # pass without torch.compile; one below Dynamo must pass with backend="eager"
     control = "disable" if failure.same(eager) else "eager"

@@ -54,7 +54,8 @@ def compile_error_minified(tmp_path_factory):
     "fixture, flags, op",
     [
         ("cpp_relu_compile_error.py", [], "torch.relu"),
-        ("cpp_relu_runtime_error.py", [], "torch.relu"),
+        # the same path as the compile error (the runtime kind: tests/test_run_e2e.py)
+        pytest.param("cpp_relu_runtime_error.py", [], "torch.relu", marks=pytest.mark.extended),
         ("cpp_throw_crash.py", [], "torch.relu"),  # kills its worker: tcompile carries on
     ],
 )
@@ -230,3 +231,22 @@ def test_source_level_writes_a_user_level_repro_beside_the_graph_one(tmp_path):
     assert "import tcompile" not in text and "Repro(torch.nn.Module)" not in text
     said = run_repro(src["repro"], cwd=tmp_path)
     assert said.returncode == 1 and "CppCompileError" in said.stdout, said.stdout + said.stderr
+
+
+def test_no_graph_holds_the_failure_so_the_program_is_minified(tmp_path):
+    """Issue 23 end to end, the level chosen automatically: a wrong result Dynamo makes
+    (a mutation lost across a graph break, backend="eager") -- no graph, no frame that
+    raises -- so minify shrinks the program itself, and repro.py keeps the contract."""
+    doc = minify(tmp_path, "program/dynamo_mutation_lost_graph_break.py", "--jobs", "2")
+    assert doc["exit_code"] == 1 and doc["level"] == "program", doc["message"]
+    prog = doc["program"]
+    assert doc["verified"] and prog["lines_after"] < prog["lines_before"], prog
+    assert prog["control"] and prog["pass_errors"] == [] and prog["passes"], prog
+    assert sum(p["runs"] for p in prog["passes"].values()) == doc["calls"], prog["passes"]
+    text = open(doc["repro"]).read()
+    # the class-attribute mutation stays (the graph break goes: not needed, it turns out)
+    assert "import tcompile" not in text and "Holder.items.append(" in text, text
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    said = run_repro(doc["repro"], cwd=elsewhere)
+    assert said.returncode == 1 and "REPRODUCED: AssertionError: mismatch" in said.stdout, said
