@@ -108,6 +108,7 @@ class _Run:
     observer: Observer
     accuracy: str = "off"
     prelude: str = ""
+    jobs: int = 1
 
 
 def minify_program(
@@ -137,7 +138,7 @@ def minify_program(
             raise UsageError(f"--include {p}: no such file")
     if includes:
         source = inline_modules(source, includes)
-    run = _Run(command, script, argv, run_dir, backend, timeout, observer, accuracy, prelude)
+    run = _Run(command, script, argv, run_dir, backend, timeout, observer, accuracy, prelude, jobs)
     work = run_dir / "program"
     work.mkdir(parents=True, exist_ok=True)
     observer.status(
@@ -305,7 +306,9 @@ def _finish(
             else f"repro.py did not reproduce: verifying the program found before it ({back})"
         )
         try:
-            verified, said = verify_program_repro(repro, target.failure, target.timeout * 2)
+            verified, said = verify_program_repro(
+                repro, target.failure, target.timeout * 2, parallel=run.jobs > 1
+            )
         except KeyboardInterrupt:  # during the verification: the repro stands, unverified
             interrupted = True
         if verified or interrupted:
@@ -450,11 +453,20 @@ def program_repro(program: str, failure: ProgramFailure, prelude: str = "") -> s
     return "".join(parts)
 
 
-def verify_program_repro(repro: Path, failure: ProgramFailure, timeout: float) -> tuple[bool, str]:
+def verify_program_repro(
+    repro: Path, failure: ProgramFailure, timeout: float, *, parallel: bool = False
+) -> tuple[bool, str]:
     """Run as a stranger would (no tcompile, another directory): exit 1 and REPRODUCED
     with the same exception type (or death by the same kind of signal); with
-    torch.compile disabled, exit 0 and NOT REPRODUCED."""
-    proc = repro_output(repro, timeout=timeout)
+    torch.compile disabled, exit 0 and NOT REPRODUCED.  ``parallel``: both runs at once."""
+    off = {"TORCHDYNAMO_DISABLE": "1"}
+    if parallel:
+        with ThreadPoolExecutor(2) as ex:
+            later = ex.submit(repro_output, repro, timeout=timeout, env_extra=off)
+            proc = repro_output(repro, timeout=timeout)
+            plain = later.result()
+    else:
+        proc, plain = repro_output(repro, timeout=timeout), None
     said = next((ln for ln in proc.stdout.splitlines() if ln.startswith("REPRODUCED: ")), "")
     if failure.kind == "crash":
         ok = proc.returncode < 0
@@ -464,7 +476,7 @@ def verify_program_repro(repro: Path, failure: ProgramFailure, timeout: float) -
         ok = proc.returncode == 1 and failure.exc_type.split(".")[-1] in said
     if not ok:
         return False, (proc.stdout + proc.stderr)[-2000:]
-    plain = repro_output(repro, timeout=timeout, env_extra={"TORCHDYNAMO_DISABLE": "1"})
+    plain = plain or repro_output(repro, timeout=timeout, env_extra=off)
     return plain.returncode == 0 and "NOT REPRODUCED" in plain.stdout, said
 
 
