@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator
 from .source_case import (
     Hints,
     Proposal,
+    Proposals,
     Search,
     SourceOracle,
     function_lines,
@@ -120,20 +121,7 @@ def minify_source(
     # still judged every proposal once.
     resume: dict[str, int] = {}
     broken: set[str] = set()
-    # a step that grew a program (a loop written out, a function inlined) must pay off:
-    # when ``growth_calls`` runs after it the program is still larger than the smallest,
-    # the search goes back to the smallest (a loop written out three times, then each
-    # copy inlined into, spent a whole budget and ended where it began); a step of the
-    # same kind (the same pass and description: "loop written out (3 time(s), ...)",
-    # "inline fn") is not taken again
-    growth_calls = max(30, max_calls // 10)
-    # ... and it must keep paying: ``stall_calls`` runs with no step taken while still
-    # larger (a grown 30-line program otherwise spent the whole window judging
-    # candidates that all failed, twice: 80 of its 205 runs)
-    stall_calls = max(15, growth_calls // 3)
-    last_step = 0  # search.calls when a step was last taken
-    grew: tuple[int, str, str] | None = None  # (calls then, the pass, what the step did)
-    no_growth: set[tuple[str, str]] = set()  # (pass, what): such steps are not taken again
+    growth = _Growth(max_calls)
     spent: dict[str, dict[str, float]] = {}  # per pass (--json: program.passes)
     phases = (SCHEDULE,) if name is not None else PROGRAM_PHASES
     for schedule in phases:
@@ -146,16 +134,8 @@ def minify_source(
                 if key in broken:
                     continue
                 # a grown program's passes stop where its window ends, not a pass later
-                search.pause_at = (
-                    None
-                    if grew is None
-                    else min(grew[0] + growth_calls, last_step + stall_calls) + 1
-                )
-                proposals = pass_fn(search, best, hints)
-                if any(k == key for k, _ in no_growth):
-                    proposals = (
-                        p for p in proposals if not (p.grow and (key, p.what) in no_growth)
-                    )
+                search.pause_at = growth.pause_at()
+                proposals = growth.allowed(key, pass_fn(search, best, hints))
                 if name is None and key in RESUMABLE:
                     proposals = resumed(proposals, resume.get(key, 0))
                 before, t0 = search.calls, time.monotonic()
@@ -175,24 +155,18 @@ def minify_source(
                     used["runs"] += search.calls - before
                     used["seconds"] = round(used["seconds"] + time.monotonic() - t0, 1)
                 if found is not None:
-                    last_step = search.calls
                     resume[key] = search.taken
                     best, progress = found, True
-                    if name is not None or search.size(best) <= search.size(smallest):
-                        smallest, grew = best, None
+                    smaller = name is not None or search.size(best) <= search.size(smallest)
+                    growth.step(search.calls, key, search.history[-1], smaller)
+                    if smaller:
+                        smallest = best
                         if progress_cb is not None:
                             progress_cb(best, search.calls)
-                    elif grew is None:
-                        grew = (search.calls, key, search.history[-1])
-                if grew is not None and (
-                    search.calls - grew[0] > growth_calls or search.calls - last_step > stall_calls
-                ):
-                    no_growth.add((grew[1], grew[2]))
-                    search.history.append(
-                        f"back to the smallest candidate: a step of {grew[1]} ({grew[2]}) had "
-                        f"grown it and {search.calls - grew[0]} runs did not win it back"
-                    )
-                    best, grew = smallest, None
+                gave_up = growth.given_up(search.calls)
+                if gave_up:
+                    search.history.append(gave_up)
+                    best = smallest
             if not progress or search.exhausted():
                 break
     if search.size(smallest) < search.size(best):
@@ -207,3 +181,51 @@ def minify_source(
         stopped=stop(),
         passes=spent,
     )
+
+
+class _Growth:
+    """A step that grew a program (a loop written out, a function inlined) must pay off:
+    when ``window`` runs after it the program is still larger than the smallest, the
+    search goes back to the smallest (a loop written out three times, then each copy
+    inlined into, spent a whole budget and ended where it began); a step of the same
+    kind (the same pass and description: "loop written out (3 time(s), ...)", "inline
+    fn") is not taken again.  And it must keep paying: ``stall`` runs with no step
+    taken while still larger also end it (a grown 30-line program otherwise spent the
+    whole window judging candidates that all failed, twice: 80 of its 205 runs)."""
+
+    def __init__(self, max_calls: int) -> None:
+        self.window = max(30, max_calls // 10)
+        self.stall = max(15, self.window // 3)
+        self.last_step = 0  # calls when a step was last taken
+        self.grew: tuple[int, str, str] | None = None  # (calls then, the pass, the step)
+        self.banned: set[tuple[str, str]] = set()  # (pass, what): not taken again
+
+    def pause_at(self) -> int | None:
+        """Where a pass on a grown program must stop (None: not grown)."""
+        if self.grew is None:
+            return None
+        return min(self.grew[0] + self.window, self.last_step + self.stall) + 1
+
+    def allowed(self, key: str, proposals: Proposals) -> Proposals:
+        if not any(k == key for k, _ in self.banned):
+            return proposals
+        return (p for p in proposals if not (p.grow and (key, p.what) in self.banned))
+
+    def step(self, calls: int, key: str, what: str, smaller: bool) -> None:
+        self.last_step = calls
+        if smaller:
+            self.grew = None
+        elif self.grew is None:
+            self.grew = (calls, key, what)
+
+    def given_up(self, calls: int) -> str | None:
+        """Why the search goes back to the smallest program now (None: it does not)."""
+        g = self.grew
+        if g is None or (calls - g[0] <= self.window and calls - self.last_step <= self.stall):
+            return None
+        self.banned.add((g[1], g[2]))
+        self.grew = None
+        return (
+            f"back to the smallest candidate: a step of {g[1]} ({g[2]}) had grown it and "
+            f"{calls - g[0]} runs did not win it back"
+        )

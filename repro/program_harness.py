@@ -1,7 +1,7 @@
 """The harnesses of a program-level repro (generated text, not tcompile's code).
 
 * ``REPRODUCED``: an uncaught exception prints ``REPRODUCED: <type>: <message>`` and
-  exits 1; a run to the end prints ``NOT REPRODUCED`` (program_job.program_repro).
+  exits 1; a run to the end prints ``NOT REPRODUCED`` (program_repro below).
 * ``accuracy_check``: for a *wrong value* (an accuracy failure): no exception shows it,
   so the program runs with ``torch.compile`` replaced by a checked one: each call of
   the compiled code runs eager first (on copies of the tensor arguments, from the same
@@ -23,6 +23,13 @@ graph-level repro.py checks gradients).
 """
 
 from __future__ import annotations
+
+import ast
+import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tcompile.compiler.program import ProgramFailure
 
 REPRODUCED = """import sys
 
@@ -107,3 +114,39 @@ def prelude_for(signature: str | None) -> str:
     if "/accuracy" not in sig:
         return ""
     return accuracy_check(strict="StrictAccuracyError" in sig)
+
+
+def program_repro(program: str, failure: ProgramFailure, prelude: str = "") -> str:
+    """repro.py of the program level: a header, the harness, the prelude the candidates
+    ran (the accuracy check of a wrong value), the program, the end line."""
+    import platform
+
+    import torch
+
+    from tcompile import __version__
+
+    tree = ast.parse(program)
+    future = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
+    tree.body = [s for s in tree.body if s not in future]
+    head = (
+        "#!/usr/bin/env python3\n"
+        f"# A torch.compile failure, minimized by tcompile {__version__} on "
+        f"{datetime.date.today().isoformat()} (the program itself):\n"
+        f"#   {failure.text}\n"
+        f"# torch {torch.__version__}, Python {platform.python_version()}\n"
+        "# python repro.py: exit 1 + REPRODUCED; TORCHDYNAMO_DISABLE=1 python repro.py: exit 0 + NOT REPRODUCED\n"
+        + (
+            "# A wrong value: each call of torch.compile'd code is checked against eager below.\n"
+            if prelude
+            else ""
+        )
+    )
+    parts = [head]
+    if future:
+        parts.append("".join(ast.unparse(s) + "\n" for s in future))
+    parts.append(REPRODUCED)
+    if prelude:
+        parts.append("\n\n" + prelude)
+    parts.append(ast.unparse(tree) + "\n")
+    parts.append('print("NOT REPRODUCED")\n')
+    return "".join(parts)

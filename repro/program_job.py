@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import datetime
 import os
 import threading
 import time
@@ -38,8 +37,8 @@ from tcompile.compiler.protocol import HookConfig
 from tcompile.compiler.runner import is_distributed_launch, write_json
 
 from .minify_types import MinifyReport
-from .program_harness import REPRODUCED
-from .verify import repro_output
+from .program_harness import program_repro
+from .verify import verify_program_repro
 
 MAX_CALLS = 400  # candidate programs judged at most
 CALLS_PER_LINE = 4  # ... or this many per non-blank line of a longer program
@@ -161,6 +160,35 @@ def minify_program(
         observer.status("the failure shows in one process: minifying it without the launcher")
     oracle = ProgramOracle(target, work, script.name, argv)
     forked = _fork(oracle, source, pool, observer)
+    best, calls, history, passes, interrupted, found = _search(run, oracle, target, source, keep)
+    report = _finish(run, target, best, source, calls, history, interrupted, t0, seconds, found)
+    # a pass that raised (tcompile's bug) was skipped, the search went on: said, not hidden
+    errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
+    report.program.update(  # type: ignore[union-attr]
+        runs=oracle.runs,
+        single_process=distributed,
+        includes=[str(p) for p in includes],
+        forked=forked,
+        observations=oracle.observations,
+        passes=passes,
+        pass_errors=errors,
+    )
+    for e in errors:
+        observer.status(f"warning: {e}; the other passes went on")
+    write_json(run_dir / "minify.json", report.to_json())
+    return report
+
+
+def _search(
+    run: _Run,
+    oracle: ProgramOracle,
+    target: ProgramTarget,
+    source: str,
+    keep: list[frozenset[str]] | None,
+) -> tuple[str, int, list[str], dict[str, Any], bool, list[str]]:
+    """The engine on the program: the best program, the candidate runs, the history,
+    what each pass spent, whether it was interrupted, each smaller program found."""
+    run_dir, observer, jobs = run.run_dir, run.observer, run.jobs
     stop = threading.Event()
     best_path = run_dir / "best.py"
 
@@ -198,20 +226,7 @@ def minify_program(
     finally:
         if oracle.fork is not None:
             oracle.fork.close()
-    report = _finish(run, target, best, source, calls, history, interrupted, t0, seconds, found)
-    report.program["runs"] = oracle.runs  # type: ignore[index]
-    report.program["single_process"] = distributed  # type: ignore[index]
-    report.program["includes"] = [str(p) for p in includes]  # type: ignore[index]
-    report.program["forked"] = forked  # type: ignore[index]
-    report.program["observations"] = oracle.observations  # type: ignore[index]
-    report.program["passes"] = passes  # type: ignore[index]
-    # a pass that raised (tcompile's bug) was skipped, the search went on: said, not hidden
-    errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
-    report.program["pass_errors"] = errors  # type: ignore[index]
-    for e in errors:
-        observer.status(f"warning: {e}; the other passes went on")
-    write_json(run_dir / "minify.json", report.to_json())
-    return report
+    return best, calls, history, passes, interrupted, found
 
 
 def _observer(oracle: ProgramOracle) -> Callable[[str], dict[str, Any] | None]:
@@ -415,69 +430,6 @@ def _baseline(
         probe, failure=failure, control=control, timeout=limit, stage=stage
     )
     return target, seconds
-
-
-def program_repro(program: str, failure: ProgramFailure, prelude: str = "") -> str:
-    """repro.py of the program level: a header, the harness, the prelude the candidates
-    ran (the accuracy check of a wrong value), the program, the end line."""
-    import platform
-
-    import torch
-
-    from tcompile import __version__
-
-    tree = ast.parse(program)
-    future = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
-    tree.body = [s for s in tree.body if s not in future]
-    head = (
-        "#!/usr/bin/env python3\n"
-        f"# A torch.compile failure, minimized by tcompile {__version__} on "
-        f"{datetime.date.today().isoformat()} (the program itself):\n"
-        f"#   {failure.text}\n"
-        f"# torch {torch.__version__}, Python {platform.python_version()}\n"
-        "# python repro.py: exit 1 + REPRODUCED; TORCHDYNAMO_DISABLE=1 python repro.py: exit 0 + NOT REPRODUCED\n"
-        + (
-            "# A wrong value: each call of torch.compile'd code is checked against eager below.\n"
-            if prelude
-            else ""
-        )
-    )
-    parts = [head]
-    if future:
-        parts.append("".join(ast.unparse(s) + "\n" for s in future))
-    parts.append(REPRODUCED)
-    if prelude:
-        parts.append("\n\n" + prelude)
-    parts.append(ast.unparse(tree) + "\n")
-    parts.append('print("NOT REPRODUCED")\n')
-    return "".join(parts)
-
-
-def verify_program_repro(
-    repro: Path, failure: ProgramFailure, timeout: float, *, parallel: bool = False
-) -> tuple[bool, str]:
-    """Run as a stranger would (no tcompile, another directory): exit 1 and REPRODUCED
-    with the same exception type (or death by the same kind of signal); with
-    torch.compile disabled, exit 0 and NOT REPRODUCED.  ``parallel``: both runs at once."""
-    off = {"TORCHDYNAMO_DISABLE": "1"}
-    if parallel:
-        with ThreadPoolExecutor(2) as ex:
-            later = ex.submit(repro_output, repro, timeout=timeout, env_extra=off)
-            proc = repro_output(repro, timeout=timeout)
-            plain = later.result()
-    else:
-        proc, plain = repro_output(repro, timeout=timeout), None
-    said = next((ln for ln in proc.stdout.splitlines() if ln.startswith("REPRODUCED: ")), "")
-    if failure.kind == "crash":
-        ok = proc.returncode < 0
-    else:
-        # the type, or named in the message of the error the user sees (inductor's
-        # InductorError: "CppCompileError: ..." where the hooks saw CppCompileError)
-        ok = proc.returncode == 1 and failure.exc_type.split(".")[-1] in said
-    if not ok:
-        return False, (proc.stdout + proc.stderr)[-2000:]
-    plain = plain or repro_output(repro, timeout=timeout, env_extra=off)
-    return plain.returncode == 0 and "NOT REPRODUCED" in plain.stdout, said
 
 
 def _write(path: Path, text: str) -> None:

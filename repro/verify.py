@@ -9,7 +9,12 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tcompile.compiler.program import ProgramFailure
 
 _NO_TCOMPILE = (
     "import sys, runpy, os, signal, threading, time\n"
@@ -122,3 +127,30 @@ def parse_signature(text: str) -> object | None:
 
 def repro_reproduces(repro: Path, backend: str | None = None) -> bool:
     return repro_output(repro, backend).returncode == 1
+
+
+def verify_program_repro(
+    repro: Path, failure: ProgramFailure, timeout: float, *, parallel: bool = False
+) -> tuple[bool, str]:
+    """Run as a stranger would (no tcompile, another directory): exit 1 and REPRODUCED
+    with the same exception type (or death by the same kind of signal); with
+    torch.compile disabled, exit 0 and NOT REPRODUCED.  ``parallel``: both runs at once."""
+    off = {"TORCHDYNAMO_DISABLE": "1"}
+    if parallel:
+        with ThreadPoolExecutor(2) as ex:
+            later = ex.submit(repro_output, repro, timeout=timeout, env_extra=off)
+            proc = repro_output(repro, timeout=timeout)
+            plain = later.result()
+    else:
+        proc, plain = repro_output(repro, timeout=timeout), None
+    said = next((ln for ln in proc.stdout.splitlines() if ln.startswith("REPRODUCED: ")), "")
+    if failure.kind == "crash":
+        ok = proc.returncode < 0
+    else:
+        # the type, or named in the message of the error the user sees (inductor's
+        # InductorError: "CppCompileError: ..." where the hooks saw CppCompileError)
+        ok = proc.returncode == 1 and failure.exc_type.split(".")[-1] in said
+    if not ok:
+        return False, (proc.stdout + proc.stderr)[-2000:]
+    plain = plain or repro_output(repro, timeout=timeout, env_extra=off)
+    return plain.returncode == 0 and "NOT REPRODUCED" in plain.stdout, said
