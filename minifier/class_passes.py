@@ -358,15 +358,16 @@ def tidy_names(search: Search, best: str, hints: Hints) -> Proposals:
     tree = ast.parse(best)
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(tree)):
         return
-    taken = names_in(tree) | {
-        n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))
-    }
+    units = _scopes(tree)
+    taken = set().union(*(names for names, _ in units))
     mapping: dict[str, str] = {}
     for name in sorted(taken):
         base = re.sub(r"(?<=[A-Za-z])(?:_\d+)+(?=_|$)", "", name)
         if base == name or not base.isidentifier():
             continue
-        if base in taken or base in mapping.values() or keyword.iskeyword(base):
+        if base in mapping.values() or keyword.iskeyword(base):
+            continue
+        if any(_clash(name, base, names, local) for names, local in units):
             continue
         if hasattr(builtins, base):
             continue
@@ -381,3 +382,46 @@ def tidy_names(search: Search, best: str, hints: Hints) -> Proposals:
         elif isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in mapping:
             n.name = mapping[n.name]
     yield Proposal(tree, f"{len(mapping)} name(s) back to the program's own")
+
+
+def _scopes(tree: ast.Module) -> list[tuple[set[str], set[str] | None]]:
+    """The module's own names (outside function bodies; local None), then each
+    outermost function's names (nested ones included) and the names it binds."""
+    module: set[str] = set()
+    units: list[tuple[set[str], set[str] | None]] = [(module, None)]
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                if not isinstance(child, ast.Lambda):
+                    module.add(child.name)
+                    module.update(names_in(ast.Module(child.decorator_list, [])))
+                local = {a.arg for a in ast.walk(child.args) if isinstance(a, ast.arg)}
+                local |= {
+                    n.id
+                    for n in ast.walk(child)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                }
+                inner = {
+                    n.name
+                    for n in ast.walk(child)
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and n is not child
+                }
+                units.append((names_in(child) | inner, local | inner))
+                continue
+            if isinstance(child, ast.ClassDef):
+                module.add(child.name)
+            if isinstance(child, ast.Name):
+                module.add(child.id)
+            todo.append(child)
+    return units
+
+
+def _clash(name: str, base: str, names: set[str], local: set[str] | None) -> bool:
+    """Renaming ``name`` to ``base`` would change what a name means in this scope: both
+    used in it, or ``base`` read there from outside (a function that does not bind it)."""
+    if base not in names:
+        return False
+    return name in names or local is None or base not in local

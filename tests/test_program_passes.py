@@ -619,6 +619,16 @@ def test_inlined_names_go_back_to_the_programs_own():
         and "boom([loss])" in out
     ), out
     assert not list(tidy_names(None, "x = 1\nx_1 = x\n", Hints()))  # x is taken
+    # a function's own x does not take the name; one that reads x from outside does
+    local = "def fwd(x):\n    y = x * 2\n    return y\nx_1 = 3\nboom([fwd(x_1)])\n"
+    (p,) = list(tidy_names(None, local, Hints()))
+    assert "x = 3\nboom([fwd(x)])" in ast.unparse(p.tree), ast.unparse(p.tree)
+    free = "def fwd(a):\n    return a + x\nx = 1\nx_1 = 3\nboom([fwd(x_1)])\n"
+    assert not list(tidy_names(None, free, Hints()))
+    reads = "def fwd(a):\n    return a + x\nx_1 = 3\nboom([fwd(x_1)])\n"  # NameError today
+    assert not list(tidy_names(None, reads, Hints()))
+    both = "def fwd(x_1):\n    x = 1\n    return x_1 + x\nx_1 = 3\n"  # x and x_1 in one scope
+    assert not list(tidy_names(None, both, Hints()))
 
 
 def test_values_autograd_made_or_fresh_already_are_not_proposed():
