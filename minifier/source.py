@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -191,11 +192,13 @@ class _Growth:
     kind (the same pass and description: "loop written out (3 time(s), ...)", "inline
     fn") is not taken again.  And it must keep paying: ``stall`` runs with no step
     taken while still larger also end it (a grown 30-line program otherwise spent the
-    whole window judging candidates that all failed, twice: 80 of its 205 runs)."""
+    whole window judging candidates that all failed, twice: 80 of its 205 runs).  The
+    window was max(30, budget/10) runs: on a GPU, where a candidate costs 10-20 s, a
+    written-out loop that could not pay off held a CUDA-graph program for 40 runs."""
 
     def __init__(self, max_calls: int) -> None:
-        self.window = max(30, max_calls // 10)
-        self.stall = max(15, self.window // 3)
+        self.window = max(20, max_calls // 16)
+        self.stall = max(10, self.window // 3)
         self.last_step = 0  # calls when a step was last taken
         self.grew: tuple[int, str, str] | None = None  # (calls then, the pass, the step)
         self.banned: set[tuple[str, str]] = set()  # (pass, what): not taken again
@@ -209,7 +212,7 @@ class _Growth:
     def allowed(self, key: str, proposals: Proposals) -> Proposals:
         if not any(k == key for k, _ in self.banned):
             return proposals
-        return (p for p in proposals if not (p.grow and (key, p.what) in self.banned))
+        return (p for p in proposals if not (p.grow and (key, _kind(p.what)) in self.banned))
 
     def step(self, calls: int, key: str, what: str, smaller: bool) -> None:
         self.last_step = calls
@@ -223,9 +226,15 @@ class _Growth:
         g = self.grew
         if g is None or (calls - g[0] <= self.window and calls - self.last_step <= self.stall):
             return None
-        self.banned.add((g[1], g[2]))
+        self.banned.add((g[1], _kind(g[2])))
         self.grew = None
         return (
             f"back to the smallest candidate: a step of {g[1]} ({g[2]}) had grown it and "
             f"{calls - g[0]} runs did not win it back"
         )
+
+
+def _kind(what: str) -> str:
+    """A step's kind: its description without its counts ("loop written out (2 time(s),
+    ...)" and "(4 time(s), ...)" are one kind: the loop's count changed, not the step)."""
+    return re.sub(r"\d+", "N", what)

@@ -46,8 +46,10 @@ def _run_repro(path, *extra):
     )
 
 
-# the same path as capture_symbolic_guard.py and recompile_error.py: extended
+# the same path as capture_symbolic_guard.py: extended (a recompilation replays with
+# its earlier calls in test_a_recompilation_replays_with_its_earlier_calls)
 CAPTURE_EXTENDED = {
+    "recompile_error.py",
     "capture_deep_branch.py",
     "capture_dynamic_list_index.py",
     "capture_closure_global.py",
