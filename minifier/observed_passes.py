@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from .dead_code import remove_dead_code
@@ -16,11 +17,16 @@ from .source_case import Hints, Proposal, Proposals, Search, fresh_name, names_i
 MAX_UNROLL = 4  # a loop that ran more often is cut by the number passes first
 
 
-def _facts(best: str, hints: Hints) -> dict[str, dict[int, Any]] | None:
-    if hints.observe is None:
+def _facts(
+    best: str, hints: Hints, acts_on: Callable[[ast.stmt], bool]
+) -> tuple[list[ast.stmt], dict[str, dict[int, Any]]] | None:
+    """The driver's statements and what one run showed of them; None (and no
+    instrumented run) when no statement is one the pass ``acts_on``."""
+    stmts = driver(ast.parse(best))
+    if hints.observe is None or not any(acts_on(st) for st in stmts):
         return None
     got = hints.observe(best)
-    return facts_keys(got) if got else None
+    return (stmts, facts_keys(got)) if got else None
 
 
 def _own_exits(body: list[ast.stmt]) -> bool:
@@ -45,13 +51,11 @@ def observed_loops(search: Search, best: str, hints: Hints) -> Proposals:
     ``x, y = next(it)`` and the body, each time.  A loop the run never entered goes.
     The copies are then judged apart: the next run says which ``if`` each one took and
     what each bound (observed_branches, observed_values)."""
-    if not any(isinstance(st, (ast.For, ast.While)) for st in driver(ast.parse(best))):
-        return  # nothing to write out: no instrumented run for it
-    facts = _facts(best, hints)
-    if facts is None:
+    got = _facts(best, hints, lambda st: isinstance(st, (ast.For, ast.While)))
+    if got is None:
         return
-    count = len(driver(ast.parse(best)))
-    for i in range(count):
+    stmts, facts = got
+    for i in range(len(stmts)):
         cand = ast.parse(best)
         st = driver(cand)[i]
         if not isinstance(st, (ast.For, ast.While)) or st.orelse or _own_exits(st.body):
@@ -92,12 +96,10 @@ def _all_then_each(picks: list[Any]) -> list[list[Any]]:
 def observed_branches(search: Search, best: str, hints: Hints) -> Proposals:
     """Each driver ``if`` -> the side the run took every time (or nothing, where the
     run never reached it): all of them at once, then one at a time."""
-    if not any(isinstance(st, ast.If) for st in driver(ast.parse(best))):
+    got = _facts(best, hints, lambda st: isinstance(st, ast.If))
+    if got is None:
         return
-    facts = _facts(best, hints)
-    if facts is None:
-        return
-    stmts = driver(ast.parse(best))
+    stmts, facts = got
     picks: list[tuple[int, str]] = []
     for i, st in enumerate(stmts):
         if isinstance(st, ast.If):
@@ -142,15 +144,14 @@ def observed_values(search: Search, best: str, hints: Hints) -> Proposals:
     a fresh random tensor like it: data loading, a dataset's
     generator, a batch from an iterator become ``torch.randn``/``torch.randint`` of the
     observed shape, dtype and range.  All at once, then one at a time."""
-    if all(
-        assigned(st) is None or _fresh_already(st.value)  # type: ignore[attr-defined]
-        for st in driver(ast.parse(best))
-    ):
+    got = _facts(
+        best,
+        hints,
+        lambda st: assigned(st) is not None and not _fresh_already(st.value),  # type: ignore[attr-defined]
+    )
+    if got is None:
         return
-    facts = _facts(best, hints)
-    if facts is None:
-        return
-    stmts = driver(ast.parse(best))
+    stmts, facts = got
     picks: list[tuple[int, str]] = []
     for i, st in enumerate(stmts):
         seen = facts["values"].get(i)

@@ -147,7 +147,7 @@ def minify_program(
     )
     # the fork servers import torch while the baselines run (they need nothing of them)
     pool = _start_pool(jobs)
-    baseline = _baseline(run, source, work, parallel=jobs > 1)
+    baseline = _baseline(run, source, work)
     if isinstance(baseline, str):
         _close_pool(pool)
         return _report(run, ExitCode.COMPILER_FAILURE, baseline, t0)
@@ -372,12 +372,11 @@ def _finish(
     return report
 
 
-def _baseline(
-    run: _Run, source: str, work: Path, *, parallel: bool = False
-) -> tuple[ProgramTarget, float] | str:
+def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float] | str:
     """The failure the original program shows when run as candidates are (its identity
     for the search), and how the control run must go; or why it cannot be minified.
-    ``parallel``: the two control runs (no torch.compile; backend="eager") side by side."""
+    With ``--jobs`` above 1 the two control runs (no torch.compile; backend="eager")
+    run side by side."""
     probe = ProgramTarget(
         failure=ProgramFailure("", "", ""),
         stage=run.backend,
@@ -411,7 +410,7 @@ def _baseline(
         HookConfig(dir=str(work / "baseline" / "p"), disable=True),
         HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off"),
     ]
-    with ThreadPoolExecutor(2 if parallel else 1) as ex:
+    with ThreadPoolExecutor(2 if run.jobs > 1 else 1) as ex:
         plain, eager = (program_failure(r) for r in ex.map(lambda c: oracle.run(path, c), controls))
     if plain is not None:
         return f"the program fails without torch.compile too ({plain.text}): not a compiler bug"
