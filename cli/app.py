@@ -48,13 +48,19 @@ def finish(
     try:
         report = job()
     except UsageError as exc:
-        fail_usage(str(exc))
+        fail_usage(str(exc), as_json)
     except InternalError as exc:
         click.echo(f"tcompile: internal error: {one_line(str(exc))}", err=True)
-        sys.exit(ExitCode.INTERNAL)
+        exit_with(ExitCode.INTERNAL, "internal-error", one_line(str(exc)), as_json)
     except KeyboardInterrupt:
         click.echo("tcompile: interrupted", err=True)
-        sys.exit(ExitCode.INTERRUPTED)
+        exit_with(
+            ExitCode.INTERRUPTED,
+            "interrupted",
+            "interrupted before anything was found",
+            as_json,
+            interrupted=True,
+        )
     try:
         if as_json:
             click.echo(json.dumps(report.to_json(), indent=2, default=str))
@@ -78,10 +84,43 @@ def quiet_stdout() -> None:
         pass
 
 
-def fail_usage(message: str) -> NoReturn:
+def fail_usage(message: str, as_json: bool | None = None) -> NoReturn:
     # one line whatever the message holds: a file name may carry a line break (\x85, \u2028)
     click.echo(f"tcompile: error: {one_line(message)}", err=True)
-    sys.exit(ExitCode.USAGE)
+    exit_with(ExitCode.USAGE, "usage-error", one_line(message), as_json)
+
+
+def exit_with(
+    code: ExitCode, verdict: str, explanation: str, as_json: bool | None, **more: Any
+) -> NoReturn:
+    """Exit with ``code``; under ``--json`` (``None``: if the command line asks for it)
+    stdout still gets one document: every exit path of every command prints one."""
+    if as_json is None:
+        as_json = json_asked(sys.argv[1:])
+    if as_json:
+        doc = {"exit_code": int(code), "verdict": verdict, "explanation": explanation, **more}
+        if code == ExitCode.USAGE:
+            doc["error"] = explanation
+        try:
+            click.echo(json.dumps(doc, indent=2))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            quiet_stdout()
+    sys.exit(code)
+
+
+def json_asked(argv: list[str]) -> bool:
+    """``--json`` among tcompile's own options: before the script (or ``--``), which
+    takes everything after it."""
+    for before, arg in zip(["", *argv], argv):
+        if arg == "--json":
+            return True
+        if arg == "--" or (arg.endswith((".py", ".pkl")) and before not in _PATH_OPTIONS):
+            return False
+    return False
+
+
+_PATH_OPTIONS = {"--include", "--out", "--debug-dir", "--trace", "--code", "--peers"}
 
 
 def one_line(text: str) -> str:
@@ -112,9 +151,9 @@ class Group(click.Group):
             fail_usage(one_line(exc.format_message()) + hint)
         except click.ClickException as exc:
             fail_usage(one_line(exc.format_message()))
-        except click.Abort:
+        except (click.Abort, KeyboardInterrupt):
             click.echo("tcompile: interrupted", err=True)
-            sys.exit(ExitCode.INTERRUPTED)
+            exit_with(ExitCode.INTERRUPTED, "interrupted", "interrupted", None, interrupted=True)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -138,12 +177,9 @@ class Group(click.Group):
             with os.fdopen(fd, "w") as f:
                 f.write(f"tcompile {__version__}\nargv: {sys.argv}\n\n")
                 traceback.print_exc(file=f)
-            click.echo(
-                f"tcompile: internal error: {type(exc).__name__}: {one_line(str(exc))} "
-                f"(traceback in {path})",
-                err=True,
-            )
-            sys.exit(ExitCode.INTERNAL)
+            said = f"{type(exc).__name__}: {one_line(str(exc))} (traceback in {path})"
+            click.echo(f"tcompile: internal error: {said}", err=True)
+            exit_with(ExitCode.INTERNAL, "internal-error", said, None)
 
 
 def version() -> str:

@@ -141,9 +141,22 @@ def failures_table(failures: list[Any]) -> Table:
             where += f" {'/'.join(kinds)}"
         if g["count"] > 1:
             where += f"\n({g['count']} times)"
-        msg = "\n".join(ln[:200] for ln in (g["message"] or "").splitlines()[:3])
+        msg = error_excerpt(g["message"] or "")
+        if g.get("limitation"):
+            msg += f"\n(documented limitation: {g['limitation']})"
         table.add_row(*ranks, where, g["kind"], Text(g["signature"]), Text(msg))
     return table
+
+
+def error_excerpt(message: str, lines: int = 3) -> str:
+    """The lines of an error worth a table cell: a compiler's own ``error:`` lines (a
+    C++ compile error's message starts with the whole g++ command line), else the
+    first lines."""
+    all_lines = message.splitlines()
+    errors = [re.sub(r"^\S*/", "", ln.strip()) for ln in all_lines if re.search(r"\berror:", ln)]
+    if errors:
+        return "\n".join([all_lines[0][:200], *(e[:200] for e in errors[: lines - 1])])
+    return "\n".join(ln[:200] for ln in all_lines[:lines])
 
 
 def _short(path: str) -> str:
@@ -220,11 +233,14 @@ def bisect_result(report: Any, console: Console) -> None:
             res.add_row(label, str(value))
     console.print(res)
     if report.bad:
+        import shlex
+
+        cmd = shlex.join(getattr(report, "command", None) or ["<command>"])
         bad = " ".join(f"{k}={v}" for k, v in report.bad.items())
         good = " ".join(f"{k}={v}" for k, v in report.good.items())
         console.print(
-            f"by hand (torch's own bisection hooks):\n  fails:  {bad} <command>\n"
-            f"  passes: {good} <command>",
+            f"by hand (torch's own bisection hooks):\n  fails:  {bad} {cmd}\n"
+            f"  passes: {good} {cmd}",
             highlight=False,
         )
     if report.minify:
@@ -382,9 +398,7 @@ def run_result(report: Any, console: Console) -> None:
     _records(getattr(report, "records", None) or [], console)
     for note in report.notes:
         console.print(Text(f"note: {_note(note)}", style="yellow"))
-    colour = {"clean": "green", "compiler-failure": "red", "not-a-compiler-bug": "yellow"}[
-        report.verdict
-    ]
+    colour = {"clean": "green", "compiler-failure": "red"}.get(report.verdict, "yellow")
     files = f", files in {report.run_dir}" if report.run_dir else ""
     console.print(
         Text(f"{report.explanation}", style=colour) + Text(f"  ({report.seconds:.1f}s{files})")

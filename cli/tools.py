@@ -25,6 +25,9 @@ def env(as_json: bool) -> None:
     width = max(len(k) for k in info)
     for key, value in info.items():
         if isinstance(value, dict):
+            if not value:  # e.g. no torch-related environment variables set
+                click.echo(f"{key.ljust(width)}  (none set)")
+                continue
             click.echo(f"{key}:")
             for k, v in value.items():
                 click.echo(f"  {k}={v}")

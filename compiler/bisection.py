@@ -22,13 +22,13 @@ Runs stop as soon as the failure shows (the child exits at once).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+from .bisect_report import BisectReport
 from .classify import RunReport, base_counts, run_and_classify
 from .exitcodes import ExitCode
 from .failure import Failure
@@ -36,51 +36,6 @@ from .observer import NullObserver, Observer
 from .probe import Bisector, Item, bisect_first, describe, items_of, prefix_config
 from .runner import command_args, new_run_dir
 from .stack import LADDER
-
-
-@dataclasses.dataclass
-class BisectReport:
-    exit_code: int
-    message: str
-    stage: str | None = None
-    graph: int | None = None
-    graph_kind: str | None = None
-    subsystem: str | None = None
-    application: int | None = None
-    detail: str | None = None
-    runs: int = 0
-    seconds: float = 0.0
-    flaky: bool = False
-    flaky_detail: str | None = None  # how often the failure showed when results flipped
-    signature: str | None = None
-    good: dict[str, Any] | None = None
-    bad: dict[str, Any] | None = None
-    next_command: str | None = None
-    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    run_dir: str | None = None
-    minify: dict[str, Any] | None = None
-    record: str | None = None  # a capture failure's frame, for `tcompile replay`
-    interrupted: bool = False  # stopped by Ctrl-C / SIGTERM: the narrowest answer so far
-    candidates: list[str] | None = None  # interrupted: the culprit is one of these
-    report: str | None = None  # --report: report.md
-    repeat: int | None = None  # runs a configuration gets before it counts as passing
-    rank: int | None = None  # a distributed job: the rank the culprit was found on
-    # an accuracy failure: the first node whose values go wrong, in the baseline run
-    divergence: dict[str, Any] | None = None
-    forked: dict[str, Any] | None = None  # forked probes, and the check run (probe.py)
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def minify_args(self) -> dict[str, Any] | None:
-        """``bisect --minify``: what to minify next (the culprit graph, compiled with the
-        culprit stage when it is not inductor; or the record of a frame Dynamo could
-        not capture), or None when there is nothing to."""
-        if self.exit_code != ExitCode.COMPILER_FAILURE:
-            return None
-        if self.graph is None:  # a frame Dynamo could not capture: its record
-            return {"record": self.record} if self.record else None
-        return {"graph": self.graph, "backend": self.stage if self.stage != "inductor" else None}
 
 
 def run_bisect(
@@ -183,6 +138,7 @@ class _Bisection:
             seconds=time.monotonic() - self.t0,
             steps=b.steps,
             run_dir=str(b.run_dir),
+            command=self.command,
             **kw,
         )
 
@@ -274,7 +230,7 @@ class _Bisection:
             candidates = [describe(it) for it in self.items[max(lo, 0) : hi]]
             where += f"; the culprit is one of {len(candidates)} (items {max(lo, 0) + 1}..{hi})"
         return self.done(
-            ExitCode.COMPILER_FAILURE,
+            ExitCode.INTERRUPTED,
             f"INTERRUPTED: narrowest so far: {where}",
             interrupted=True,
             candidates=candidates,

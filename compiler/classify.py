@@ -1,8 +1,7 @@
 """``tcompile run``: the command under the wrapped stack, every graph, every failure.
 
-The child's events (protocol.py) become graphs, :class:`~.failure.Failure` rows and
-notes (:func:`collect`).  A process that died says nothing more: its memory-mapped
-marker names the graph it was in.  Failures tcompile has not itself checked against
+The child's events become graphs, :class:`~.failure.Failure` rows and notes
+(collect.py).  Failures tcompile has not itself checked against
 eager (a capture failure the program died of, a crash outside any graph) are
 *unconfirmed* until a run without torch.compile says whether the program fails the
 same way anyway (then it is not a compiler bug: exit 3)."""
@@ -13,12 +12,13 @@ import dataclasses
 import os
 import shlex
 import shutil
+import time
 from typing import IO, Any
 
 from . import faithful
-from .dead import dead_process_failures
+from .collect import collect
 from .exitcodes import ExitCode, InternalError
-from .failure import Failure, dist_of, group, rank_summary
+from .failure import Failure, group, rank_summary
 from .observer import NullObserver, Observer
 from .protocol import STOP_EXIT, Event, HookConfig, read_events
 from .runner import ProcessResult, command_args, new_run_dir, run_process, write_json
@@ -44,6 +44,7 @@ class RunReport:
     records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     next_command: str | None = None  # what to type next (next_step)
     trace: dict[str, Any] | None = None  # --trace: the trace, tlparse's pages (trace.py)
+    interrupted: bool = False  # Ctrl-C / SIGTERM: what the run showed until then (exit 130)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
@@ -53,139 +54,6 @@ class RunReport:
         if summary is not None:  # a distributed job: all ranks alike, or some only
             out["ranks"] = summary
         return out
-
-
-_GRAPH_FIELDS = (
-    "index",
-    "frame",
-    "kind",
-    "nodes",
-    "stage",
-    "compile_seconds",
-    "file",
-    "line",
-    "compile_id",
-    "break_reason",
-)
-
-
-def collect(
-    result: ProcessResult,
-) -> tuple[list[dict[str, Any]], list[Failure], list[dict[str, Any]]]:
-    """Graphs, failures and notes out of a finished process's events and markers."""
-    failures: list[Failure] = []
-    notes: list[dict[str, Any]] = []
-    multi = len({e.get("pid") for e in result.events if e.get("event") == Event.GRAPH}) > 1
-    dynamo: dict[tuple[Any, Any], dict[str, Any]] = {}
-    children: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
-    for e in result.events:
-        kind, pid = e.get("event"), e.get("pid")
-        if kind == Event.GRAPH:
-            g = {k: e.get(k) for k in _GRAPH_FIELDS}
-            g.update(level="dynamo", gated=bool(e.get("gated")), failed=bool(e.get("failed")))
-            dynamo[(pid, e.get("index"))] = g | ({"pid": pid} if multi else {}) | dist_of(e)
-        elif kind == Event.AOT_GRAPH:
-            g = {k: e.get(k) for k in ("index", "kind", "nodes", "stage", "compile_seconds")}
-            g.update(level="aot", failed=bool(e.get("failed")))
-            children.setdefault((pid, e.get("index")), []).append(
-                g | ({"pid": pid} if multi else {}) | dist_of(e)
-            )
-        elif kind == Event.FAILURE:
-            failures.append(_failure_from_event(e, multi))
-        elif kind == Event.NOTE:
-            notes.append({"graph": e.get("graph"), "text": e.get("text")})
-        elif kind == Event.EXCEPTION and e.get("after_graph") is not None:
-            f = _late_cuda_failure(e, failures, multi)
-            if f is not None:
-                failures.append(f)
-        elif kind == Event.EXCEPTION and e.get("dynamo"):
-            failures.append(_capture_failure(e, multi))
-    if result.timed_out or (result.returncode is not None and result.returncode < 0):
-        failures.extend(dead_process_failures(result, dynamo))
-    return _graph_rows(dynamo, children), failures, notes
-
-
-def _graph_rows(
-    dynamo: dict[tuple[Any, Any], dict[str, Any]],
-    children: dict[tuple[Any, Any], list[dict[str, Any]]],
-) -> list[dict[str, Any]]:
-    """Each Dynamo graph followed by its AOT graphs."""
-    graphs: list[dict[str, Any]] = []
-    for key in sorted(
-        set(dynamo) | set(children), key=lambda k: (str(k[0]), k[1] if k[1] is not None else -1)
-    ):
-        parent = dynamo.get(key)
-        if parent is not None:
-            graphs.append(parent)
-        for child in children.get(key, []):
-            child["frame"] = parent["frame"] if parent else ""
-            graphs.append(child)
-    return graphs
-
-
-def _failure_from_event(e: dict[str, Any], multi: bool) -> Failure:
-    sig = FailureSignature.from_json(e.get("signature") or {})
-    return Failure(
-        graph=e.get("graph"),
-        graph_kind=e.get("graph_kind") or "dynamo",
-        signature=sig,
-        message=e.get("message", ""),
-        frame=sig.frame,
-        pid=e.get("pid") if multi else None,
-        divergence=e.get("divergence"),
-        **dist_of(e),
-    )
-
-
-def _late_cuda_failure(e: dict[str, Any], failures: list[Failure], multi: bool) -> Failure | None:
-    """An error the program died of that belongs to graph N although no graph was
-    running: a sticky CUDA error reported at a later synchronisation (graph N ran
-    last), or autograd's error in graph N's compiled backward (child/hooks.py)."""
-    graph = e["after_graph"]
-    raw = FailureSignature.from_json(e.get("signature") or {})
-    if e.get("in_backward"):
-        sig = dataclasses.replace(raw, stage=e.get("after_stage") or "unknown", kind="runtime")
-        return Failure(
-            graph=graph,
-            graph_kind="backward",
-            signature=sig,
-            message=(e.get("message") or "") + f"\n(raised in the backward of graph {graph})",
-            frame=sig.frame,
-            unconfirmed=True,
-            pid=e.get("pid") if multi else None,
-            **dist_of(e),
-        )
-    if any(f.graph == graph and f.kind == FailureKind.CRASH.value for f in failures):
-        return None  # the graph itself already reported it
-    sig = dataclasses.replace(raw, stage=e.get("after_stage") or "unknown")
-    return Failure(
-        graph=graph,
-        graph_kind=e.get("after_graph_kind") or "dynamo",
-        signature=sig,
-        message=(e.get("message") or "")
-        + f"\n(reported at a later synchronisation; graph {graph} ran last)",
-        frame=sig.frame,
-        unconfirmed=True,
-        pid=e.get("pid") if multi else None,
-        **dist_of(e),
-    )
-
-
-def _capture_failure(e: dict[str, Any], multi: bool) -> Failure:
-    """TorchDynamo failed to capture the frame the program died in."""
-    sig = FailureSignature.from_json(e.get("signature") or {})
-    return Failure(
-        graph=None,
-        graph_kind="dynamo",
-        signature=sig,
-        message=e.get("message", ""),
-        frame=e.get("user_frame") or sig.frame,
-        user_stack=e.get("user_stack") or [],
-        record=e.get("record"),
-        unconfirmed=True,
-        pid=e.get("pid") if multi else None,
-        **dist_of(e),
-    )
 
 
 def _last_exception(result: ProcessResult) -> dict[str, Any] | None:
@@ -256,9 +124,25 @@ def run_and_classify(
         localize=localize and accuracy != "off",
     )
     observer.status("running the command under tcompile")
-    result = run_process(
-        command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
-    )
+    t0 = time.monotonic()
+    try:
+        result = run_process(
+            command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
+        )
+    except KeyboardInterrupt:  # what the run showed until then is the report
+        result = ProcessResult(
+            None, time.monotonic() - t0, False, [], read_events(config.dir), {}, config.dir
+        )
+        report = classify_result(
+            result, command, run_dir, stage=stage, accuracy=accuracy, timeout=timeout,
+            observer=observer, stdout=stdout, stderr=stderr, confirm=False, keep=True,
+        )  # fmt: skip
+        report.interrupted, report.exit_code = True, int(ExitCode.INTERRUPTED)
+        if not report.failures:
+            report.verdict = "interrupted"
+        report.explanation = f"interrupted: {report.explanation} so far"
+        write_json(os.path.join(run_dir, "result.json"), report.to_json())
+        return report
     report = classify_result(
         result,
         command,
@@ -318,39 +202,19 @@ def classify_result(
             }
         )
     records = _gather_records(result, run_dir, failures)
-    verdict, explanation, exit_code = "clean", "no compiler failure", ExitCode.OK
     io = dict(stage=stage, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
     if accuracy != "off" and confirm and faithful.effects(result):
         passive = faithful.passive_run(command, run_dir, **io)
         result, failures = faithful.reconcile(result, passive, failures, collect(passive)[1], notes)
     failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)
+    not_ours = None
     if failed and not any(not f.unconfirmed for f in failures) and confirm:
-        # The command failed and nothing tcompile checked explains it.  Does it fail
-        # the same way with torch.compile turned off?
-        observer.status("the command failed: running it again without torch.compile")
-        plain = HookConfig(dir=os.path.join(run_dir, "plain"), disable=True)
-        again = run_process(
-            command, plain, timeout=timeout, observer=NullObserver(), stdout=stdout, stderr=stderr
+        failures, not_ours = _unexplained(
+            result, failures, graphs, notes, command, run_dir, io, accuracy
         )
-        if fails_the_same_way(result, again):
-            explanation = _not_a_compiler_bug(result, failures)
-            verdict, exit_code = "not-a-compiler-bug", ExitCode.NOT_COMPILER
-            notes.append({"graph": None, "text": explanation})
-            failures = []
-        elif not failures:
-            if accuracy == "off":  # a wrong value the program itself noticed?
-                failures = _located(result, command, run_dir, io)
-            if not failures:
-                failures.append(_graphless_failure(result, graphs, stage, notes))
     for f in failures:
         f.unconfirmed = False
-    if failures:
-        verdict, exit_code = "compiler-failure", ExitCode.COMPILER_FAILURE
-        kinds = sorted({f.kind for f in failures})
-        bugs = len(group(failures))
-        explanation = f"{len(failures)} compiler failure(s): {', '.join(kinds)}"
-        if bugs < len(failures):
-            explanation += f" ({bugs} distinct)"
+    verdict, explanation, exit_code = _verdict(failures, graphs, accuracy, not_ours)
     debug_index = None
     if debug_dir:
         from .debug_artifacts import index_debug_dir
@@ -358,7 +222,9 @@ def classify_result(
         debug_index = index_debug_dir(debug_dir)
     keep = keep or exit_code == ExitCode.COMPILER_FAILURE or bool(records)
     report = RunReport(
-        next_command=next_step(failures, records, command, accuracy),
+        next_command=next_step(failures, records, command, accuracy)
+        if graphs or failures
+        else None,
         graphs=graphs,
         failures=failures,
         notes=notes,
@@ -381,12 +247,65 @@ def classify_result(
     return report
 
 
+def _unexplained(
+    result: ProcessResult,
+    failures: list[Failure],
+    graphs: list[dict[str, Any]],
+    notes: list[dict[str, Any]],
+    command: list[str],
+    run_dir: str,
+    io: dict[str, Any],
+    accuracy: str,
+) -> tuple[list[Failure], str | None]:
+    """The command failed and nothing tcompile checked explains it: does it fail the
+    same way with torch.compile turned off?  (the failures, and why it is not a
+    compiler bug where it is not)"""
+    io["observer"].status("the command failed: running it again without torch.compile")
+    plain = HookConfig(dir=os.path.join(run_dir, "plain"), disable=True)
+    again = run_process(
+        command, plain, timeout=io["timeout"], observer=NullObserver(),
+        stdout=io["stdout"], stderr=io["stderr"],
+    )  # fmt: skip
+    if fails_the_same_way(result, again):
+        explanation = _not_a_compiler_bug(result, failures)
+        notes.append({"graph": None, "text": explanation})
+        return [], explanation
+    if not failures:
+        if accuracy == "off":  # a wrong value the program itself noticed?
+            failures = _located(result, command, run_dir, io)
+        if not failures:
+            failures.append(_graphless_failure(result, graphs, io["stage"], notes))
+    return failures, None
+
+
+def _verdict(
+    failures: list[Failure], graphs: list[dict[str, Any]], accuracy: str, not_ours: str | None
+) -> tuple[str, str, ExitCode]:
+    """(verdict, explanation, exit code) of a classified run."""
+    if not_ours is not None:
+        return "not-a-compiler-bug", not_ours, ExitCode.NOT_COMPILER
+    if failures:
+        kinds = sorted({f.kind for f in failures})
+        bugs = len(group(failures))
+        explanation = f"{len(failures)} compiler failure(s): {', '.join(kinds)}"
+        if bugs < len(failures):
+            explanation += f" ({bugs} distinct)"
+        return "compiler-failure", explanation, ExitCode.COMPILER_FAILURE
+    explanation = "no compiler failure"
+    if accuracy == "off" and graphs:
+        # a silently wrong value passes a run that does not compare values: say so
+        explanation += " (values not checked against eager: --accuracy checks them)"
+    return "clean", explanation, ExitCode.OK
+
+
 def next_step(
     failures: list[Failure], records: list[dict[str, Any]], command: list[str], accuracy: str
 ) -> str | None:
     """What to type after `tcompile run`: replay a recorded capture failure; minify a
     failure no graph holds (the program itself); bisect one in a graph."""
     if not failures:
+        if accuracy == "off" and command:  # clean, but nothing compared its values
+            return f"tcompile run --accuracy {command_args(command)}"
         return None
     first = failures[0]
     if first.kind == FailureKind.CAPTURE.value and first.record:

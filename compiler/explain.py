@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 from .debug_artifacts import index_debug_dir
+from .limitations import documented_limitation
 from .observer import Observer
 from .protocol import Event, HookConfig, read_events
 from .runner import new_run_dir, run_process
@@ -33,6 +34,9 @@ class ExplainReport:
     returncode: int | None
     run_dir: str
     debug_index: list[dict[str, Any]] | None = None
+    # frames Dynamo could not capture and the program died of (fullgraph=True turns a
+    # graph break into this error): each is a break too, marked "fatal"
+    capture_failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -75,8 +79,17 @@ def build_report(
             breaks[key] += 1
             if g.get("rank") is not None:
                 ranks.setdefault(key, set()).add(g["rank"])
+    fatal = _capture_failures(events)
+    for f in fatal:  # the break the program died of (fullgraph=True): a break too
+        key = (f["reason"], f["file"], f["line"])
+        breaks[key] += 1
     graph_breaks = [
         {"reason": r, "file": f, "line": ln, "count": c}
+        | (
+            {"fatal": True}
+            if any((x["reason"], x["file"], x["line"]) == (r, f, ln) for x in fatal)
+            else {}
+        )
         | ({"ranks": sorted(ranks[(r, f, ln)])} if (r, f, ln) in ranks else {})
         for (r, f, ln), c in sorted(
             breaks.items(), key=lambda kv: (-kv[1], kv[0][1], kv[0][2] or 0)
@@ -134,7 +147,34 @@ def build_report(
         recompilations=recompilations,
         recompile_limit=limits,
         compile_seconds=compile_seconds,
-        exit_code=0,
+        # the report was made; 1: the program died of a frame Dynamo could not capture
+        exit_code=1 if fatal else 0,
         returncode=returncode,
         run_dir=run_dir,
+        capture_failures=fatal,
     )
+
+
+def _capture_failures(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The frames the program died of in Dynamo (an exception event Dynamo raised):
+    where (the user's frame), why (the error's first line: Dynamo's break reason), and
+    whether it was ``fullgraph=True`` that made the break an error."""
+    out = []
+    for e in events:
+        if e.get("event") != Event.EXCEPTION or not e.get("dynamo"):
+            continue
+        where = str(e.get("user_frame") or "").split(" in ", 1)[0]
+        file, _, line = where.rpartition(":")
+        message = str(e.get("message") or "")
+        reason = message.splitlines()[0] if message else str(e.get("signature_text") or "")
+        out.append(
+            {
+                "reason": reason.split(": ", 1)[-1] if reason.startswith("Unsupported") else reason,
+                "file": file or None,
+                "line": int(line) if line.isdigit() else None,
+                "signature": e.get("signature_text"),
+                "record": e.get("record"),
+                "limitation": documented_limitation(message),
+            }
+        )
+    return out

@@ -23,6 +23,7 @@ _OPTIONAL = (
     "world_size",
     "node",
     "divergence",
+    "limitation",
 )
 DIST_FIELDS = ("rank", "local_rank", "world_size", "node")
 
@@ -48,6 +49,8 @@ class Failure:
     node: int | None = None
     # an accuracy failure's first divergent node, op, source line and kernel (localize.py)
     divergence: dict[str, Any] | None = None
+    # a capture failure that is a documented limitation of Dynamo: what the docs advise
+    limitation: str | None = None
 
     @property
     def kind(self) -> str:
@@ -108,7 +111,8 @@ def group(failures: list[Failure]) -> list[dict[str, Any]]:
                 "pids": [],
                 "ranks": [],
                 "message": f.message,
-            },
+            }
+            | ({"limitation": f.limitation} if f.limitation else {}),
         )
         g["count"] += 1
         for key, value in (

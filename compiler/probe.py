@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .classify import collect, last_counts
+from .classify import last_counts
+from .collect import collect
 from .failure import Failure
 from .observer import NullObserver, Observer
 from .protocol import Event, HookConfig

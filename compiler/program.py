@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .classify import collect
+from .collect import collect
 from .protocol import STOP_EXIT, Event, HookConfig
 from .runner import ProcessResult, run_process
 from .signature import FailureKind, FailureSignature

@@ -112,6 +112,8 @@ def _done(report: MinifyReport, t0: float, message: str, **kw: Any) -> MinifyRep
     report.seconds = time.monotonic() - t0
     for k, v in kw.items():
         setattr(report, k, v)
+    if report.interrupted:  # what was found so far stands; the exit says it was cut
+        report.exit_code = ExitCode.INTERRUPTED
     return report
 
 

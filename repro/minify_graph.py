@@ -96,7 +96,7 @@ def minify_captured(job: Job) -> MinifyReport:
     repro, verified, cut = art.repro, art.verified, art.interrupted
     kernel_repro = _kernel_repro(job, repro, art.device, meta) if verified and not cut else None
     report = job.report(
-        ExitCode.COMPILER_FAILURE,
+        ExitCode.INTERRUPTED if result.stopped or cut else ExitCode.COMPILER_FAILURE,
         _message(verified, result.stopped, cut, repro),
         repro=str(repro),
         launcher=launcher,

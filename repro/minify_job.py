@@ -28,7 +28,7 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.protocol import (
     HookConfig,
 )
-from tcompile.compiler.runner import is_distributed_launch, new_run_dir
+from tcompile.compiler.runner import is_distributed_launch, new_run_dir, write_json
 from tcompile.compiler.signature import FailureSignature
 
 from .minify_graph import minify_captured
@@ -111,13 +111,52 @@ def _run_minify(
     t0 = time.monotonic()
     _check_match(match)
     run_dir = Path(new_run_dir(out, "minify"))
+    try:
+        return _minify_in(
+            command, run_dir, observer, t0, after=after, accuracy=accuracy, backend=backend,
+            graph=graph, match=match, jobs=jobs, timeout=timeout, real_inputs=real_inputs,
+            stdout=stdout, stderr=stderr, level=level, include=include,
+        )  # fmt: skip
+    except KeyboardInterrupt:  # before any search began (a search keeps its best itself)
+        report = MinifyReport(
+            ExitCode.INTERRUPTED,
+            "interrupted before the search began: nothing was minified",
+            run_dir=str(run_dir),
+            seconds=time.monotonic() - t0,
+            interrupted=True,
+        )
+        write_json(run_dir / "minify.json", report.to_json())
+        return report
+
+
+def _minify_in(
+    command: list[str],
+    run_dir: Path,
+    observer: Observer,
+    t0: float,
+    *,
+    after: str,
+    accuracy: str,
+    backend: str | None,
+    graph: int | None,
+    match: str | None,
+    jobs: int,
+    timeout: float | None,
+    real_inputs: bool,
+    stdout: Any,
+    stderr: Any,
+    level: str,
+    include: list[str] | None,
+) -> MinifyReport:
     program = dict(
         backend=backend, jobs=jobs, timeout=timeout, observer=observer, t0=t0, include=include
     )
     if level == "program":  # the user's source itself, whatever graphs it has
         from .program_job import minify_program
 
-        return minify_program(command, run_dir, **program)  # type: ignore[arg-type]
+        return minify_program(  # type: ignore[arg-type]
+            command, run_dir, accuracy=accuracy, first=True, **program
+        )
     common = dict(jobs=jobs, timeout=timeout, real_inputs=real_inputs, accuracy=accuracy)
     streams = {"stdout": stdout, "stderr": stderr}
     distributed = is_distributed_launch(command)

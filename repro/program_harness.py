@@ -31,14 +31,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
 
-REPRODUCED = """import sys
-
-
-def _failed(kind, exc, tb):  # the program's failure: said, and exit 1
-    print(f"REPRODUCED: {kind.__name__}: {str(exc).strip()[:300]}".splitlines()[0], flush=True)
-
-
+REPRODUCED = """import os, sys
+EXPECTED = WANT  # the failure minified: an exception of this type (or naming it)
+def _failed(kind, exc, tb):  # the failure: REPRODUCED, exit 1; any other error: ERROR, exit 2
+    said = f"{kind.__name__}: {str(exc).strip()[:300]}".splitlines()[0]
+    print(f"REPRODUCED: {said}" if EXPECTED in said else f"ERROR: not {EXPECTED}: {said}", flush=True)
+    if EXPECTED not in said:  # a missing module, a changed environment: never "reproduced"
+        sys.__excepthook__(kind, exc, tb), os._exit(2)
 sys.excepthook = _failed
+"""
+
+# the program's own command-line arguments (argparse, sys.argv), as it ran
+ARGV = """sys.argv[1:] = {argv!r}  # the arguments the program ran with
 """
 
 _ACCURACY = """import functools, torch, torch._inductor.config  # the check of each compiled call
@@ -116,9 +120,12 @@ def prelude_for(signature: str | None) -> str:
     return accuracy_check(strict="StrictAccuracyError" in sig)
 
 
-def program_repro(program: str, failure: ProgramFailure, prelude: str = "") -> str:
-    """repro.py of the program level: a header, the harness, the prelude the candidates
-    ran (the accuracy check of a wrong value), the program, the end line."""
+def program_repro(
+    program: str, failure: ProgramFailure, prelude: str = "", argv: list[str] | None = None
+) -> str:
+    """repro.py of the program level: a header, the harness (with the program's
+    arguments, ``argv``), the prelude the candidates ran (the accuracy check of a wrong
+    value), the program, the end line."""
     import platform
 
     import torch
@@ -144,7 +151,10 @@ def program_repro(program: str, failure: ProgramFailure, prelude: str = "") -> s
     parts = [head]
     if future:
         parts.append("".join(ast.unparse(s) + "\n" for s in future))
-    parts.append(REPRODUCED)
+    want = failure.exc_type.split(".")[-1]
+    parts.append(REPRODUCED.replace("WANT", repr(want if want.isidentifier() else "")))
+    if argv:
+        parts.append(ARGV.format(argv=list(argv)))
     if prelude:
         parts.append("\n\n" + prelude)
     parts.append(ast.unparse(tree) + "\n")

@@ -14,9 +14,9 @@ torch.compile disabled it must not reproduce.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +37,8 @@ from tcompile.compiler.protocol import HookConfig
 from tcompile.compiler.runner import is_distributed_launch, write_json
 
 from .minify_types import MinifyReport
-from .program_harness import program_repro
+from .program_files import inline_modules, program_files
+from .program_harness import accuracy_check, program_repro
 from .verify import verify_program_repro
 
 MAX_CALLS = 400  # candidate programs judged at most
@@ -58,42 +59,6 @@ def script_of(command: list[str]) -> tuple[Path, list[str], bool]:
     raise UsageError(
         "program-level minify needs a Python script (SCRIPT [ARGS], or a launcher of one)"
     )
-
-
-def inline_modules(source: str, includes: list[Path]) -> str:
-    """The program with the local modules it imports (``--include``) pasted in: ``from
-    m import a`` becomes m's source; ``import m`` too, and ``m.a`` becomes ``a``."""
-    names = {p.stem: p.read_text() for p in includes}
-    tree = ast.parse(source)
-    body: list[ast.stmt] = []
-    used: set[str] = set()
-    for stmt in tree.body:
-        mods = []
-        if isinstance(stmt, ast.ImportFrom) and stmt.module in names and not stmt.level:
-            mods = [stmt.module]
-        elif isinstance(stmt, ast.Import) and all(a.name in names for a in stmt.names):
-            mods = [a.name for a in stmt.names]
-        if not mods:
-            body.append(stmt)
-            continue
-        for m in mods:
-            if m not in used:
-                used.add(m)
-                body.extend(ast.parse(inline_modules(names[m], includes)).body)
-            if isinstance(stmt, ast.ImportFrom):
-                for a in stmt.names:
-                    if a.asname and a.asname != a.name:
-                        body.append(ast.parse(f"{a.asname} = {a.name}").body[0])
-    tree.body = body
-
-    class Flatten(ast.NodeTransformer):
-        def visit_Attribute(self, node: ast.Attribute) -> Any:
-            self.generic_visit(node)
-            if isinstance(node.value, ast.Name) and node.value.id in used:
-                return ast.Name(node.attr, node.ctx)
-            return node
-
-    return ast.unparse(Flatten().visit(tree)) + "\n"
 
 
 @dataclasses.dataclass
@@ -124,17 +89,21 @@ def minify_program(
     accuracy: str = "off",
     keep: list[frozenset[str]] | None = None,
     prelude: str = "",
+    first: bool = False,
 ) -> MinifyReport:
-    """``accuracy``: candidates run with that check; ``keep``: anchors, the names each
+    """``accuracy``: candidates run with that check (``--level program``: the check of
+    each compiled call, program_harness.accuracy_check); ``keep``: anchors, the names each
     source line of the minimal graph calls (the engine never judges a candidate that
     lost one: source_case.Hints); ``prelude``: text each candidate and repro.py run
-    first, never minified (program_harness.py: the check of a wrong value)."""
+    first, never minified (program_harness.py: the check of a wrong value); ``first``:
+    no earlier run saw the failure (``--level program``): a program that runs to the
+    end is run again with each compiled call checked, and one that passes that too is
+    clean (exit 0)."""
+    if first and accuracy != "off" and not prelude:
+        prelude, accuracy = accuracy_check(strict=accuracy == "strict"), "off"
     script, argv, distributed = script_of(command)
     source = script.read_text()
-    includes = [Path(p).resolve() for p in include or []]
-    for p in includes:
-        if not p.is_file():
-            raise UsageError(f"--include {p}: no such file")
+    includes = program_files(script, include)[1:]
     if includes:
         source = inline_modules(source, includes)
     run = _Run(command, script, argv, run_dir, backend, timeout, observer, accuracy, prelude, jobs)
@@ -148,9 +117,33 @@ def minify_program(
     # the fork servers import torch while the baselines run (they need nothing of them)
     pool = _start_pool(jobs)
     baseline = _baseline(run, source, work)
-    if isinstance(baseline, str):
+    if baseline is None and first and not run.prelude:
+        # a wrong value raises nothing: the same program, each compiled call checked
+        observer.status(
+            "the program runs to the end: once more, each torch.compile'd call checked "
+            "against eager"
+        )
+        run.prelude = accuracy_check()
+        baseline = _baseline(run, source, work)
+    if baseline is None and first:
         _close_pool(pool)
-        return _report(run, ExitCode.COMPILER_FAILURE, baseline, t0)
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing to report: leave no files
+        return MinifyReport(
+            ExitCode.OK,
+            "no compiler failure: the program runs to the end, and its torch.compile'd "
+            "calls agree with eager: nothing to minify",
+            seconds=time.monotonic() - t0,
+            level="program",
+        )
+    if not isinstance(baseline, tuple):
+        _close_pool(pool)
+        return _report(
+            run,
+            ExitCode.COMPILER_FAILURE,
+            baseline
+            or "the failure did not show again when the program ran on its own: nothing to minify",
+            t0,
+        )
     target, seconds = baseline
     write_json(
         run_dir / "target.json",  # the oracle's target, for benchmarks/program_oracle.py
@@ -311,7 +304,7 @@ def _finish(
     verified, said, back = False, "", 0
     tries = [best] + [b for b in reversed(earlier or []) if b != best][:FALLBACKS]
     for back, program in enumerate(tries):
-        text = program_repro(program, target.failure, target.prelude)
+        text = program_repro(program, target.failure, target.prelude, run.argv)
         _write(repro, text)
         if interrupted:
             break
@@ -326,10 +319,10 @@ def _finish(
             )
         except KeyboardInterrupt:  # during the verification: the repro stands, unverified
             interrupted = True
-        if verified or interrupted:
+        if verified or interrupted or _not_the_program(said):
             break
     if not verified and not interrupted and back:  # none did: the smallest stands
-        text = program_repro(best, target.failure, target.prelude)
+        text = program_repro(best, target.failure, target.prelude, run.argv)
         _write(repro, text)
         back, program = 0, best
     best = program
@@ -337,7 +330,7 @@ def _finish(
     message = (
         f"the program minified from {lines_before} to {best.strip().count(chr(10)) + 1} lines "
         f"in {calls} candidate runs; repro.py ({lines} lines) "
-        + ("verified" if verified else "NOT verified")
+        + ("verified" if verified else f"NOT verified ({_why_not(said)})")
         + (
             f" (the program found {back} step(s) before the smallest: the smallest did not "
             "reproduce in a fresh interpreter)"
@@ -372,7 +365,26 @@ def _finish(
     return report
 
 
-def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float] | str:
+def _not_the_program(said: str) -> bool:
+    """The repro failed to reproduce for a reason no earlier (larger) program mends: a
+    module it cannot import, arguments it does not take."""
+    return any(
+        w in said
+        for w in ("ModuleNotFoundError", "ImportError", "unrecognized arguments", "usage: ")
+    )
+
+
+def _why_not(said: str) -> str:
+    """One line of what a repro that did not reproduce printed instead."""
+    lines = [ln.strip() for ln in said.splitlines() if ln.strip()]
+    for key in ("ERROR: ", "REPRODUCED: ", "NOT REPRODUCED"):
+        hit = next((ln for ln in lines if ln.startswith(key)), None)
+        if hit:
+            return f"it printed {hit[:200]!r}"
+    return f"its last line: {lines[-1][:200]!r}" if lines else "it printed nothing"
+
+
+def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float] | str | None:
     """The failure the original program shows when run as candidates are (its identity
     for the search), and how the control run must go; or why it cannot be minified.
     With ``--jobs`` above 1 the two control runs (no torch.compile; backend="eager")
@@ -405,7 +417,7 @@ def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float]
     )
     seconds = time.monotonic() - t
     if failure is None:
-        return "the failure did not show again when the program ran on its own: nothing to minify"
+        return None
     controls = [
         HookConfig(dir=str(work / "baseline" / "p"), disable=True),
         HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off"),

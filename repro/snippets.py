@@ -143,6 +143,7 @@ def scrub(text):  # tcompile's normalize_message: addresses, paths, hashes, numb
 MAIN = """
 def test_fn():  # True when the failure does not show (as torch's CompilerBisector wants)
     global SEEN
+    torch._dynamo.reset()  # each call compiles afresh (else the recompile limit turns it eager)
     SEEN = check()
     return SEEN is None
 

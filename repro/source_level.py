@@ -92,6 +92,7 @@ def with_source_level(command: list[str], report: MinifyReport, kw: dict[str, An
     """The graph's report, with the user-level repro made from the program."""
     from tcompile.compiler.exitcodes import UsageError
 
+    from .program_files import program_files
     from .program_job import minify_program, script_of
 
     report.level = "source"
@@ -99,10 +100,10 @@ def with_source_level(command: list[str], report: MinifyReport, kw: dict[str, An
         return report  # no graph holds it (said already), or nothing was minified
     try:
         script, _, _ = script_of(command)
+        files = program_files(script, kw.get("include"))
     except UsageError as exc:
         report.source = {"error": str(exc)}
         return report
-    files = [script, *(Path(p).resolve() for p in kw.get("include") or [])]
     keep: list[frozenset[str]] = []
     lines: list[dict[str, Any]] = []
     for f in files:  # the anchors of each file, on its own text (its line numbers)

@@ -153,4 +153,7 @@ def verify_program_repro(
     if not ok:
         return False, (proc.stdout + proc.stderr)[-2000:]
     plain = plain or repro_output(repro, timeout=timeout, env_extra=off)
-    return plain.returncode == 0 and "NOT REPRODUCED" in plain.stdout, said
+    if plain.returncode == 0 and "NOT REPRODUCED" in plain.stdout:
+        return True, said
+    tail = [ln for ln in (plain.stdout + plain.stderr).splitlines() if ln.strip()][-1:]
+    return False, f"ERROR: with torch.compile off too: {tail[0] if tail else plain.returncode}"

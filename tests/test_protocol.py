@@ -51,7 +51,7 @@ _CUDA_SIG = {
 
 def test_async_cuda_fault_is_pinned_to_the_graph_that_ran_last():
     """A faulting kernel reported at a later synchronisation, outside any graph."""
-    from tcompile.compiler.classify import collect
+    from tcompile.compiler.collect import collect
 
     exc = {
         "event": "exception",

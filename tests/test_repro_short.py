@@ -220,8 +220,9 @@ def _write(tmp_path: Path, case: str) -> Path:
 def test_one_node_repro_is_short_and_anonymous(tmp_path, case):
     path = _write(tmp_path, case)
     text = path.read_text()
-    # 60 lines before test_fn() and TORCH_COMPILE_BACKEND (PyPI triage conventions)
-    assert text.count("\n") <= 66, text
+    # 60 lines before test_fn() and TORCH_COMPILE_BACKEND (PyPI triage conventions), and
+    # test_fn's Dynamo reset (CompilerBisector calls it again and again: issue 40)
+    assert text.count("\n") <= 67, text
     assert len(text.encode()) <= 4400
     assert not re.search(r"['\"](/[\w.-]+){2,}", text)  # no absolute paths in strings
     for name in {getpass.getuser(), socket.gethostname()} - {"root", "localhost", ""}:

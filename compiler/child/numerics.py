@@ -256,18 +256,23 @@ def kernel_of(
     ``cpp_fused_mul_relu_sub_0``, ``triton_poi_fused_relu_0``); the kernel that names the
     node's op, else the last one."""
     import re
+    from unittest import mock
 
     try:
-        from torch._inductor.utils import run_and_get_code
+        from torch._inductor.graph import GraphLowering
     except ImportError:
         return None
     from ..snapshot import exact_copies
 
+    # torch's run_and_get_code would do this, but it calls torch._dynamo.reset() first:
+    # that throws away the program's compiled frames, and every later call of its
+    # model recompiles (issue 40).  The prefix is compiled without Dynamo, so no reset
+    # is needed; the output-code hook alone is patched, and put back.
+    codes: list[str] = []
     try:
-        with torch.no_grad():
-            _, codes = run_and_get_code(
-                lambda: compile_fn(_prefix(gm, node_name), inputs)(*exact_copies(inputs))
-            )
+        with mock.patch.object(GraphLowering, "save_output_code", codes.append):
+            with torch.no_grad():
+                compile_fn(_prefix(gm, node_name), inputs)(*exact_copies(inputs))
     except Exception:
         return None
     names: list[str] = []

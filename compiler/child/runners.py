@@ -178,6 +178,10 @@ class _BackwardRunner:
         self, session: Session, index: int, stage: str, compiled: Any, eager_gm: Any
     ) -> None:
         self.session, self.index, self.stage = session, index, stage
+        # on the instance too: torch wraps a backward in torch._dynamo.disable, whose
+        # functools.wraps copies the instance's __dict__, not the class's attributes --
+        # without it AOTAutograd calls the wrapper unboxed and warns the user (issue 40)
+        self._boxed_call = True
         self.compiled = compiled
         self.eager = _boxed_eager(eager_gm)
         self.quarantined = False

@@ -1,0 +1,56 @@
+"""The report of ``tcompile bisect`` (bisection.py makes it): what the CLI renders,
+``--json`` prints, report.md and ``--minify`` read.  Its fields are a public interface:
+fields are only ever added."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .exitcodes import ExitCode
+
+
+@dataclasses.dataclass
+class BisectReport:
+    exit_code: int
+    message: str
+    stage: str | None = None
+    graph: int | None = None
+    graph_kind: str | None = None
+    subsystem: str | None = None
+    application: int | None = None
+    detail: str | None = None
+    runs: int = 0
+    seconds: float = 0.0
+    flaky: bool = False
+    flaky_detail: str | None = None  # how often the failure showed when results flipped
+    signature: str | None = None
+    good: dict[str, Any] | None = None
+    bad: dict[str, Any] | None = None
+    next_command: str | None = None
+    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    run_dir: str | None = None
+    minify: dict[str, Any] | None = None
+    record: str | None = None  # a capture failure's frame, for `tcompile replay`
+    interrupted: bool = False  # stopped by Ctrl-C / SIGTERM: the narrowest answer so far
+    candidates: list[str] | None = None  # interrupted: the culprit is one of these
+    report: str | None = None  # --report: report.md
+    repeat: int | None = None  # runs a configuration gets before it counts as passing
+    rank: int | None = None  # a distributed job: the rank the culprit was found on
+    # an accuracy failure: the first node whose values go wrong, in the baseline run
+    divergence: dict[str, Any] | None = None
+    forked: dict[str, Any] | None = None  # forked probes, and the check run (probe.py)
+    command: list[str] | None = None  # the program's command (good/bad run it by hand)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def minify_args(self) -> dict[str, Any] | None:
+        """``bisect --minify``: what to minify next (the culprit graph, compiled with the
+        culprit stage when it is not inductor; or the record of a frame Dynamo could
+        not capture), or None when there is nothing to."""
+        if self.exit_code != ExitCode.COMPILER_FAILURE:
+            return None
+        if self.graph is None:  # a frame Dynamo could not capture: its record
+            return {"record": self.record} if self.record else None
+        return {"graph": self.graph, "backend": self.stage if self.stage != "inductor" else None}

@@ -1,0 +1,151 @@
+"""The events of a finished run of a program (protocol.py) as graphs, failures and notes.
+
+One reading for every consumer: ``tcompile run`` (classify.py), the program-level
+oracle (program.py) and bisect's probes (probe.py).  A process that died says nothing
+more: its memory-mapped marker names the graph it was in (dead.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .dead import dead_process_failures
+from .failure import Failure, dist_of
+from .limitations import documented_limitation
+from .protocol import Event
+from .runner import ProcessResult
+from .signature import FailureKind, FailureSignature
+
+_GRAPH_FIELDS = (
+    "index",
+    "frame",
+    "kind",
+    "nodes",
+    "stage",
+    "compile_seconds",
+    "file",
+    "line",
+    "compile_id",
+    "break_reason",
+)
+
+
+def collect(
+    result: ProcessResult,
+) -> tuple[list[dict[str, Any]], list[Failure], list[dict[str, Any]]]:
+    """Graphs, failures and notes out of a finished process's events and markers."""
+    failures: list[Failure] = []
+    notes: list[dict[str, Any]] = []
+    multi = len({e.get("pid") for e in result.events if e.get("event") == Event.GRAPH}) > 1
+    dynamo: dict[tuple[Any, Any], dict[str, Any]] = {}
+    children: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for e in result.events:
+        kind, pid = e.get("event"), e.get("pid")
+        if kind == Event.GRAPH:
+            g = {k: e.get(k) for k in _GRAPH_FIELDS}
+            g.update(level="dynamo", gated=bool(e.get("gated")), failed=bool(e.get("failed")))
+            dynamo[(pid, e.get("index"))] = g | ({"pid": pid} if multi else {}) | dist_of(e)
+        elif kind == Event.AOT_GRAPH:
+            g = {k: e.get(k) for k in ("index", "kind", "nodes", "stage", "compile_seconds")}
+            g.update(level="aot", failed=bool(e.get("failed")))
+            children.setdefault((pid, e.get("index")), []).append(
+                g | ({"pid": pid} if multi else {}) | dist_of(e)
+            )
+        elif kind == Event.FAILURE:
+            failures.append(_failure_from_event(e, multi))
+        elif kind == Event.NOTE:
+            notes.append({"graph": e.get("graph"), "text": e.get("text")})
+        elif kind == Event.EXCEPTION and e.get("after_graph") is not None:
+            f = _late_cuda_failure(e, failures, multi)
+            if f is not None:
+                failures.append(f)
+        elif kind == Event.EXCEPTION and e.get("dynamo"):
+            failures.append(_capture_failure(e, multi))
+    if result.timed_out or (result.returncode is not None and result.returncode < 0):
+        failures.extend(dead_process_failures(result, dynamo))
+    return _graph_rows(dynamo, children), failures, notes
+
+
+def _graph_rows(
+    dynamo: dict[tuple[Any, Any], dict[str, Any]],
+    children: dict[tuple[Any, Any], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Each Dynamo graph followed by its AOT graphs."""
+    graphs: list[dict[str, Any]] = []
+    for key in sorted(
+        set(dynamo) | set(children), key=lambda k: (str(k[0]), k[1] if k[1] is not None else -1)
+    ):
+        parent = dynamo.get(key)
+        if parent is not None:
+            graphs.append(parent)
+        for child in children.get(key, []):
+            child["frame"] = parent["frame"] if parent else ""
+            graphs.append(child)
+    return graphs
+
+
+def _failure_from_event(e: dict[str, Any], multi: bool) -> Failure:
+    sig = FailureSignature.from_json(e.get("signature") or {})
+    return Failure(
+        graph=e.get("graph"),
+        graph_kind=e.get("graph_kind") or "dynamo",
+        signature=sig,
+        message=e.get("message", ""),
+        frame=sig.frame,
+        pid=e.get("pid") if multi else None,
+        divergence=e.get("divergence"),
+        **dist_of(e),
+    )
+
+
+def _late_cuda_failure(e: dict[str, Any], failures: list[Failure], multi: bool) -> Failure | None:
+    """An error the program died of that belongs to graph N although no graph was
+    running: a sticky CUDA error reported at a later synchronisation (graph N ran
+    last), or autograd's error in graph N's compiled backward (child/hooks.py)."""
+    graph = e["after_graph"]
+    raw = FailureSignature.from_json(e.get("signature") or {})
+    if e.get("in_backward"):
+        sig = dataclasses.replace(raw, stage=e.get("after_stage") or "unknown", kind="runtime")
+        return Failure(
+            graph=graph,
+            graph_kind="backward",
+            signature=sig,
+            message=(e.get("message") or "") + f"\n(raised in the backward of graph {graph})",
+            frame=sig.frame,
+            unconfirmed=True,
+            pid=e.get("pid") if multi else None,
+            **dist_of(e),
+        )
+    if any(f.graph == graph and f.kind == FailureKind.CRASH.value for f in failures):
+        return None  # the graph itself already reported it
+    sig = dataclasses.replace(raw, stage=e.get("after_stage") or "unknown")
+    return Failure(
+        graph=graph,
+        graph_kind=e.get("after_graph_kind") or "dynamo",
+        signature=sig,
+        message=(e.get("message") or "")
+        + f"\n(reported at a later synchronisation; graph {graph} ran last)",
+        frame=sig.frame,
+        unconfirmed=True,
+        pid=e.get("pid") if multi else None,
+        **dist_of(e),
+    )
+
+
+def _capture_failure(e: dict[str, Any], multi: bool) -> Failure:
+    """TorchDynamo failed to capture the frame the program died in."""
+    sig = FailureSignature.from_json(e.get("signature") or {})
+    return Failure(
+        graph=None,
+        graph_kind="dynamo",
+        signature=sig,
+        message=e.get("message", ""),
+        frame=e.get("user_frame") or sig.frame,
+        user_stack=e.get("user_stack") or [],
+        record=e.get("record"),
+        unconfirmed=True,
+        pid=e.get("pid") if multi else None,
+        limitation=documented_limitation(str(e.get("message") or "") + " " + sig.message),
+        **dist_of(e),
+    )
