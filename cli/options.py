@@ -163,7 +163,7 @@ _CODES = {
     "bisect": "0 no compiler failure (nothing to bisect); 1 the culprit was named",
     "minify": "0 no compiler failure (nothing written); 1 a failure was minified (or could not be)",
     "replay": "0 the frame runs without a failure; 1 it fails (the same failure or another)",
-    "explain": "0 the report was made (whatever the program did)",
+    "explain": "0 the report was made; 1 the program died of a frame Dynamo could not capture",
     "report": "0 no compiler failure (nothing to report); 1 report.md was written",
     "merge": "0 no compiler failure in any run; 1 a compiler failure in some run",
 }

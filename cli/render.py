@@ -380,6 +380,11 @@ def run_result(report: Any, console: Console) -> None:
         )
     elif any(f.kind == "capture" for f in report.failures):
         console.print("No graph was compiled: TorchDynamo failed before capturing one.")
+    elif getattr(report, "records", None):  # Dynamo was tracing a call when it died
+        console.print(
+            f"No graph was compiled: the program failed while TorchDynamo traced "
+            f"{report.records[0]['function']}."
+        )
     else:
         console.print(
             "No graph was compiled (the program never called a torch.compile'd function)."
@@ -395,9 +400,11 @@ def run_result(report: Any, console: Console) -> None:
             line = diverges(getattr(f, "divergence", None) or {}, f.graph)
             if line is not None:
                 console.print(line, highlight=False)
-    _records(getattr(report, "records", None) or [], console)
+    if report.verdict != "not-a-compiler-bug":  # nothing of the compiler's to replay
+        _records(getattr(report, "records", None) or [], console)
     for note in report.notes:
-        console.print(Text(f"note: {_note(note)}", style="yellow"))
+        if note.get("text") != report.explanation:  # said once, on the last line
+            console.print(Text(f"note: {_note(note)}", style="yellow"))
     colour = {"clean": "green", "compiler-failure": "red"}.get(report.verdict, "yellow")
     files = f", files in {report.run_dir}" if report.run_dir else ""
     console.print(

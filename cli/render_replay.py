@@ -141,6 +141,14 @@ def _rows(console: Console, rows: list[tuple[str, Any]]) -> None:
 def explain_result(report: Any, console: Console) -> None:
     for table in explain_tables(report):
         console.print(table)
+    for f in getattr(report, "capture_failures", None) or []:
+        console.print(
+            Text(f"the program died in TorchDynamo at {at(f['file'], f['line'])}: ", style="red")
+            + Text(f["reason"])
+            + Text(" (fullgraph=True makes a graph break an error)")
+        )
+        if f.get("limitation"):
+            console.print(Text(f"  documented limitation: {f['limitation']}", style="yellow"))
     if report.debug_index is not None:
         debug_index(report.debug_index, console)
     _files(report.run_dir, console)

@@ -223,7 +223,7 @@ def classify_result(
     keep = keep or exit_code == ExitCode.COMPILER_FAILURE or bool(records)
     report = RunReport(
         next_command=next_step(failures, records, command, accuracy)
-        if graphs or failures
+        if verdict != "not-a-compiler-bug" and (graphs or failures)
         else None,
         graphs=graphs,
         failures=failures,

@@ -12,22 +12,22 @@ LIMITATIONS: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("Data-dependent branching", "generic_jump"),
         "data-dependent control flow (an `if` on a tensor's value) cannot be captured in "
-        "one graph; a documented limitation: use torch.cond, or fullgraph=False (a graph break)",
+        "one graph: use torch.cond, or fullgraph=False (a graph break)",
     ),
     (
         ("Failed to trace builtin operator", "Attempted to call function marked as skipped"),
-        "a call Dynamo does not trace (print, a C builtin) breaks the graph; a documented "
-        "limitation: fullgraph=True makes the break an error",
+        "a call Dynamo does not trace (print, a C builtin) breaks the graph; "
+        "fullgraph=True makes the break an error",
     ),
     (
         ("Unsupported Tensor.item() call", "data dependent operator", "Tensor.tolist"),
-        "a tensor's value read as a Python number (.item(), .tolist()) breaks the graph; a "
-        "documented limitation: torch._dynamo.config.capture_scalar_outputs = True keeps it",
+        "a tensor's value read as a Python number (.item(), .tolist()) breaks the graph: "
+        "torch._dynamo.config.capture_scalar_outputs = True keeps it",
     ),
     (
         ("dynamic shape operator",),
-        "an op whose output shape depends on the data (nonzero, unique) breaks the graph; a "
-        "documented limitation: capture_dynamic_output_shape_ops = True keeps it",
+        "an op whose output shape depends on the data (nonzero, unique) breaks the graph: "
+        "capture_dynamic_output_shape_ops = True keeps it",
     ),
 )
 

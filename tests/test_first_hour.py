@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -125,3 +126,117 @@ def test_usage_errors_print_one_json_document(args):
     doc = json.loads(r.stdout)
     assert doc["exit_code"] == 2 and doc["verdict"] == "usage-error" and doc["error"]
     assert r.stderr.count("tcompile: error:") == 1
+
+
+def _repro_runs_elsewhere(repro, tmp_path, want):
+    """repro.py alone in another folder (no model.py beside it), no arguments: it
+    reproduces -- the program's modules and arguments are in it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    alone = elsewhere / "repro.py"
+    alone.write_text(open(repro).read())
+    said = subprocess.run(
+        [sys.executable, str(alone)], capture_output=True, text=True, cwd=elsewhere, timeout=600
+    )
+    assert said.returncode == 1 and f"REPRODUCED: {want}" in said.stdout, said
+    return alone.read_text()
+
+
+@pytest.mark.slow
+def test_a_two_file_program_with_arguments_minifies_to_a_verified_user_level_repro(tmp_path):
+    """``--level program`` on train.py (argparse; Net from model.py): model.py is pasted
+    in (its ``model.parameters()`` calls stay), ``--bug compile_error`` is carried, and
+    repro.py reproduces on its own from another folder."""
+    r = run_tcompile(
+        "minify", "--json", "--level", "program", "--out", str(tmp_path / "o"),
+        str(TRAIN), "--steps", "2", "--bug", "compile_error", timeout=1500,
+    )  # fmt: skip
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["verified"], doc["message"]
+    prog = doc["program"]
+    assert prog["includes"] == [str(TRAIN.parent / "model.py")], prog
+    text = _repro_runs_elsewhere(doc["repro"], tmp_path, "InductorError: CppCompileError")
+    assert "from model import" not in text and "compile_error" in text, text
+
+
+@pytest.mark.slow
+def test_the_source_level_of_a_two_file_program(tmp_path):
+    """``--level source``: the graph's repro, then the program shrunk around the graph's
+    source lines -- the relu in model.py -- to a verified user-level repro."""
+    r = run_tcompile(
+        "minify", "--json", "--level", "source", "--out", str(tmp_path / "o"),
+        str(TRAIN), "--steps", "2", "--bug", "compile_error", timeout=1500,
+    )  # fmt: skip
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["verified"], doc["message"]
+    source = doc["source"]
+    assert source["verified"], source
+    assert any(line["file"].endswith("model.py") for line in doc["source_lines"])
+    text = _repro_runs_elsewhere(source["repro"], tmp_path, "InductorError: CppCompileError")
+    assert "torch.relu" in text, text
+
+
+@pytest.mark.slow
+def test_program_level_on_a_clean_program_and_on_a_wrong_value(tmp_path):
+    """``--level program``: a program that runs clean is "no compiler failure", exit 0;
+    one whose compiled values are wrong (no exception) is found by checking each
+    compiled call against eager, before any search (--json's exit code, level)."""
+    clean = run_tcompile(
+        "minify", "--json", "--level", "program", str(TRAIN), "--steps", "1", timeout=600
+    )
+    doc = json.loads(clean.stdout)
+    assert clean.returncode == 0 and doc["exit_code"] == 0, doc
+    assert doc["message"].startswith("no compiler failure") and doc["run_dir"] is None
+    # the wrong value: the search starts (then is interrupted: its best so far stands)
+    code, out, err = _interrupt_after(
+        ["minify", "--json", "--level", "program", "--out", str(tmp_path / "o"),
+         str(TRAIN), "--steps", "1", "--bug", "accuracy"],
+        "after 1 candidate program", tmp_path,
+    )  # fmt: skip
+    assert "each torch.compile'd call checked against eager" in err, err[-3000:]
+    doc = json.loads(out)
+    assert code == 130 and doc["interrupted"] and doc["level"] == "program", doc["message"]
+    assert "torch.compile's result differs from eager" in doc["signature"]
+
+
+def test_the_program_repro_carries_its_arguments_and_refuses_other_errors(tmp_path):
+    """The harness of a program-level repro.py: the program's arguments are set before
+    it runs; an error that is not the failure minified (a module it cannot import) is
+    ERROR, exit 2 -- never REPRODUCED."""
+    from tcompile.compiler.program import ProgramFailure
+    from tcompile.repro.program_harness import program_repro
+
+    failure = ProgramFailure("exception", "ValueError", "bad", "", "x")
+    body = "import sys\nif sys.argv[1:] == ['--bug', 'x']:\n    raise ValueError('bad')\n"
+    path = tmp_path / "repro.py"
+    path.write_text(program_repro(body, failure, argv=["--bug", "x"]))
+    ran = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+    assert ran.returncode == 1 and "REPRODUCED: ValueError: bad" in ran.stdout, ran
+    path.write_text(program_repro("import no_such_module_here\n", failure))
+    ran = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+    assert ran.returncode == 2 and "REPRODUCED" not in ran.stdout, ran
+    assert "ERROR: not ValueError: ModuleNotFoundError" in ran.stdout
+
+
+def test_local_modules_are_pasted_in_without_renaming_variables(tmp_path):
+    """``from model import Net`` beside a variable ``model``: inlining never turns
+    ``model.parameters()`` into ``parameters()``; an included module's own
+    ``__main__`` part and ``from __future__`` import do not break the program."""
+    from tcompile.repro.program_files import inline_modules, local_modules
+
+    (tmp_path / "model.py").write_text(
+        "from __future__ import annotations\nimport helpers\n\n"
+        "class Net:\n    def parameters(self) -> list[int]:\n        return [helpers.K]\n\n"
+        "if __name__ == '__main__':\n    raise SystemExit('not when imported')\n"
+    )
+    (tmp_path / "helpers.py").write_text("K = 7\n")
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom model import Net\nmodel = Net()\nprint(model.parameters())\n"
+    )
+    found = local_modules(script)
+    assert [p.name for p in found] == ["model.py", "helpers.py"]
+    out = inline_modules(script.read_text(), found)
+    assert "model.parameters()" in out and out.startswith("from __future__"), out
+    ran = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.strip() == "[7]", ran

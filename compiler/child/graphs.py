@@ -103,6 +103,12 @@ def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
         modules = [fs for fs, p in paths if "/torch/_dynamo/" not in p]
         top = (user or modules or stack)[0]
         info.update(frame=top.name, file=top.filename, line=top.lineno)
+        # the line a graph is at is where it starts (its first op), not where it ended
+        # (the break, kept as break_line): the graph table, explain and the failures
+        # all say the line the user reads the graph's code at
+        first = frame_from_stack_trace(gm)
+        if first.get("file") == top.filename and first.get("line"):
+            info["line"] = first["line"]
     else:
         info.update(frame_from_stack_trace(gm))
     info["compile_id"] = str(gm.meta.get("dynamo_compile_id", "")) if hasattr(gm, "meta") else ""
