@@ -45,6 +45,9 @@ class RunReport:
     next_command: str | None = None  # what to type next (next_step)
     trace: dict[str, Any] | None = None  # --trace: the trace, tlparse's pages (trace.py)
     interrupted: bool = False  # Ctrl-C / SIGTERM: what the run showed until then (exit 130)
+    # how the program itself ended, as a plain run shows it: {returncode, exception,
+    # last_line} (runner.program_outcome); the checked run's, not a passive one's
+    program: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
@@ -192,6 +195,7 @@ def classify_result(
             f"the run's files are in {run_dir})"
         )
     graphs, failures, notes = collect(result)
+    program = result.outcome()
     if result.teardown_hang:
         notes.append(
             {
@@ -239,6 +243,7 @@ def classify_result(
         accuracy=accuracy,
         debug_index=debug_index,
         records=records,
+        program=program,
     )
     if keep:
         write_json(os.path.join(run_dir, "result.json"), report.to_json())

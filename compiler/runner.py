@@ -53,6 +53,33 @@ class ProcessResult:
     run_dir: str
     # ranks that had torn their process group down but never exited were ended
     teardown_hang: bool = False
+    stdout_tail: list[str] = dataclasses.field(default_factory=list)  # the program's own
+
+    def outcome(self) -> dict[str, Any]:
+        """How the program ended, as a person running it plainly sees it: its exit
+        status, the exception line its traceback ends with, the last line it printed."""
+        return program_outcome(self.returncode, self.stdout_tail, self.stderr_tail)
+
+
+def program_outcome(returncode: int | None, stdout: list[str], stderr: list[str]) -> dict[str, Any]:
+    """``{"returncode", "exception", "last_line"}`` from a run's output (the same reading
+    for a run under tcompile and a plain one: tests/test_differential.py compares them)."""
+    out = [ln for ln in stdout if ln.strip()]
+    err = [ln for ln in stderr if ln.strip()]
+    exception = None
+    if any(ln.startswith("Traceback (most recent call last)") for ln in err):
+        last = (
+            len(err)
+            - 1
+            - next(i for i, ln in enumerate(reversed(err)) if ln.startswith("Traceback (most"))
+        )
+        after = [ln for ln in err[last + 1 :] if not ln.startswith((" ", "\t"))]
+        exception = after[0] if after else None  # the line after the frames
+    return {
+        "returncode": returncode,
+        "exception": exception,
+        "last_line": out[-1] if out else None,
+    }
 
 
 def check_script(path: str) -> None:
@@ -173,9 +200,10 @@ def run_process(
     except OSError as exc:
         raise UsageError(f"cannot run {command[0]}: {exc.strerror or exc}") from None
     feed(proc)
-    tail: deque[str] = deque(maxlen=60)
+    tail: deque[str] = deque(maxlen=400)  # a Dynamo error's traceback is long
+    out_tail: deque[str] = deque(maxlen=5)
     pumps = [
-        threading.Thread(target=_pump, args=(proc.stdout, stdout, None), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stdout, stdout, out_tail), daemon=True),
         threading.Thread(target=_pump, args=(proc.stderr, stderr, tail), daemon=True),
     ]
     for t in pumps:
@@ -221,6 +249,7 @@ def run_process(
         timed_out=timed_out,
         teardown_hang=teardown_hang,
         stderr_tail=list(tail),
+        stdout_tail=list(out_tail),
         events=read_events(config.dir),
         markers=read_markers(config.dir),
         run_dir=config.dir,
