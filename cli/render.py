@@ -347,6 +347,8 @@ def _divergence_text(first: dict[str, Any]) -> str | None:
         return None
     kernel = f", kernel {first['kernel']}" if first.get("kernel") else ""
     grads = " (its gradient)" if first.get("grads") else ""
+    if first.get("graph") == "backward":  # a node of the backward graph itself
+        grads = " in the backward graph (the gradient of the forward op at this line)"
     return f"{first['op']}{grads} (node {first['node']}{kernel}) at {first.get('source') or '?'}"
 
 

@@ -209,6 +209,7 @@ def classify_result(
     io = dict(stage=stage, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
     if accuracy != "off" and confirm and faithful.effects(result):
         passive = faithful.passive_run(command, run_dir, **io)
+        program["passive"] = passive.outcome()  # the program left alone: how it ended
         result, failures = faithful.reconcile(result, passive, failures, collect(passive)[1], notes)
     failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)
     not_ours = None

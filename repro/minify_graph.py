@@ -198,7 +198,12 @@ def numerics_of(
     fixed = [
         {"switch": f"{k}={v!r}", "means": why} for (k, v, why), ok in zip(switches, results) if ok
     ]
-    if fixed:
+    smallest = smallest_set(pool, minimal, switches, results)
+    seeds = seeds_agree(pool, minimal, smallest) if smallest else None
+    if smallest and (len(smallest) > 1 or not fixed):
+        names = " + ".join(f"{k}={v!r}" for k, v, _ in smallest)
+        verdict = f"passes with {names} together (no one of them alone does)"
+    elif fixed:
         verdict = f"passes with {fixed[0]['switch']}: {fixed[0]['means']}"
     elif (
         not low.get("node")
@@ -213,14 +218,92 @@ def numerics_of(
         verdict = "passes with no numerics switch: a miscompile"
     else:
         verdict = "no numerics switch to try on this torch"
+    if seeds is not None:
+        verdict += f"; {seeds['said']}"
     return {
         "divergence": {"minimal": low, "full": high},
         "switches": {
             "tried": [f"{k}={v!r}" for k, v, _ in switches],
             "passes_with": fixed,
+            "smallest": [f"{k}={v!r}" for k, v, _ in smallest],
+            "seeds": seeds,
             "verdict": verdict,
         },
     }
+
+
+def smallest_set(
+    pool: Any, minimal: tuple[Any, Any], switches: list[Any], alone: list[bool]
+) -> list[Any]:
+    """The smallest set of switches that makes the minimal graph pass: one switch where
+    one does (the first); else all of them at once and, where that passes, each left
+    out in turn while the rest still pass (a 1-minimal set); [] where none does."""
+    from tcompile.minifier.verdict import Verdict
+
+    singles = [s for s, ok in zip(switches, alone) if ok]
+    if singles:
+        return singles[:1]
+    if len(switches) < 2:
+        return []
+
+    def passes(subset: list[Any]) -> bool:
+        patch = {k: v for k, v, _ in subset}
+        return pool.evaluate(*minimal, patch=patch)[0] is Verdict.PASS
+
+    chosen = list(switches)
+    if not passes(chosen):
+        return []
+    for s in list(chosen):
+        rest = [x for x in chosen if x is not s]
+        if rest and passes(rest):
+            chosen = rest
+    return chosen
+
+
+def seeds_agree(pool: Any, minimal: tuple[Any, Any], chosen: list[Any]) -> dict[str, Any]:
+    """The switches checked on two other draws of the inputs (each input's values
+    permuted with seed 1, then 2: the same values, ranges and special values, in other
+    places): on each, the graph must fail without them and pass with them."""
+    from tcompile.minifier.verdict import Verdict
+
+    gm, inputs = minimal
+    patch = {k: v for k, v, _ in chosen}
+    agree = shows = 0
+    for seed in (1, 2):
+        drawn = permuted(inputs, seed)
+        if pool.evaluate(gm, drawn)[0] is not Verdict.SAME_FAILURE:
+            continue  # the failure does not show on this draw: no evidence either way
+        shows += 1
+        agree += pool.evaluate(gm, drawn, patch=patch)[0] is Verdict.PASS
+    said = (
+        f"verified on {agree} of 2 other input draws"
+        if shows == 2
+        else f"checked on {shows} of 2 other input draws (the failure did not show on the "
+        f"other), passing on {agree}"
+    )
+    return {"draws": 2, "failure_shows": shows, "fixed": agree, "said": said}
+
+
+def permuted(inputs: list[Any], seed: int) -> list[Any]:
+    """Each tensor input's values in another order (seeded): ``requires_grad`` kept."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.numel() > 1 and not x.is_sparse:
+            flat = x.detach().reshape(-1)
+            perm = torch.randperm(flat.numel(), generator=g).to(flat.device)
+            y = flat[perm].reshape(x.shape)
+            try:  # the input's own strides (a layout bug may need them)
+                y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(
+                    y
+                )
+            except RuntimeError:  # overlapping (expanded) strides: contiguous, then
+                y = y.contiguous()
+            x = y.requires_grad_(x.requires_grad) if y.is_floating_point() else y
+        out.append(x)
+    return out
 
 
 def _message(verified: bool, stopped: bool, cut: bool, repro: Path) -> str:

@@ -66,7 +66,13 @@ def localize(runner: Any, snap: Any, ambient: Any, grads: bool = False) -> dict[
         inputs = snap.values()
         with not_counted():  # a bisection's numbering is the program's own
             if grads:
-                return {**first_grad_divergence(gm, snap, compile_fn), "grads": True}
+                inside = _in_backward_graph(runner)
+                if inside.get("node"):
+                    return inside
+                found = first_grad_divergence(gm, snap, compile_fn)
+                if found.get("node"):
+                    found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs, snap)
+                return {**found, "grads": True}
             found = first_divergence(gm, inputs, compile_fn)
             if found.get("node"):
                 found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs)
@@ -75,3 +81,29 @@ def localize(runner: Any, snap: Any, ambient: Any, grads: bool = False) -> dict[
         return {"node": None, "why": f"not localized: {type(exc).__name__}: {exc}"[:300]}
     finally:
         rng.restore()
+
+
+def _in_backward_graph(runner: Any) -> dict[str, Any]:
+    """A wrong gradient inside the backward graph inductor compiled: its first node whose
+    inputs are right and whose value is wrong (prefixes of the backward graph, on the
+    inputs the program's own backward call got: the forward's saved values and the
+    tangents), its kernel, and the user's line of the forward op it differentiates (a
+    backward node carries its forward op's stack trace).  Inductor's only: another
+    stage's backward graph is what runs, there is no compiled one to compare."""
+    from .numerics import first_divergence, kernel_of
+
+    call = runner.session.backward_calls.pop(runner.index, None)
+    if call is None or runner.stage != "inductor":
+        return {}
+    gm, inputs = call
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    def compile_fn(g: Any, args: list[Any]) -> Any:
+        compiled = compile_fx_inner(fresh_copy(g, strip_trace_meta=False), list(args))
+        return lambda *a: compiled(list(a))
+
+    found = first_divergence(gm, inputs, compile_fn)
+    if found.get("node"):
+        found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs)
+        found.update(grads=True, graph="backward")
+    return found

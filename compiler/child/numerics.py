@@ -28,12 +28,18 @@ from .graphs import COMPUTE_OPS, fresh_copy
 # (config entry, value, what it means when the failure goes away with it)
 SWITCHES: tuple[tuple[str, Any, str], ...] = (
     ("emulate_precision_casts", True, "a precision policy: inductor elides eager's casts"),
+    # TORCHINDUCTOR_NUMERICS (newer torch): strict pointwise ops, strict reductions, both
+    ("numerics", "strict_pointwise", "pointwise numerics: inductor's strict pointwise mode"),
+    ("numerics", "strict_reduction", "reduction numerics: inductor's strict reduction mode"),
     ("numerics", "strict", "a precision policy: inductor's strict numerics mode"),
+    ("eager_numerics.disable_ftz", True, "denormals: compiled code flushes them to zero"),
     ("fallback_random", True, "random numbers: compiled code draws its own"),
     ("split_reductions", False, "reduction order: a split reduction sums in another order"),
     ("eager_numerics.division_rounding", True, "division rounding (Triton's approximate div)"),
     ("eager_numerics.use_pytorch_libdevice", True, "libdevice's transcendentals (1-ulp)"),
     ("cpp.simdlen", 1, "CPU vectorized code: the scalar code is right"),
+    ("layout_optimization", False, "layout: inductor chose another memory layout"),
+    ("comprehensive_padding", False, "padding: inductor padded a tensor's strides"),
     ("tf32", False, "TF32 matmuls on the GPU"),
 )
 
@@ -249,12 +255,19 @@ def _source_line(node: Any) -> str:
 
 
 def kernel_of(
-    gm: torch.fx.GraphModule, node_name: str, compile_fn: Any, inputs: list[Any]
+    gm: torch.fx.GraphModule,
+    node_name: str,
+    compile_fn: Any,
+    inputs: list[Any],
+    snap: Any = None,
 ) -> str | None:
     """The generated kernel that computes ``node_name``: the prefix graph up to it is
     compiled and its code read (inductor names a fused kernel after the ops it fuses:
     ``cpp_fused_mul_relu_sub_0``, ``triton_poi_fused_relu_0``); the kernel that names the
-    node's op, else the last one."""
+    node's op, else the last one.  ``snap`` (a wrong gradient): the prefix runs forward
+    and backward on it, and the kernel is the backward code's -- its first kernel, where
+    the node's own gradient is computed (a backward runs in reverse), or one naming
+    the op."""
     import re
     from unittest import mock
 
@@ -269,12 +282,20 @@ def kernel_of(
     # model recompiles (issue 40).  The prefix is compiled without Dynamo, so no reset
     # is needed; the output-code hook alone is patched, and put back.
     codes: list[str] = []
+    prefix = _prefix(gm, node_name)
     try:
         with mock.patch.object(GraphLowering, "save_output_code", codes.append):
-            with torch.no_grad():
-                compile_fn(_prefix(gm, node_name), inputs)(*exact_copies(inputs))
+            if snap is None:
+                with torch.no_grad():
+                    compile_fn(prefix, inputs)(*exact_copies(inputs))
+            else:
+                with torch.enable_grad():
+                    fn = compile_fn(prefix, snap.materialize(None, grads=True)[0])
+                _grads(fn, snap)
     except Exception:
         return None
+    if snap is not None:
+        codes = codes[-1:]  # the backward's (compiled when it first runs)
     names: list[str] = []
     for code in codes:
         for name in re.findall(r"\b((?:cpp|triton)_\w+?_\d+)\b", code):
@@ -285,4 +306,6 @@ def kernel_of(
     node = next(n for n in gm.graph.nodes if n.name == node_name)
     op = _op_name(node).lower().strip("_")
     named = [k for k in names if op and op in k.lower()]
+    if snap is not None:
+        return (named or names)[0]
     return (named or names)[-1]

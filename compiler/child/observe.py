@@ -261,6 +261,8 @@ class Watch:
             if (id(edge.node), edge.output_nr) in edges:
                 return  # an output that is an input: its gradient is not the graph's alone
             self.handles.append(o.register_hook(self._tangent_hook(j)))
+        if diff and self.session.config.localize:  # its backward graph's inputs, if wrong
+            self.session.watch_backward.add(self.runner.index)
         seen: set[int] = set()
         todo = [o.grad_fn for _, o in diff]
         while todo and len(seen) < MAX_NODES:
@@ -280,12 +282,18 @@ class Watch:
 
     def _tangent_hook(self, j: int) -> Any:
         def hook(grad: Any) -> None:
-            if self.judged_backward:
+            # autograd may hand a tensor hook None (an output whose gradient is
+            # undefined: seen on GPT-2's unused outputs); and a hook must never raise
+            # into the program's backward (issue 38: it did, and the program died)
+            if self.judged_backward or grad is None:
                 return
-            self.tangents[j] = grad.detach()
-            if not getattr(self, "_queued", False):
-                self._queued = True
-                torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+            try:
+                self.tangents[j] = grad.detach()
+                if not getattr(self, "_queued", False):
+                    self._queued = True
+                    torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+            except Exception as exc:
+                self._hook_failed(exc)
 
         return hook
 
@@ -293,10 +301,25 @@ class Watch:
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
             if self.judged_backward or k >= len(grad_inputs) or grad_inputs[k] is None:
                 return
-            g = grad_inputs[k].detach()
-            self.grads[i] = g if i not in self.grads else self.grads[i] + g
+            try:
+                g = grad_inputs[k].detach()
+                self.grads[i] = g if i not in self.grads else self.grads[i] + g
+            except Exception as exc:
+                self._hook_failed(exc)
 
         return hook
+
+    def _hook_failed(self, exc: BaseException) -> None:
+        """A hook of the check failed: the gradient check is dropped, the program's
+        backward goes on untouched."""
+        self.judged_backward = True
+        for h in self.handles:
+            h.remove()
+        self.session.note(
+            self.runner.index,
+            f"the gradient check of this graph could not run ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); the program's backward was not affected",
+        )
 
     def _backward_done(self) -> None:
         """End of the program's backward pass: judge the gradients it computed."""
@@ -315,6 +338,7 @@ class Watch:
             )
         finally:
             self._keep = []
+            self.session.backward_calls.pop(self.runner.index, None)  # judged: not kept
 
     def _judge_backward(self) -> None:
         if not self.grads or not self.tangents:

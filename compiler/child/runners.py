@@ -183,6 +183,7 @@ class _BackwardRunner:
         # without it AOTAutograd calls the wrapper unboxed and warns the user (issue 40)
         self._boxed_call = True
         self.compiled = compiled
+        self.eager_gm = eager_gm
         self.eager = _boxed_eager(eager_gm)
         self.quarantined = False
         self.collective = in_distributed_job() and has_collectives(eager_gm)  # see GraphRunner
@@ -194,6 +195,12 @@ class _BackwardRunner:
         if self.quarantined:
             return self.eager(args)
         saved = list(args)
+        if self.index in self.session.watch_backward:  # a check watches this backward
+            self.session.watch_backward.discard(self.index)
+            self.session.backward_calls[self.index] = (
+                self.eager_gm,
+                [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args],
+            )
         rec = self.session.recorder
         rec.mark(self.index, PHASE_RUN, "backward")
         try:

@@ -163,7 +163,7 @@ def _analyze(req: dict[str, Any], target: Target) -> dict[str, Any]:
     import torch
 
     from .judge import compiler_for
-    from .numerics import available_switches, first_divergence, kernel_of
+    from .numerics import available_switches, first_divergence, first_grad_divergence, kernel_of
 
     try:
         gm = load_graph(req["graph"])
@@ -171,13 +171,30 @@ def _analyze(req: dict[str, Any], target: Target) -> dict[str, Any]:
         compile_fn = compiler_for(target)
         with isolated():
             found = first_divergence(gm, inputs, compile_fn)
+            snap = None
+            if not found.get("node") and _wrong_gradient(target, inputs):
+                # the forward is right: the node whose backward goes wrong first
+                from ..snapshot import Snapshot
+
+                snap = Snapshot(inputs)
+                found = {**first_grad_divergence(gm, snap, compile_fn), "grads": True}
             if found.get("node"):
-                found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs)
+                found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs, snap)
         cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs)
         found["switches"] = [[k, v, why] for k, v, why in available_switches(cuda)]
         return found
     except Exception as exc:
         return {"node": None, "why": f"{type(exc).__name__}: {exc}"[:300], "switches": []}
+
+
+def _wrong_gradient(target: Target, inputs: list[Any]) -> bool:
+    """A Dynamo-level graph whose failure is a gradient (its forward is right)."""
+    import torch
+
+    sig = target.signature
+    grads = "grad" in (sig.message or "") or target.graph_kind == "backward"
+    needs = any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
+    return target.level != "aot" and sig.kind == "accuracy" and grads and needs
 
 
 def judge_error(exc: BaseException) -> tuple[Any, dict[str, Any]]:

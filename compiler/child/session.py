@@ -102,6 +102,11 @@ class Session:
         # a minifier worker serving the first failure it meets: (graph, signature, kind)
         self.serve_target: tuple[int, FailureSignature, str] | None = None
         self.serve_message = ""  # the unscrubbed text of the failure served
+        # the backward graphs of graphs whose gradients a check watches: graph index ->
+        # (the eager backward graph, the inputs the program's backward call got), for
+        # localizing a wrong gradient inside the backward graph (localize.py)
+        self.watch_backward: set[int] = set()
+        self.backward_calls: dict[int, tuple[Any, list[Any]]] = {}
 
     def failure(
         self,
