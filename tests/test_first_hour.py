@@ -143,6 +143,7 @@ def _repro_runs_elsewhere(repro, tmp_path, want):
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # 300 s; the source-level test below goes through the same program level
 def test_a_two_file_program_with_arguments_minifies_to_a_verified_user_level_repro(tmp_path):
     """``--level program`` on train.py (argparse; Net from model.py): model.py is pasted
     in (its ``model.parameters()`` calls stay), ``--bug compile_error`` is carried, and
@@ -171,6 +172,7 @@ def test_the_source_level_of_a_two_file_program(tmp_path):
     assert r.returncode == 1 and doc["verified"], doc["message"]
     source = doc["source"]
     assert source["verified"], source
+    assert source["includes"] == [str(TRAIN.parent / "model.py")], source
     assert any(line["file"].endswith("model.py") for line in doc["source_lines"])
     text = _repro_runs_elsewhere(source["repro"], tmp_path, "InductorError: CppCompileError")
     assert "torch.relu" in text, text

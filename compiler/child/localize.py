@@ -106,4 +106,24 @@ def _in_backward_graph(runner: Any) -> dict[str, Any]:
     if found.get("node"):
         found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs)
         found.update(grads=True, graph="backward")
+        node = next(n for n in gm.graph.nodes if n.name == found["node"])
+        found["source"] = found.get("source") or _forward_source(runner, node)
     return found
+
+
+def _forward_source(runner: Any, node: Any) -> str:
+    """The user's line of the forward op a backward node differentiates (its autograd
+    sequence number), else the module it ran in."""
+    import re
+
+    from .numerics import source_of_trace
+
+    trace = runner.session.forward_traces.get(runner.index, {}).get(node.meta.get("seq_nr"))
+    if trace and source_of_trace(trace):
+        return source_of_trace(trace)
+    modules = node.meta.get("fwd_nn_module_stack") or {}
+    if modules:
+        path, kind = list(modules.values())[-1]
+        path = re.sub(r"^L\['\w+'\]\.?", "", str(path)) or "the compiled module"
+        return f"in module {path} ({getattr(kind, '__name__', kind)})"
+    return ""

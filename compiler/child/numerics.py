@@ -244,7 +244,12 @@ def _op_name(node: Any) -> str:
 
 def _source_line(node: Any) -> str:
     """The user's line the node comes from: the last frame of its stack trace."""
-    trace = str(node.meta.get("stack_trace") or "").strip().splitlines()
+    return source_of_trace(str(node.meta.get("stack_trace") or ""))
+
+
+def source_of_trace(stack_trace: str) -> str:
+    """``file:line, in fn: code`` of a stack trace's last frame."""
+    trace = stack_trace.strip().splitlines()
     frames = [i for i, ln in enumerate(trace) if ln.strip().startswith("File ")]
     if not frames:
         return ""

@@ -60,6 +60,14 @@ class AotHooks:
         # Backward graphs are compiled lazily, during loss.backward(): keep an eager
         # copy to fall back on, taken before the compiler's passes edit the graph.
         keep = copy.deepcopy(gm) if kind == "backward" else None
+        if kind == "forward" and self.session.config.localize:
+            # the user's line of each forward op, by its autograd sequence number: a
+            # wrong backward node is named by the forward op it differentiates
+            self.session.forward_traces[self.index] = {
+                n.meta["seq_nr"]: n.meta["stack_trace"]
+                for n in gm.graph.nodes
+                if n.meta.get("seq_nr") is not None and n.meta.get("stack_trace")
+            }
         rec.mark(self.index, PHASE_COMPILE, kind)
         t0 = time.perf_counter()
 

@@ -107,6 +107,7 @@ class Session:
         # localizing a wrong gradient inside the backward graph (localize.py)
         self.watch_backward: set[int] = set()
         self.backward_calls: dict[int, tuple[Any, list[Any]]] = {}
+        self.forward_traces: dict[int, dict[int, str]] = {}  # graph -> seq_nr -> trace
 
     def failure(
         self,
