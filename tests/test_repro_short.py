@@ -259,3 +259,11 @@ def test_repro_follows_pytorch_triage_conventions(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # the main block does not run on import
     assert mod.test_fn() is False  # the bug shows with the repro's own stage
+    # called again and again, as CompilerBisector does, with the compiler's settings
+    # changed between calls: each call must compile afresh under them (issue 40: without
+    # a Dynamo reset the first call's compiled graph served the later ones)
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch({"cpp.inject_relu_bug_TESTING_ONLY": None}):
+        assert mod.test_fn() is True  # the bug is gone with the setting that planted it
+    assert mod.test_fn() is False
