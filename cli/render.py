@@ -389,7 +389,8 @@ def run_result(report: Any, console: Console) -> None:
         )
     else:
         console.print(
-            "No graph was compiled (the program never called a torch.compile'd function)."
+            "No graph was compiled: the program never called a torch.compile'd function, "
+            "or Dynamo skipped every frame it did call."
         )
     if report.failures:
         console.print(failures_table(report.failures))

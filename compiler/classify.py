@@ -18,7 +18,7 @@ from typing import IO, Any
 from . import faithful
 from .collect import collect
 from .exitcodes import ExitCode, InternalError
-from .failure import Failure, group, rank_summary
+from .failure import Failure, dist_of, group, rank_summary
 from .observer import NullObserver, Observer
 from .protocol import STOP_EXIT, Event, HookConfig, read_events
 from .runner import ProcessResult, command_args, new_run_dir, run_process, write_json
@@ -59,9 +59,26 @@ class RunReport:
         return out
 
 
-def _last_exception(result: ProcessResult) -> dict[str, Any] | None:
+def dying_exception(result: ProcessResult) -> dict[str, Any] | None:
+    """The exception the program died of: in a launched job (torchrun) the first rank
+    that raised -- not the launcher's ChildFailedError, which only says that a worker
+    failed -- else the last one raised."""
     exc = [e for e in result.events if e.get("event") == Event.EXCEPTION]
+    ranked = [e for e in exc if e.get("rank") is not None]
+    if ranked:
+        return min(ranked, key=lambda e: float(e.get("time") or 0))
     return exc[-1] if exc else None
+
+
+def _ranks_that_raised(result: ProcessResult) -> list[int]:
+    """Every rank whose process died of an exception (sorted)."""
+    return sorted(
+        {
+            int(e["rank"])
+            for e in result.events
+            if e.get("event") == Event.EXCEPTION and e.get("rank") is not None
+        }
+    )
 
 
 def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
@@ -70,7 +87,7 @@ def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
         return compiled.timed_out and plain.timed_out
     if plain.returncode in (0, None) or plain.returncode != compiled.returncode:
         return False
-    first, second = _last_exception(compiled), _last_exception(plain)
+    first, second = dying_exception(compiled), dying_exception(plain)
     if first is None or second is None:
         return first is None and second is None
     theirs = FailureSignature.from_json(second["signature"])
@@ -339,7 +356,7 @@ def _located(
 
 
 def _not_a_compiler_bug(result: ProcessResult, failures: list[Failure]) -> str:
-    first = _last_exception(result)
+    first = dying_exception(result)
     what = (
         first["signature_text"]
         if first
@@ -360,7 +377,7 @@ def _graphless_failure(
     """The program died of an exception outside any compiled graph, and does not
     without torch.compile (e.g. reading a CUDA-graph output that a later replay
     overwrote): a runtime failure of the stage the program compiled with."""
-    first = _last_exception(result)
+    first = dying_exception(result)
     sig = (
         FailureSignature.from_json(first["signature"])
         if first
@@ -375,6 +392,12 @@ def _graphless_failure(
     program_stage = stages.pop() if len(stages) == 1 else "unknown"
     sig = dataclasses.replace(sig, stage=stage or program_stage, kind=FailureKind.RUNTIME.value)
     message = first["message"] if first else "\n".join(result.stderr_tail[-5:])
+    raised = _ranks_that_raised(result)
+    if first is not None and raised:  # a launched job: which ranks raised
+        others = [r for r in raised if r != first.get("rank")]
+        message += f"\n(raised on rank {first.get('rank')} first" + (
+            f"; ranks {', '.join(map(str, others))} raised too)" if others else "; no other rank)"
+        )
     # graphs whose results differ from eager without being wrong (more precise): the
     # program may be comparing with eager; name them
     precise = [n for n in notes if "more precise than eager" in str(n.get("text"))]
@@ -386,6 +409,8 @@ def _graphless_failure(
         signature=sig,
         message=message,
         frame=sig.frame,
+        ranks_raised=raised or None,
+        **(dist_of(first) if first else {}),
     )
 
 

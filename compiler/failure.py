@@ -24,6 +24,7 @@ _OPTIONAL = (
     "node",
     "divergence",
     "limitation",
+    "ranks_raised",
 )
 DIST_FIELDS = ("rank", "local_rank", "world_size", "node")
 
@@ -51,6 +52,8 @@ class Failure:
     divergence: dict[str, Any] | None = None
     # a capture failure that is a documented limitation of Dynamo: what the docs advise
     limitation: str | None = None
+    # a failure outside any graph in a launched job: every rank whose process raised
+    ranks_raised: list[int] | None = None
 
     @property
     def kind(self) -> str:
@@ -119,7 +122,7 @@ def group(failures: list[Failure]) -> list[dict[str, Any]]:
             ("graphs", f.graph),
             ("graph_kinds", f.graph_kind),
             ("pids", f.pid),
-            ("ranks", f.rank),
+            *(("ranks", r) for r in (f.ranks_raised or [f.rank])),  # every rank that raised
         ):
             if value is not None and value not in g[key]:
                 g[key].append(value)

@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .classify import dying_exception
 from .collect import collect
-from .protocol import STOP_EXIT, Event, HookConfig
+from .protocol import STOP_EXIT, HookConfig
 from .runner import ProcessResult, run_process
 from .signature import FailureKind, FailureSignature
 
@@ -85,13 +86,13 @@ def program_failure(result: ProcessResult) -> ProgramFailure | None:
     if result.returncode < 0:
         name = f"signal {-result.returncode}"
         return ProgramFailure("crash", name, "", "", f"crash: {name}")
-    exc = [e for e in result.events if e.get("event") == Event.EXCEPTION]
-    if not exc:
+    died = dying_exception(result)  # a launched job: its first rank's, not torchrun's
+    if died is None:
         what = f"exit status {result.returncode}"
         return ProgramFailure("exception", what, "", "", what)
-    sig = FailureSignature.from_json(exc[-1].get("signature") or {})
-    kind = "capture" if exc[-1].get("dynamo") else "exception"
-    return ProgramFailure(kind, sig.exc_type, sig.message, exc[-1].get("line") or "", str(sig))
+    sig = FailureSignature.from_json(died.get("signature") or {})
+    kind = "capture" if died.get("dynamo") else "exception"
+    return ProgramFailure(kind, sig.exc_type, sig.message, died.get("line") or "", str(sig))
 
 
 @dataclasses.dataclass
@@ -109,6 +110,11 @@ class ProgramTarget:
     # text every candidate runs first, never minified itself (repro/program_harness.py:
     # the check that turns a wrong value into an exception)
     prelude: str = ""
+    # a launched job (torchrun): the launcher and its arguments every run keeps (the
+    # script's path goes after them); or, where the failure shows in one process, no
+    # launcher and the variables of a world of one (RANK, WORLD_SIZE, MASTER_ADDR, ...)
+    launcher: list[str] | None = None
+    one_process: bool = False
 
 
 def with_prelude(prelude: str, source: str) -> str:
@@ -167,7 +173,17 @@ class ProgramOracle:
         """One run of a candidate file under the hooks (its output discarded)."""
         with self._lock:
             self.runs += 1
-        if self.fork is not None:
+        if self.target.launcher:  # the job's own launcher, a free port each run
+            return run_process(
+                [*launch_on_free_port(self.target.launcher), str(path), *self.argv],
+                config,
+                timeout=self.limit(),
+                stdout=_SINK,
+                stderr=_SINK,
+                cwd=self.target.cwd,
+                extra_path=[self.target.script_dir],
+            )
+        if self.fork is not None and not self.target.one_process:
             try:
                 return self.fork.run(
                     str(path),
@@ -188,6 +204,7 @@ class ProgramOracle:
                 stderr=sink,
                 cwd=self.target.cwd,
                 extra_path=[self.target.script_dir],
+                extra_env=world_of_one() if self.target.one_process else None,
             )
 
     def limit(self) -> float:
@@ -259,3 +276,44 @@ class ProgramOracle:
         with self._lock:
             self.quickest = took if self.quickest is None else min(self.quickest, took)
         return Verdict.SAME_FAILURE.value
+
+
+class _Sink:
+    """Where a launched candidate's output goes: nowhere."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+_SINK: Any = _Sink()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch_on_free_port(launcher: list[str]) -> list[str]:
+    """torchrun's arguments with a port of this run's own (``--master-port``): runs side
+    by side, and a port a killed run left behind, never collide."""
+    out = [a for a in launcher if not a.startswith(("--master-port", "--master_port"))]
+    return [*out, f"--master-port={free_port()}"]
+
+
+def world_of_one() -> dict[str, str]:
+    """A launched job's variables for one process: rank 0 of a world of 1."""
+    return {
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }

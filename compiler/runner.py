@@ -173,15 +173,17 @@ def run_process(
     stderr: IO[str] | None = None,
     cwd: str | None = None,
     extra_path: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> ProcessResult:
     """Run ``command`` once under the hooks; return what it said and how it ended.
     ``extra_path``: folders the program imports from (a copy of a script run from
-    elsewhere still finds the modules beside the original)."""
+    elsewhere still finds the modules beside the original); ``extra_env``: variables
+    set for it (a launched job's world of one process: RANK, WORLD_SIZE, ...)."""
     observer = observer or NullObserver()
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     os.makedirs(config.dir, exist_ok=True)
-    env = child_env(config, extra_path=extra_path)
+    env = {**child_env(config, extra_path=extra_path), **(extra_env or {})}
     t0 = time.monotonic()
     stdin, feed = STDIN.for_run()
     try:

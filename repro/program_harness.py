@@ -45,6 +45,16 @@ sys.excepthook = _failed
 ARGV = """sys.argv[1:] = {argv!r}  # the arguments the program ran with
 """
 
+# a launched job whose failure shows in one process: rank 0 of a world of 1, no launcher
+ONE_PROCESS = """import socket  # the job's failure shows in one process: rank 0 of a world of 1
+with socket.socket() as _s:
+    _s.bind(("127.0.0.1", 0))
+    _world = dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_s.getsockname()[1]))
+for _k, _v in _world.items():
+    os.environ.setdefault(_k, _v)
+"""
+
 _ACCURACY = """import functools, torch, torch._inductor.config  # the check of each compiled call
 torch._inductor.config.fallback_random = True  # compiled code draws eager's random numbers
 torch.manual_seed(0)  # the same values in every run: a wrong value can hang on them
@@ -121,11 +131,18 @@ def prelude_for(signature: str | None) -> str:
 
 
 def program_repro(
-    program: str, failure: ProgramFailure, prelude: str = "", argv: list[str] | None = None
+    program: str,
+    failure: ProgramFailure,
+    prelude: str = "",
+    argv: list[str] | None = None,
+    launcher: list[str] | None = None,
+    one_process: bool = False,
 ) -> str:
     """repro.py of the program level: a header, the harness (with the program's
-    arguments, ``argv``), the prelude the candidates ran (the accuracy check of a wrong
-    value), the program, the end line."""
+    arguments, ``argv``; a launched job's world of one where its failure shows in one
+    process), the prelude the candidates ran (the accuracy check of a wrong value), the
+    program, the end line.  ``launcher``: the job's launcher, said in the header (the
+    repro runs under it)."""
     import platform
 
     import torch
@@ -141,7 +158,12 @@ def program_repro(
         f"{datetime.date.today().isoformat()} (the program itself):\n"
         f"#   {failure.text}\n"
         f"# torch {torch.__version__}, Python {platform.python_version()}\n"
-        "# python repro.py: exit 1 + REPRODUCED; TORCHDYNAMO_DISABLE=1 python repro.py: exit 0 + NOT REPRODUCED\n"
+        + (
+            f"# run it as the job ran: {' '.join(launcher)} repro.py (each rank prints its line)\n"
+            if launcher
+            else ""
+        )
+        + "# python repro.py: exit 1 + REPRODUCED; TORCHDYNAMO_DISABLE=1 python repro.py: exit 0 + NOT REPRODUCED\n"
         + (
             "# A wrong value: each call of torch.compile'd code is checked against eager below.\n"
             if prelude
@@ -155,6 +177,8 @@ def program_repro(
     parts.append(REPRODUCED.replace("WANT", repr(want if want.isidentifier() else "")))
     if argv:
         parts.append(ARGV.format(argv=list(argv)))
+    if one_process:
+        parts.append(ONE_PROCESS)
     if prelude:
         parts.append("\n\n" + prelude)
     parts.append(ast.unparse(tree) + "\n")

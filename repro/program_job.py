@@ -24,19 +24,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.program import (
-    ProgramFailure,
     ProgramOracle,
     ProgramTarget,
-    program_failure,
-    with_prelude,
 )
-from tcompile.compiler.protocol import HookConfig
-from tcompile.compiler.runner import is_distributed_launch, write_json
+from tcompile.compiler.runner import write_json
 
 from .minify_types import MinifyReport
+from .program_baseline import ProgramRun, script_of
+from .program_baseline import baseline as run_baseline
 from .program_files import inline_modules, program_files
 from .program_harness import accuracy_check, program_repro
 from .verify import verify_program_repro
@@ -48,31 +46,6 @@ FALLBACKS = 3  # earlier programs verified when the smallest does not reproduce
 
 def nonblank(text: str) -> int:
     return sum(1 for line in text.splitlines() if line.strip())
-
-
-def script_of(command: list[str]) -> tuple[Path, list[str], bool]:
-    """(the script, its arguments, launched by torchrun) of a command."""
-    distributed = is_distributed_launch(command)
-    for i, arg in enumerate(command[1:], start=1):
-        if arg.endswith(".py") and os.path.isfile(arg):
-            return Path(arg).resolve(), command[i + 1 :], distributed
-    raise UsageError(
-        "program-level minify needs a Python script (SCRIPT [ARGS], or a launcher of one)"
-    )
-
-
-@dataclasses.dataclass
-class _Run:
-    command: list[str]
-    script: Path
-    argv: list[str]
-    run_dir: Path
-    backend: str | None
-    timeout: float | None
-    observer: Observer
-    accuracy: str = "off"
-    prelude: str = ""
-    jobs: int = 1
 
 
 def minify_program(
@@ -106,7 +79,9 @@ def minify_program(
     includes = program_files(script, include)[1:]
     if includes:
         source = inline_modules(source, includes)
-    run = _Run(command, script, argv, run_dir, backend, timeout, observer, accuracy, prelude, jobs)
+    run = ProgramRun(
+        command, script, argv, run_dir, backend, timeout, observer, accuracy, prelude, jobs
+    )
     work = run_dir / "program"
     work.mkdir(parents=True, exist_ok=True)
     observer.status(
@@ -116,7 +91,7 @@ def minify_program(
     )
     # the fork servers import torch while the baselines run (they need nothing of them)
     pool = _start_pool(jobs)
-    baseline = _baseline(run, source, work)
+    baseline = run_baseline(run, source, work)
     if baseline is None and first and not run.prelude:
         # a wrong value raises nothing: the same program, each compiled call checked
         observer.status(
@@ -124,7 +99,7 @@ def minify_program(
             "against eager"
         )
         run.prelude = accuracy_check()
-        baseline = _baseline(run, source, work)
+        baseline = run_baseline(run, source, work)
     if baseline is None and first:
         _close_pool(pool)
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing to report: leave no files
@@ -149,8 +124,6 @@ def minify_program(
         run_dir / "target.json",  # the oracle's target, for benchmarks/program_oracle.py
         {**dataclasses.asdict(target), "script_name": script.name},
     )
-    if distributed:
-        observer.status("the failure shows in one process: minifying it without the launcher")
     oracle = ProgramOracle(target, work, script.name, argv)
     forked = _fork(oracle, source, pool, observer)
     best, calls, history, passes, interrupted, found = _search(run, oracle, target, source, keep)
@@ -159,7 +132,8 @@ def minify_program(
     errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
     report.program.update(  # type: ignore[union-attr]
         runs=oracle.runs,
-        single_process=distributed,
+        single_process=distributed and target.one_process,
+        launcher=target.launcher,
         includes=[str(p) for p in includes],
         forked=forked,
         observations=oracle.observations,
@@ -173,7 +147,7 @@ def minify_program(
 
 
 def _search(
-    run: _Run,
+    run: ProgramRun,
     oracle: ProgramOracle,
     target: ProgramTarget,
     source: str,
@@ -264,7 +238,8 @@ def _fork(oracle: ProgramOracle, source: str, pool: Future[Any] | None, observer
     """Candidates forked from a server that imported torch already (compiler/
     forkserver.py), when the original program, run that way, still fails as the fresh
     baseline did (one candidate run); else fresh processes.  TCOMPILE_NO_FORK=1: never."""
-    if pool is None:
+    if pool is None or oracle.target.launcher or oracle.target.one_process:
+        _close_pool(pool)  # a launched job's runs: not forked (their own environment)
         return False
     try:
         oracle.fork = pool.result()
@@ -281,7 +256,7 @@ def _fork(oracle: ProgramOracle, source: str, pool: Future[Any] | None, observer
 
 
 def _finish(
-    run: _Run,
+    run: ProgramRun,
     target: ProgramTarget,
     best: str,
     source: str,
@@ -304,7 +279,7 @@ def _finish(
     verified, said, back = False, "", 0
     tries = [best] + [b for b in reversed(earlier or []) if b != best][:FALLBACKS]
     for back, program in enumerate(tries):
-        text = program_repro(program, target.failure, target.prelude, run.argv)
+        text = _repro_text(program, target, run)
         _write(repro, text)
         if interrupted:
             break
@@ -315,14 +290,18 @@ def _finish(
         )
         try:
             verified, said = verify_program_repro(
-                repro, target.failure, target.timeout * 2, parallel=run.jobs > 1
+                repro,
+                target.failure,
+                target.timeout * 2,
+                parallel=run.jobs > 1,
+                launcher=target.launcher,
             )
         except KeyboardInterrupt:  # during the verification: the repro stands, unverified
             interrupted = True
         if verified or interrupted or _not_the_program(said):
             break
     if not verified and not interrupted and back:  # none did: the smallest stands
-        text = program_repro(best, target.failure, target.prelude, run.argv)
+        text = _repro_text(best, target, run)
         _write(repro, text)
         back, program = 0, best
     best = program
@@ -365,6 +344,17 @@ def _finish(
     return report
 
 
+def _repro_text(program: str, target: ProgramTarget, run: ProgramRun) -> str:
+    return program_repro(
+        program,
+        target.failure,
+        target.prelude,
+        run.argv,
+        launcher=target.launcher,
+        one_process=target.one_process,
+    )
+
+
 def _not_the_program(said: str) -> bool:
     """The repro failed to reproduce for a reason no earlier (larger) program mends: a
     module it cannot import, arguments it does not take."""
@@ -384,65 +374,6 @@ def _why_not(said: str) -> str:
     return f"its last line: {lines[-1][:200]!r}" if lines else "it printed nothing"
 
 
-def _baseline(run: _Run, source: str, work: Path) -> tuple[ProgramTarget, float] | str | None:
-    """The failure the original program shows when run as candidates are (its identity
-    for the search), and how the control run must go; or why it cannot be minified.
-    With ``--jobs`` above 1 the two control runs (no torch.compile; backend="eager")
-    run side by side."""
-    probe = ProgramTarget(
-        failure=ProgramFailure("", "", ""),
-        stage=run.backend,
-        control="disable",
-        timeout=run.timeout or 900.0,
-        cwd=os.getcwd(),
-        script_dir=str(run.script.parent),
-        accuracy=run.accuracy,
-        prelude=run.prelude,
-    )
-    oracle = ProgramOracle(probe, work / "baseline", run.script.name, run.argv)
-    path = work / "baseline" / run.script.name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(with_prelude(run.prelude, source))
-    t = time.monotonic()
-    failure = program_failure(
-        oracle.run(
-            path,
-            HookConfig(
-                dir=str(work / "baseline" / "c"),
-                stage=run.backend,
-                record="off",
-                accuracy=run.accuracy,
-            ),
-        )
-    )
-    seconds = time.monotonic() - t
-    if failure is None:
-        return None
-    controls = [
-        HookConfig(dir=str(work / "baseline" / "p"), disable=True),
-        HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off"),
-    ]
-    with ThreadPoolExecutor(2 if run.jobs > 1 else 1) as ex:
-        plain, eager = (program_failure(r) for r in ex.map(lambda c: oracle.run(path, c), controls))
-    if plain is not None:
-        return f"the program fails without torch.compile too ({plain.text}): not a compiler bug"
-    # a failure that shows with backend="eager" too is Dynamo's own: candidates must
-    # pass without torch.compile; one below Dynamo must pass with backend="eager"
-    control = "disable" if failure.same(eager) else "eager"
-    # Dynamo's own failure: candidates compile with backend="eager" -- no inductor
-    # compile to wait for, and a candidate must keep the failure where it was found (a
-    # candidate that fails only under inductor, by a rounding difference where the
-    # program compared exactly, is another bug: seen on pytorch#197859)
-    stage = "eager" if control == "disable" and run.backend is None else run.backend
-    limit = max(30.0, 3 * seconds)
-    if run.timeout:
-        limit = min(limit, run.timeout)
-    target = dataclasses.replace(
-        probe, failure=failure, control=control, timeout=limit, stage=stage
-    )
-    return target, seconds
-
-
 def _write(path: Path, text: str) -> None:
     compile(text, str(path), "exec")  # never a repro that does not parse
     tmp = path.with_name(path.name + ".tmp")
@@ -451,7 +382,7 @@ def _write(path: Path, text: str) -> None:
     os.chmod(path, 0o755)
 
 
-def _report(run: _Run, code: int, message: str, t0: float, **kw: Any) -> MinifyReport:
+def _report(run: ProgramRun, code: int, message: str, t0: float, **kw: Any) -> MinifyReport:
     return MinifyReport(
         int(code),
         message,

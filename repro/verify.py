@@ -11,7 +11,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
@@ -42,10 +42,12 @@ def repro_output(
     cache_dir: Path | None = None,
     extra: list[str] | None = None,
     env_extra: dict[str, str] | None = None,
+    launcher: list[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a repro as a stranger would.  ``cache_dir``: inductor's cache for this run
     alone (a cache that cannot lie, and where the generated code can be found);
-    ``extra``: more command-line arguments for it."""
+    ``extra``: more command-line arguments for it; ``launcher``: the job's launcher
+    (torchrun ...) it runs under, on a port of its own."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -55,8 +57,15 @@ def repro_output(
     env.update(env_extra or {})
     if cache_dir is not None:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+    head = [sys.executable, "-c", _NO_TCOMPILE]
+    if launcher:  # torchrun runs a script file: the same guard, written beside the repro
+        from tcompile.compiler.program import launch_on_free_port
+
+        guard = Path(repro).resolve().with_name(".run_as_a_stranger.py")
+        guard.write_text(_NO_TCOMPILE)
+        head = [*launch_on_free_port(launcher), str(guard)]
     args = (
-        [sys.executable, "-c", _NO_TCOMPILE, str(Path(repro).resolve())]
+        [*head, str(Path(repro).resolve())]
         + (["--backend", backend] if backend else [])
         + list(extra or [])
     )
@@ -130,19 +139,26 @@ def repro_reproduces(repro: Path, backend: str | None = None) -> bool:
 
 
 def verify_program_repro(
-    repro: Path, failure: ProgramFailure, timeout: float, *, parallel: bool = False
+    repro: Path,
+    failure: ProgramFailure,
+    timeout: float,
+    *,
+    parallel: bool = False,
+    launcher: list[str] | None = None,
 ) -> tuple[bool, str]:
     """Run as a stranger would (no tcompile, another directory): exit 1 and REPRODUCED
     with the same exception type (or death by the same kind of signal); with
-    torch.compile disabled, exit 0 and NOT REPRODUCED.  ``parallel``: both runs at once."""
+    torch.compile disabled, exit 0 and NOT REPRODUCED.  ``parallel``: both runs at once;
+    ``launcher``: both under the job's launcher (torchrun ...)."""
     off = {"TORCHDYNAMO_DISABLE": "1"}
+    kw: dict[str, Any] = {"timeout": timeout, "launcher": launcher}
     if parallel:
         with ThreadPoolExecutor(2) as ex:
-            later = ex.submit(repro_output, repro, timeout=timeout, env_extra=off)
-            proc = repro_output(repro, timeout=timeout)
+            later = ex.submit(repro_output, repro, env_extra=off, **kw)
+            proc = repro_output(repro, **kw)
             plain = later.result()
     else:
-        proc, plain = repro_output(repro, timeout=timeout), None
+        proc, plain = repro_output(repro, **kw), None
     said = next((ln for ln in proc.stdout.splitlines() if ln.startswith("REPRODUCED: ")), "")
     if failure.kind == "crash":
         ok = proc.returncode < 0
@@ -152,7 +168,7 @@ def verify_program_repro(
         ok = proc.returncode == 1 and failure.exc_type.split(".")[-1] in said
     if not ok:
         return False, (proc.stdout + proc.stderr)[-2000:]
-    plain = plain or repro_output(repro, timeout=timeout, env_extra=off)
+    plain = plain or repro_output(repro, env_extra=off, **kw)
     if plain.returncode == 0 and "NOT REPRODUCED" in plain.stdout:
         return True, said
     tail = [ln for ln in (plain.stdout + plain.stderr).splitlines() if ln.strip()][-1:]

@@ -38,6 +38,10 @@ LAUNCHED = {
     "ddp_hang.py",
     "ddp_rank1_bug.py",
     "collective_backend_bug.py",
+    "ddp_compiled_outside.py",
+    "ddp_device_ids_rank1.py",
+    "fsdp2_block_compile.py",
+    "tp_rowparallel_relu.py",
 }
 ARGS = {"train_two_file/train.py": ["--steps", "3", "--bug", "accuracy"]}
 

@@ -420,7 +420,7 @@ def test_a_repro_that_does_not_reproduce_falls_back_to_an_earlier_program(tmp_pa
 
     tried: list[str] = []
 
-    def verify(repro, failure, timeout, parallel=False):
+    def verify(repro, failure, timeout, parallel=False, launcher=None):
         text = repro.read_text()
         tried.append(text)
         return ("x = 2" in text, "REPRODUCED" if "x = 2" in text else "NOT REPRODUCED")
@@ -428,7 +428,9 @@ def test_a_repro_that_does_not_reproduce_falls_back_to_an_earlier_program(tmp_pa
     monkeypatch.setattr(program_job, "verify_program_repro", verify)
     failure = ProgramFailure("exception", "AssertionError", "boom", "assert x > 1")
     target = ProgramTarget(failure, None, "disable", 10.0, str(tmp_path), str(tmp_path))
-    run = program_job._Run(["s.py"], tmp_path / "s.py", [], tmp_path, None, 10.0, NullObserver())
+    run = program_job.ProgramRun(
+        ["s.py"], tmp_path / "s.py", [], tmp_path, None, 10.0, NullObserver()
+    )
     earlier = ["x = 3\nassert x > 1\nprint(x)\n", "x = 2\nassert x > 1\n"]
     report = program_job._finish(
         run, target, "x = 1\n", "x = 3\nassert x > 1\nprint(x)\n", 5, [], False,

@@ -114,3 +114,27 @@ def test_a_function_torch_makes_inside_another_crosses_by_name():
     ref = _target_ref(F.adaptive_max_pool2d)
     assert ref == ("fn", "torch.nn.functional", "adaptive_max_pool2d")
     assert _resolve_target(ref) is F.adaptive_max_pool2d
+
+
+def test_a_launched_jobs_failure_is_the_first_rank_that_raised():
+    """Issue 37: a job's failure outside any graph is the first rank's exception (by
+    time), with every rank that raised -- not torchrun's ChildFailedError (rank null)."""
+    from tcompile.compiler.classify import _graphless_failure, dying_exception
+    from tcompile.compiler.runner import ProcessResult
+
+    def exc(t, rank, text):
+        sig = {"stage": "script", "kind": "exception", "exc_type": text.split(":")[0],
+               "message": text, "frame": "x.py:1 in f"}  # fmt: skip
+        e = {"event": "exception", "time": t, "signature": sig, "message": text}
+        return e | ({"rank": rank, "world_size": 2} if rank is not None else {})
+
+    events = [
+        exc(2.0, 1, "AssertionError: rank 1 differs"),
+        exc(1.0, 0, "AssertionError: rank 0 differs"),
+        exc(3.0, None, "ChildFailedError: ==="),  # torchrun's own, last
+    ]
+    result = ProcessResult(1, 1.0, False, [], events, {}, "/nonexistent")
+    assert dying_exception(result)["rank"] == 0
+    f = _graphless_failure(result, [], None, [])
+    assert f.rank == 0 and f.ranks_raised == [0, 1] and f.signature.exc_type == "AssertionError"
+    assert "raised on rank 0 first; ranks 1 raised too" in f.message

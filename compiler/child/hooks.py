@@ -193,6 +193,7 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
             return model
         from .backend import TcompileBackend
 
+        _watch_nothing_compiled()
         options = kwargs.pop("options", None)
         passthrough = {}
         if isinstance(options, dict):
@@ -232,6 +233,52 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
         from .diagnostics import install as install_diagnostics
 
         install_diagnostics(session().recorder)
+
+
+_compile_calls = 0
+
+
+def _watch_nothing_compiled() -> None:
+    """A program that calls torch.compile and yet compiles no graph (``torch.compile(
+    DDP(model))`` on NCCL: Dynamo skips the wrapped forward) is told so at its exit,
+    with Dynamo's own reasons for each frame it skipped (issue 37)."""
+    global _compile_calls
+    _compile_calls += 1
+    if _compile_calls > 1:
+        return
+    import atexit
+
+    try:  # Dynamo keeps the reasons it skipped frames where this list exists
+        from torch._dynamo.eval_frame import dynamo_tls
+
+        if getattr(dynamo_tls, "skip_reasons", None) is None:
+            dynamo_tls.skip_reasons = []
+    except (ImportError, AttributeError):
+        pass
+    atexit.register(_say_if_nothing_compiled)
+
+
+def _say_if_nothing_compiled() -> None:
+    try:
+        if _session is None or _session.recorder.graphs_seen() or _config is None:
+            return
+        if _config.disable or _config.serve is not None:
+            return
+        from torch._dynamo.eval_frame import get_skip_reasons
+
+        reasons = list(dict.fromkeys(get_skip_reasons()))[:5]
+    except Exception:
+        reasons = []
+    why = (
+        "; ".join(reasons)
+        if reasons
+        else "Dynamo gave no reason (was the compiled callable ever called?)"
+    )
+    _session.note(
+        None,
+        f"torch.compile was called ({_compile_calls} time(s)) but no graph was compiled: "
+        f"the program ran eagerly. Dynamo skipped: {why}",
+    )
 
 
 def _patch_destroy_process_group(torch: Any) -> None:

@@ -140,7 +140,7 @@ class Watch:
             self.session.note(
                 self.runner.index,
                 f"the accuracy check of this graph could not run ({type(exc).__name__}: "
-                f"{str(exc)[:200]}); the program's call was not affected",
+                f"{str(exc)[:200]}, at {_where(exc)}); the program's call was not affected",
             )
 
     def _forward(self, out: Any, args: list[Any]) -> None:
@@ -172,7 +172,7 @@ class Watch:
             return  # the backward of a wrong forward differs too: not another failure
         if runner.quarantined:
             return
-        if torch.is_grad_enabled() and self.snap.grad_inputs():
+        if torch.is_grad_enabled() and self.snap.grad_inputs() and not runner.collective:
             self._watch_backward(outputs, args)
 
     def _reference(self, forward_only: bool, tangents: Any = None) -> accuracy.Outcome | None:
@@ -334,7 +334,7 @@ class Watch:
             self.session.note(
                 self.runner.index,
                 f"the gradient check of this graph could not run ({type(exc).__name__}: "
-                f"{str(exc)[:200]}); the program's backward was not affected",
+                f"{str(exc)[:200]}, at {_where(exc)}); the program's backward was not affected",
             )
         finally:
             self._keep = []
@@ -375,3 +375,14 @@ class Watch:
         if fp64 is not None:
             fp64 = accuracy.Outcome([], [g if k else None for g, k in zip(fp64.grads, keep)])
         self._verdict(ref, res, fp64)
+
+
+def _where(exc: BaseException) -> str:
+    """Where a check failed: its innermost frames (file:line in function), for a note
+    that someone can act on (a check that cannot run is tcompile's problem to fix)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    return " <- ".join(
+        f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in reversed(frames)
+    )

@@ -69,6 +69,10 @@ class Recorder:
             os.close(fd)
         self.mark(-1, PHASE_IDLE)
 
+    def graphs_seen(self) -> bool:
+        """Whether any Dynamo graph reached tcompile's backend in this process."""
+        return self._next_graph > 0
+
     def next_graph_index(self) -> int:
         with self._lock:
             index = self._next_graph

@@ -259,23 +259,33 @@ class GraphRunner:
         self._watch: Any = None  # the check watching the current call
         self.localized = False  # its first divergence found (localize.py): once
         self.expected: list[Any] = []  # dtypes and shapes Dynamo traced the outputs with
-        # A graph that talks to other ranks runs exactly as often as on every other
-        # rank: no extra runs to check it, no eager re-run of it on this rank alone
-        # (either would issue collectives the other ranks never make: a hang).
+        # A graph that talks to other ranks is never re-run eagerly on this rank alone
+        # (its collectives would wait for ranks that never make them: a hang).  Its
+        # forward check runs on every rank, at the same call (its first) and in the same
+        # order -- every rank of an SPMD program calls the graph alike -- so the
+        # reference runs issue the same collectives everywhere (issue 37); its gradient
+        # check would run at the end of each rank's backward, where the program's own
+        # collectives (DDP's buckets) may still be in flight: not judged, and said.
         self.collective = in_distributed_job() and has_collectives(reference)
         if self.collective and self.checks_left:
-            self.checks_left = 0
             session.note(
                 index,
-                "this graph holds collectives (all_reduce, ...): in a distributed job its "
-                "accuracy is not judged -- the extra runs a check makes would issue "
-                "collectives the other ranks do not",
+                "this graph holds collectives (all_reduce, ...): its forward is judged on "
+                "every rank at the same call, the references issuing the same collectives "
+                "everywhere; its gradients are not judged",
             )
 
     def __call__(self, *call_args: Any) -> Any:
         # Dynamo calls a backend's result with positional args, never boxed (and
         # aot_module_simplified's forward carries a misleading `_boxed_call`).
         args = list(call_args)
+        if _fake(args):
+            # not the program's call: Dynamo's DDPOptimizer runs each bucket's compiled
+            # submodule on fake tensors to propagate shapes.  A check (or a first-call
+            # sync, or a minifier worker) taking that call judged nothing: every check
+            # under DDP with several buckets failed with DataDependentOutputException
+            # (issue 37)
+            return (self.reference if self.quarantined else self.compiled)(*args)
         if self.serve_here:  # a minifier worker: stop here and judge candidates
             self._serve(args)
         self._serve_first_failure(args)  # its compile failed
@@ -410,3 +420,12 @@ class GraphRunner:
             "compiled is more precise than eager here, not a failure; --strict-accuracy "
             "treats any difference from eager as a failure",
         )
+
+
+def _fake(args: list[Any]) -> bool:
+    """Whether a call's tensors are fake (a shape propagation, not a real call)."""
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:
+        return False
+    return any(isinstance(a, torch.Tensor) and is_fake(a) for a in args)

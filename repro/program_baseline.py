@@ -1,0 +1,138 @@
+"""The program level's start (program_job.py): what runs, and the target.
+
+:class:`ProgramRun` is one program-level minify's settings; :func:`baseline` runs the
+original program as candidates will run -- under a launched job's own launcher, or in
+one process where its failure shows there too (rank 0 of a world of 1) -- and the
+control runs (no torch.compile; backend="eager"), and says what every candidate must
+show (a :class:`ProgramTarget`), or why it cannot be minified.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tcompile.compiler.exitcodes import UsageError
+from tcompile.compiler.observer import Observer
+from tcompile.compiler.program import (
+    ProgramFailure,
+    ProgramOracle,
+    ProgramTarget,
+    program_failure,
+    with_prelude,
+)
+from tcompile.compiler.protocol import HookConfig
+from tcompile.compiler.runner import is_distributed_launch
+
+
+def launcher_of(command: list[str]) -> list[str] | None:
+    """A launched job's launcher and its arguments, up to the script (torchrun ...)."""
+    if not is_distributed_launch(command):
+        return None
+    for i, arg in enumerate(command[1:], start=1):
+        if arg.endswith(".py") and os.path.isfile(arg):
+            return command[:i]
+    return None
+
+
+def script_of(command: list[str]) -> tuple[Path, list[str], bool]:
+    """(the script, its arguments, launched by torchrun) of a command."""
+    distributed = is_distributed_launch(command)
+    for i, arg in enumerate(command[1:], start=1):
+        if arg.endswith(".py") and os.path.isfile(arg):
+            return Path(arg).resolve(), command[i + 1 :], distributed
+    raise UsageError(
+        "program-level minify needs a Python script (SCRIPT [ARGS], or a launcher of one)"
+    )
+
+
+@dataclasses.dataclass
+class ProgramRun:
+    command: list[str]
+    script: Path
+    argv: list[str]
+    run_dir: Path
+    backend: str | None
+    timeout: float | None
+    observer: Observer
+    accuracy: str = "off"
+    prelude: str = ""
+    jobs: int = 1
+
+
+def baseline(run: ProgramRun, source: str, work: Path) -> tuple[ProgramTarget, float] | str | None:
+    """The failure the original program shows when run as candidates are (its identity
+    for the search), and how the control run must go; or why it cannot be minified.
+    With ``--jobs`` above 1 the two control runs (no torch.compile; backend="eager")
+    run side by side."""
+    probe = ProgramTarget(
+        failure=ProgramFailure("", "", ""),
+        stage=run.backend,
+        control="disable",
+        timeout=run.timeout or 900.0,
+        cwd=os.getcwd(),
+        script_dir=str(run.script.parent),
+        accuracy=run.accuracy,
+        prelude=run.prelude,
+        launcher=launcher_of(run.command),
+    )
+    path = work / "baseline" / run.script.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(with_prelude(run.prelude, source))
+
+    def compiled(target: ProgramTarget, name: str) -> ProgramFailure | None:
+        config = HookConfig(
+            dir=str(work / "baseline" / name), stage=run.backend, record="off",
+            accuracy=run.accuracy,
+        )  # fmt: skip
+        return program_failure(ProgramOracle(target, work / "baseline", run.script.name,
+                                             run.argv).run(path, config))  # fmt: skip
+
+    t = time.monotonic()
+    failure = compiled(probe, "c")
+    seconds = time.monotonic() - t
+    if failure is None:
+        return None
+    if probe.launcher:
+        # a launched job: where the failure shows in one process too (rank 0 of a world
+        # of 1: a bug on every rank), candidates run that way -- one process, no
+        # launcher; else under the job's own launcher, as it ran (issue 37)
+        one = dataclasses.replace(probe, launcher=None, one_process=True)
+        t = time.monotonic()
+        if failure.same(compiled(one, "c1")):
+            probe, seconds = one, time.monotonic() - t
+            run.observer.status(
+                "the failure shows in one process (rank 0 of a world of 1): minifying that"
+            )
+        else:
+            run.observer.status(
+                f"the failure needs the job ({' '.join(probe.launcher)}): every candidate "
+                "runs under it"
+            )
+    oracle = ProgramOracle(probe, work / "baseline", run.script.name, run.argv)
+    controls = [
+        HookConfig(dir=str(work / "baseline" / "p"), disable=True),
+        HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off"),
+    ]
+    with ThreadPoolExecutor(2 if run.jobs > 1 else 1) as ex:
+        plain, eager = (program_failure(r) for r in ex.map(lambda c: oracle.run(path, c), controls))
+    if plain is not None:
+        return f"the program fails without torch.compile too ({plain.text}): not a compiler bug"
+    # a failure that shows with backend="eager" too is Dynamo's own: candidates must
+    # pass without torch.compile; one below Dynamo must pass with backend="eager"
+    control = "disable" if failure.same(eager) else "eager"
+    # Dynamo's own failure: candidates compile with backend="eager" -- no inductor
+    # compile to wait for, and a candidate must keep the failure where it was found (a
+    # candidate that fails only under inductor, by a rounding difference where the
+    # program compared exactly, is another bug: seen on pytorch#197859)
+    stage = "eager" if control == "disable" and run.backend is None else run.backend
+    limit = max(30.0, 3 * seconds)
+    if run.timeout:
+        limit = min(limit, run.timeout)
+    target = dataclasses.replace(
+        probe, failure=failure, control=control, timeout=limit, stage=stage
+    )
+    return target, seconds
