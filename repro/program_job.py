@@ -309,7 +309,11 @@ def _finish(
     message = (
         f"the program minified from {lines_before} to {best.strip().count(chr(10)) + 1} lines "
         f"in {calls} candidate runs; repro.py ({lines} lines) "
-        + ("verified" if verified else f"NOT verified ({_why_not(said)})")
+        + (
+            "verified"
+            if verified
+            else "NOT verified" + ("" if interrupted and not said else f" ({_why_not(said)})")
+        )
         + (
             f" (the program found {back} step(s) before the smallest: the smallest did not "
             "reproduce in a fresh interpreter)"

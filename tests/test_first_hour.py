@@ -161,6 +161,7 @@ def test_a_two_file_program_with_arguments_minifies_to_a_verified_user_level_rep
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # 300 s; test_minify_e2e's source level, and the program level below
 def test_the_source_level_of_a_two_file_program(tmp_path):
     """``--level source``: the graph's repro, then the program shrunk around the graph's
     source lines -- the relu in model.py -- to a verified user-level repro."""
@@ -199,6 +200,11 @@ def test_program_level_on_a_clean_program_and_on_a_wrong_value(tmp_path):
     doc = json.loads(out)
     assert code == 130 and doc["interrupted"] and doc["level"] == "program", doc["message"]
     assert "torch.compile's result differs from eager" in doc["signature"]
+    # the best program so far is one file (model.py pasted in) with the script's
+    # arguments: repro.py, unverified, already runs alone
+    assert doc["program"]["includes"] == [str(TRAIN.parent / "model.py")]
+    text = open(doc["repro"]).read()
+    assert "from model import" not in text and "'--bug', 'accuracy'" in text, text
 
 
 def test_the_program_repro_carries_its_arguments_and_refuses_other_errors(tmp_path):
