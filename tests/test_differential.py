@@ -81,6 +81,8 @@ def _scrub(text: str | None) -> str | None:
         return None
     from tcompile.compiler.signature import normalize_message
 
+    if "CUDA error:" in text:  # named: a fault's own words vary with what lies at the
+        return "<CUDA fault>"  # faulting address (illegal access / not supported there)
     text = normalize_message(text)
     text = re.sub(r"N(\s*,\s*N)*", "N", text.replace("N.", "N"))
     if re.fullmatch(r"[\sN,()\[\]]*(tensor)?[\sN,()\[\].]*(grad_fn=<\w+>)?[\s)]*", text):
@@ -128,6 +130,8 @@ def _scrub(text: str | None) -> str | None:
         return None
     from tcompile.compiler.signature import normalize_message
 
+    if "CUDA error:" in text:  # named: a fault's own words vary with what lies at the
+        return "<CUDA fault>"  # faulting address (illegal access / not supported there)
     text = normalize_message(text)
     text = re.sub(r"N(\s*,\s*N)*", "N", text.replace("N.", "N"))
     if re.fullmatch(r"[\sN,()\[\]]*(tensor)?[\sN,()\[\].]*(grad_fn=<\w+>)?[\s)]*", text):
