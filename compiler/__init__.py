@@ -1,12 +1,56 @@
 """tcompile.compiler: the only code that touches torch's private APIs.
 
-Three layers, by the process a line runs in:
+Three layers, by the process a line runs in.
 
-* the contract (protocol, signature, failure, accuracy, stack, configs, record_format,
-  exitcodes, crash, observer): what tcompile's process and the user's share; imports
-  no torch at import time;
-* ``child/``: what runs inside the user's interpreter, installed at start-up by
-  ``bootstrap/sitecustomize.py`` (the hooks, the wrapping backend, the judge, ...);
-* the parent (runner, classify, pool, bisection, replay, explain, debug_artifacts):
-  what runs in tcompile's own process, never importing child/.
+The contract, shared by tcompile's process and the user's (no torch import at import
+time):
+
+  protocol.py        what passes between the parent and the processes it runs
+  signature.py       failure identity: FailureSignature and the one same-failure rule
+  failure.py         a row of ``failures[]``: one compiler failure, classified
+  accuracy.py        the accuracy rule (DESIGN.md mechanism 8)
+  stack.py           the torch.compile stack as data: stages, subsystems, toggles
+  configs.py         the compiler configuration as data
+  record_format.py   records of frames that failed in Dynamo: the file format
+  exitcodes.py       exit codes and the errors that map to them
+  crash.py           naming a process that died: its signal and last words
+  observer.py        progress: the library calls an observer, the CLI renders it
+  limitations.py     Dynamo's documented limitations, recognised
+  literals.py        values written into repro.py as source, bit for bit
+  trust.py           the key that signs records (HMAC-SHA256)
+
+``child/``: what runs inside the user's interpreter, installed at start-up by
+``bootstrap/sitecustomize.py`` (its own docstring lists its modules).
+
+The parent, tcompile's own process (never importing child/):
+
+  runner.py          running a command under the hooks, once
+  collect.py         a finished run's events as graphs, failures and notes
+  classify.py        ``tcompile run``: every graph, every failure
+  faithful.py        the passive run: checks never change the program's outcome
+  dead.py            processes that died or hung, classified from what they left
+  procs.py           every process of one run: found, asked, killed
+  pool.py            persistent isolated workers that judge candidate graphs
+  forkserver.py      candidate programs forked from a process with torch imported
+  capture_pool.py    the worker that judges candidate sources of a recorded frame
+  probe.py           one run of the program under a configuration: does it fail?
+  guided.py          bisect's first guesses, at the culprit op's applications
+  bisection.py       ``tcompile bisect``: stage, graph, pass, application
+  bisect_report.py   bisect's report, as the CLI renders it
+  peers.py           the nodes of one distributed job bisecting together
+  program.py         judging a candidate program (the program-level minify's oracle)
+  replay.py          ``tcompile replay``: re-run only the recorded frame
+  explain.py         ``tcompile explain``: breaks, recompiles, compile time
+  merge.py           ``tcompile merge``: one distributed job's runs, one per node
+  trace.py           ``run --trace``: torch's structured trace of the run
+  debug_artifacts.py inductor's debug artifacts per graph
+  graph_io.py        FX graphs saved and loaded between processes, exactly
+  snapshot.py        exact copies of the values a compiled graph is called with
+  float64.py         the float64 reference of a graph
+  autotune.py        a max-autotune failure names the choice that failed
+  kernel_compile.py  the Triton kernel inductor cannot compile, alone
+  kernel_trace.py    the Triton kernel behind a wrong value, traced
+
+Boundary searches (bisect, the numerics search) use the minifier's one interval
+search (``minifier/interval.py``); nothing else of the minifier but its Verdict.
 """

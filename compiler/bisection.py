@@ -28,12 +28,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..minifier.interval import first_failing
 from .bisect_report import BisectReport
 from .classify import RunReport, base_counts, run_and_classify
 from .exitcodes import ExitCode
 from .failure import Failure
+from .guided import guesses
 from .observer import NullObserver, Observer
-from .probe import Bisector, Item, bisect_first, describe, items_of, prefix_config
+from .probe import Bisector, Item, describe, items_of, prefix_config
 from .runner import command_args, new_run_dir
 from .stack import LADDER
 
@@ -370,12 +372,9 @@ class _Bisection:
                 ]
             )
 
-        lo, hi = -1, len(items)
-        if guide:  # the binary search's first points at the op's applications
-            from .guided import guided_bounds
-
-            lo, hi = guided_bounds(lambda p: fails([p])[0], items, guide)
-        k = bisect_first(lo, hi, fails, b.jobs, self.track)
+        # the binary search's first points at the op's applications, where one is known
+        first = guesses(items, guide) if guide else []
+        k = first_failing(-1, len(items), fails, width=b.jobs, guesses=first, track=self.track)
         if not b.doubtful:  # no confirmation run: flakiness not looked at
             found["flaky"] = None
         if k > 0 and b.tries_for() == 1 and b.doubtful and self.confirm_below(k, config, found):
@@ -392,7 +391,7 @@ class _Bisection:
                     f"the configuration below the first culprit found failed when run again: "
                     f"searched again with up to {b.tries_for()} runs per passing configuration"
                 )
-                k = bisect_first(-1, k - 1, fails, b.jobs, self.track)
+                k = first_failing(-1, k - 1, fails, width=b.jobs, track=self.track)
         if k == 0:
             found["detail"] = (
                 "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"

@@ -16,7 +16,6 @@ before every lowering), and the search goes on there.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from .probe import Item
 
@@ -49,27 +48,10 @@ def candidates(items: list[Item], op: str | None) -> list[int]:
     ]
 
 
-def guided_bounds(fails: Any, items: list[Item], op: str | None) -> tuple[int, int]:
-    """The binary search's first steps, taken at the op's applications: (lo, hi) with
-    enabling items[:lo] passing (or lo = -1, unknown) and items[:hi] failing (hi =
-    len(items): the whole program, known failing).  ``fails(k) -> bool``: does the
-    failure show with items[:k] enabled.  The points asked are k = c and k = c + 1
-    for each candidate c (the lowest first, then halving): a right guess ends with
-    hi = lo + 1 = c + 1 in two runs for one candidate; a wrong one has still halved
-    the interval at the op's place in the pipeline (a pass before the lowerings: the
-    interval is the items before them)."""
-    lo, hi = -1, len(items)
-    points = sorted({p for c in candidates(items, op) for p in (c, c + 1)})
-    first = True
-    while True:
-        inside = [p for p in points if lo < p < hi]
-        if not inside:
-            return lo, hi
-        # first, just before the first application: if that fails, the culprit comes
-        # before every one of them (a wrong guess costs this one run); then halving
-        p = inside[0] if first else inside[(len(inside) - 1) // 2]
-        first = False
-        if fails(p):
-            hi = p
-        else:
-            lo = p
+def guesses(items: list[Item], op: str | None) -> list[int]:
+    """The binary search's first points (``minifier.interval.first_failing``'s guesses):
+    k = c and k = c + 1 for each application c of the op (items[:k] enabled), asked the
+    lowest first, then halving: a right guess ends with hi = lo + 1 = c + 1 in two runs
+    for one candidate; a wrong one has still halved the interval at the op's place in
+    the pipeline (a pass before the lowerings: the interval is the items before them)."""
+    return sorted({p for c in candidates(items, op) for p in (c, c + 1)})

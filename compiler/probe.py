@@ -347,27 +347,6 @@ def prefix_config(stage: str, items: list[Item], k: int) -> dict[str, Any]:
     return {"limits": limits, "toggles": toggles}
 
 
-def bisect_first(
-    lo: int, hi: int, fails: Any, jobs: int, track: dict[str, int] | None = None
-) -> int:
-    """Smallest k in (lo, hi] that fails, ``hi`` known failing, ``lo`` known passing
-    (or -1 for "unknown: nothing below"); evaluates up to ``jobs`` points a round,
-    splitting the interval evenly (the same answer as bisection when monotone).
-    ``track`` holds the narrowest (lo, hi) so far (an interrupted search reports it)."""
-    track = {} if track is None else track
-    while lo + 1 < hi:
-        track.update(lo=lo, hi=hi)
-        n = min(jobs, hi - lo - 1)
-        pts = sorted({lo + (hi - lo) * (i + 1) // (n + 1) for i in range(n)} - {lo, hi})
-        results = fails(pts)
-        first_fail = next((p for p, r in zip(pts, results) if r), hi)
-        passed = [p for p, r in zip(pts, results) if not r and p < first_fail]
-        lo = max([lo, *passed])
-        hi = first_fail
-    track.update(lo=lo, hi=hi)
-    return hi
-
-
 def describe(item: Item) -> str:
     if item.kind == "toggle":
         return f"{item.name}"

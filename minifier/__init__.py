@@ -1,14 +1,29 @@
-"""tcompile.minifier: shrink a failing FX graph behind an oracle.
+"""tcompile.minifier: search behind an oracle.
 
-Pure search over FX graphs: knows nothing about subprocesses, the CLI or torch's
-compiler internals, and imports nothing of tcompile.
+Pure search: knows nothing about subprocesses, the CLI or torch's compiler internals,
+and imports nothing of tcompile.
 
-  verdict.py     the oracle's answer (no torch import: compiler/ judges with it)
-  graph.py       immutable cases and ``rebuild``, the one operation passes use
-  passes.py      the passes, the rules for writing one, the schedule as data
-  engine.py      the problem: the best case so far and the one gate
-  reduce.py      ``minify()``: schedule, fixed point, checkpoints, the final check
-  checkpoint.py  best-so-far checkpoints, to resume an interrupted search
+  verdict.py          the oracle's answer (no torch import: compiler/ judges with it)
+  interval.py         the one interval search (no torch): bisect, passes, numerics, inputs
+
+Graphs (the graph-level minify):
+
+  graph.py            immutable cases and ``rebuild``, the one operation passes use
+  passes.py           the passes, the rules for writing one, the schedule as data
+  engine.py           the problem: the best case so far and the one gate
+  reduce.py           ``minify()``: schedule, fixed point, checkpoints, the final check
+  checkpoint.py       best-so-far checkpoints, to resume an interrupted search
+
+Source (a frame's function, or a whole program):
+
+  source.py           the source engine: candidates, growth steps taken back
+  source_case.py      a candidate of the source engine and the gate before its oracle
+  source_passes.py    the source engine's passes over a function
+  program_passes.py   passes that shrink a whole program
+  class_passes.py     taking the program's classes apart once inlining emptied them
+  dead_code.py        code a program no longer needs, found by reading it
+  observe.py          what one run of a program shows about its own driver code
+  observed_passes.py  passes from what one run of the candidate showed
 
 Names are imported on first use, so that importing the package (for its Verdict)
 does not import torch.

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .graph import Case, own_copy
+from .interval import first_failing_tree, gallop, next_round_points
 from .verdict import Verdict, as_verdict
 
 
@@ -273,29 +274,14 @@ class Problem:
                     return c
         return None
 
-    def _speculative_points(self, lo: int, hi: int) -> list[int]:
-        """Midpoints of the next levels of the binary search between lo and hi."""
-        depth = self._depth()
-        points, intervals = [], [(lo, hi)]
-        for _ in range(depth):
-            nxt = []
-            for a, b in intervals:
-                if a + 1 < b:
-                    m = (a + b) // 2
-                    points.append(m)
-                    nxt += [(a, m), (m, b)]
-            intervals = nxt
-        return points
-
     def _bisect(self, lo: int, hi: int, make: Callable[[int], Case | None]) -> int:
-        """Binary search over lo < k < hi, ``lo`` known passing and ``hi`` known failing;
-        returns the first failing k (``hi`` if none between).
+        """The first failing k in (lo, hi], ``lo`` known passing and ``hi`` known
+        failing: the one interval search's speculative form (minifier/interval.py).
 
         With jobs > 1 the midpoints of the next levels are evaluated together, and
         while they run the first midpoint of every possible next round is built, so a
         round's first candidate is ready the moment the round starts.  The path taken
         is always the sequential one."""
-        pending: dict[int, Callable[[], bool]] = {}
         built: dict[int, Case | None] = {}
 
         def get(k: int) -> Case | None:
@@ -305,29 +291,17 @@ class Problem:
 
         def prebuild(a: int, b: int) -> Callable[[], None]:
             def run() -> None:
-                for x, y in _leaves(a, b, self._depth()):
-                    if x + 1 < y:
-                        c = get((x + y) // 2)
-                        if c is not None and self._admissible(c) and c.key not in self.cache:
-                            c.gm  # noqa: B018  (generate the code now, off the critical path)
+                for m in next_round_points(a, b, self._depth()):
+                    c = get(m)
+                    if c is not None and self._admissible(c) and c.key not in self.cache:
+                        c.gm  # noqa: B018  (generate the code now, off the critical path)
 
             return run
 
-        while lo + 1 < hi:
-            m = (lo + hi) // 2
-            if m not in pending:
-                pts = [p for p in self._speculative_points(lo, hi) if p not in pending]
-                getters = self.submit(
-                    [(lambda p=p: get(p)) for p in pts], while_waiting=prebuild(lo, hi)
-                )
-                pending.update(zip(pts, getters))
-            # wait for this decision only: a speculative point on the branch not
-            # taken finishes in the background
-            if pending[m]():
-                hi = m
-            else:
-                lo = m
-        return hi
+        def submit(pts: list[int], bounds: tuple[int, int]) -> list[Callable[[], bool]]:
+            return self.submit([(lambda p=p: get(p)) for p in pts], while_waiting=prebuild(*bounds))
+
+        return first_failing_tree(lo, hi, submit, depth=self._depth())
 
     def _depth(self) -> int:
         return max(1, (self.jobs + 1).bit_length() - 1)  # 2**depth - 1 <= jobs
@@ -351,32 +325,16 @@ class Problem:
         gap: when the answer is near ``hi`` (after truncate_suffix the culprit is the
         last node) this costs O(log distance) calls, not O(log n)."""
         self.pass_name = name
-        # mirror j = hi - k: the first failing j is the last failing k
-        top = hi - lo + 1  # j = top is k = lo - 1, the current case
-        below = -1  # largest j known to pass
-        step = 1
-        while True:
-            # the next `jobs` galloping probes, evaluated together
-            probes: list[int] = []
-            j, s = below, step
-            # the first probe usually decides; more than two per round is mostly waste
-            while len(probes) < min(self.jobs, 2) and j + s < top:
-                j += s
-                probes.append(j)
-                s *= 2
-            if not probes:
-                break
-            results = self.evaluate([(lambda p=p: make(hi - p)) for p in probes])
-            failing = [p for p, ok in zip(probes, results) if ok]
-            if failing:
-                first_fail = failing[0]
-                passed = [p for p, ok in zip(probes, results) if not ok and p < first_fail]
-                below = max([below, *passed])
-                first = self._bisect(below, first_fail, lambda jj: make(hi - jj))
-                return hi - first
-            below = probes[-1]
-            step = s
-        first = self._bisect(below, top, lambda jj: make(hi - jj))
+        # mirror j = hi - k: the first failing j is the last failing k; j = top is
+        # k = lo - 1, the current case.  The galloping probes of a round are evaluated
+        # together: the first usually decides, more than two a round is mostly waste
+        top = hi - lo + 1
+        below, first = gallop(
+            top,
+            lambda js: self.evaluate([(lambda j=j: make(hi - j)) for j in js]),
+            width=min(self.jobs, 2),
+        )
+        first = self._bisect(below, first, lambda jj: make(hi - jj))
         return hi - first if first < top else None
 
     def ddmin(
@@ -428,21 +386,6 @@ class Problem:
 
 def _const(value: bool) -> Callable[[], bool]:
     return lambda: value
-
-
-def _leaves(lo: int, hi: int, depth: int) -> list[tuple[int, int]]:
-    """The intervals a binary search can be left with after ``depth`` more steps."""
-    intervals = [(lo, hi)]
-    for _ in range(depth):
-        nxt = []
-        for a, b in intervals:
-            if a + 1 < b:
-                m = (a + b) // 2
-                nxt += [(a, m), (m, b)]
-            else:
-                nxt.append((a, b))
-        intervals = nxt
-    return intervals
 
 
 def _build(item: Case | None | Callable[[], Case | None]) -> Case | None:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..minifier.interval import find_integer
 from .inputs import INLINE_LIMIT, InputSpec, build, spec_of, total_numel, with_values
 
 Oracle = Callable[[Any, list[Any]], bool]  # True: the same failure shows
@@ -189,13 +190,22 @@ def _halve(
     change: Callable[[int, int], list[tuple[int, ...]]],
     attempt: Callable[[list[tuple[int, ...]], str], bool],
 ) -> None:
-    """Try ``size`` -> 1; else halve while the failure still shows."""
+    """Try ``size`` -> 1; else halve it as many times as the failure still shows (how
+    many: the one interval search's ``find_integer``, an exponential probe then
+    binary search).  A kept step is committed at once, and every later ask halves
+    further, so each ask changes the size last kept."""
     if size <= 1:
         return
     if attempt(change(size, 1), f"size {size} -> 1"):
         return
-    while size > 2:
-        new = size // 2
-        if not attempt(change(size, new), f"size {size} -> {new}"):
-            return
-        size = new
+    kept = size
+
+    def holds(j: int) -> bool:
+        nonlocal kept
+        new = size >> j
+        if attempt(change(kept, new), f"size {kept} -> {new}"):
+            kept = new
+            return True
+        return False
+
+    find_integer(holds, size.bit_length() - 2)  # size >> (bit_length - 1) is 1: tried

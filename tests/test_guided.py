@@ -1,7 +1,8 @@
 """Bisect guided by the first divergent op (compiler/guided.py), on pure probes."""
 
-from tcompile.compiler.guided import candidates, guided_bounds
-from tcompile.compiler.probe import Item, bisect_first
+from tcompile.compiler.guided import candidates, guesses
+from tcompile.compiler.probe import Item
+from tcompile.minifier.interval import first_failing
 
 ITEMS = [
     Item("toggle", "fallback_random", value=True),
@@ -29,8 +30,8 @@ def _program(culprit):
 
 def _search(culprit, op):
     fails, seen = _program(culprit)
-    lo, hi = guided_bounds(fails, ITEMS, op)
-    k = bisect_first(lo, hi, lambda pts: [fails(p) for p in pts], 1)
+    batch = lambda pts: [fails(p) for p in pts]  # noqa: E731
+    k = first_failing(-1, len(ITEMS), batch, guesses=guesses(ITEMS, op))
     return k, seen
 
 
@@ -67,5 +68,5 @@ def test_a_wrong_guess_costs_one_run():
     k, seen = _search(1, "relu")
     assert k == 2 and seen[0] == 3
     blind = []
-    bisect_first(-1, len(ITEMS), lambda pts: [blind.append(p) or 1 < p for p in pts], 1)
+    first_failing(-1, len(ITEMS), lambda pts: [blind.append(p) or 1 < p for p in pts])
     assert len(seen) <= len(blind) + 1

@@ -10,6 +10,7 @@
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,14 +65,39 @@ def test_minifier_imports_nothing_of_tcompile():
             assert all(d.startswith("tcompile.minifier") for d in deps), (mod, deps)
 
 
-def test_compiler_needs_only_the_minifiers_verdict():
+def test_compiler_needs_only_the_minifiers_verdict_and_interval_search():
+    allowed = {
+        "tcompile",
+        "tcompile.minifier",
+        "tcompile.minifier.verdict",
+        "tcompile.minifier.interval",
+    }
     for mod, deps in GRAPH.items():
         if mod.startswith("tcompile.compiler"):
             outside = {d for d in deps if not d.startswith("tcompile.compiler")}
-            assert outside <= {"tcompile", "tcompile.minifier", "tcompile.minifier.verdict"}, (
-                mod,
-                outside,
-            )
+            assert outside <= allowed, (mod, outside)
+
+
+def test_the_interval_search_is_pure():
+    """minifier/interval.py: imported by the child process and the parent alike."""
+    assert _external_imports("tcompile.minifier.interval") <= {"__future__", "collections"}
+    assert not GRAPH["tcompile.minifier.interval"]
+
+
+def test_one_interval_search():
+    """Interval arithmetic (a midpoint, a bracket narrowed to adjacent points) lives in
+    minifier/interval.py only: every boundary search goes through it."""
+    import re
+
+    midpoint = re.compile(r"\((lo|a|x) \+ (hi|b|y)\) // 2|\b(lo|a) \+ 1 < (hi|b)\b|while lo < hi")
+    offenders = [
+        f"{name}:{i}"
+        for name, path in MODULES.items()
+        if name != "tcompile.minifier.interval"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if midpoint.search(line)
+    ]
+    assert offenders == []
 
 
 def test_dependency_direction():
@@ -103,3 +129,15 @@ def test_sizes():
     mods, funcs = house.sizes()
     assert [m for m in mods if m[0] > 500] == []
     assert [f for f in funcs if f[0] > 100] == []
+
+
+@pytest.mark.parametrize("package", ["cli", "compiler", "compiler/child", "minifier", "repro"])
+def test_package_docstrings_list_their_modules(package):
+    """A newcomer reads a package's docstring first: it names every module in it."""
+    import ast
+
+    folder = ROOT / package
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+    listed = set(re.findall(r"^\s*(\w+)\.py\s", doc, re.M))
+    present = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert listed == present, (sorted(present - listed), sorted(listed - present))

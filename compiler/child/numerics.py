@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ...minifier.interval import first_failing
 from .. import accuracy
 from .graphs import COMPUTE_OPS, fresh_copy
 
@@ -158,16 +159,12 @@ def first_divergence(
 
 
 def _bisect(gm: Any, nodes: list[str], wrong: Any, tried: dict[int, Any], why: str) -> Any:
-    """The first k whose prefix is wrong (wrong(k): what differs, or None), by bisection."""
-    lo, hi = 0, len(nodes) - 1
+    """The first k whose prefix is wrong (wrong(k): what differs, or None), by the one
+    interval search (minifier/interval.py)."""
+    hi = len(nodes) - 1
     if wrong(hi) is None:
         return {"node": None, "why": why}
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if wrong(mid) is not None:
-            hi = mid
-        else:
-            lo = mid + 1
+    lo = first_failing(-1, hi, lambda pts: [wrong(k) is not None for k in pts])
     node = next(n for n in gm.graph.nodes if n.name == nodes[lo])
     return {
         "node": node.name,
