@@ -94,7 +94,7 @@ def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
     ours = [FailureSignature.from_json(first["signature"])]
     if first.get("cause_signature"):
         ours.append(FailureSignature.from_json(first["cause_signature"]))
-    if any(o.as_exception().matches(theirs.as_exception()) for o in ours):
+    if any(o.matches(theirs, as_exception=True) for o in ours):
         return True
     # Dynamo hits the program's own error while tracing with fake tensors and words
     # it differently (TorchRuntimeError); the same failing line of code is the tell.

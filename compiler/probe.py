@@ -177,7 +177,7 @@ class Bisector:
             last = [e for e in result.events if e.get("event") == Event.EXCEPTION]
             if last:
                 s = FailureSignature.from_json(last[-1].get("signature") or {})
-                if t.as_exception().matches(s.as_exception()):
+                if t.matches(s, as_exception=True):
                     hit = [Failure(graph=None, graph_kind="dynamo", signature=s)]
         counts = last_counts(result.events)
         if self.peers is not None:  # the failure may show on another node's rank

@@ -42,15 +42,12 @@ class ProgramFailure:
     line: str = ""  # the program's own source line it was raised from
     text: str = ""  # as people read it (stage/kind: Type: message)
 
+    def signature(self) -> FailureSignature:
+        """Its identity: ``same`` is FailureSignature's one rule, as the program dies."""
+        return FailureSignature("program", self.kind, self.exc_type, self.message, line=self.line)
+
     def same(self, other: ProgramFailure | None) -> bool:
-        if other is None or self.exc_type != other.exc_type:
-            return False
-        if self.kind in ("crash", "timeout"):
-            return self.kind == other.kind
-        if self.line and self.line == other.line:
-            return True
-        # an empty message (a bare ``assert``) says nothing: the raising line must match
-        return self.message == other.message and (bool(self.message) or not self.line)
+        return other is not None and self.signature().matches(other.signature(), as_exception=True)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -163,27 +163,43 @@ class FailureSignature:
     exc_type: str
     message: str
     frame: str = ""
+    # the program's own source line the failure left it from (a program-level failure:
+    # its identity while a minifier shrinks the values its message shows)
+    line: str = ""
+    # a recompilation failure: the guards that failed (scrubbed, scrub_guards)
+    guards: tuple[str, ...] = ()
 
-    def matches(self, other: FailureSignature | None, *, any_stage: bool = False) -> bool:
-        """The one "same failure?" rule: kind, exception type and normalised message
-        agree (for a crash or timeout the signal is the identity), and so does the
-        stage unless ``any_stage`` (bisect asks whether the failure shows *whatever*
-        stage compiles the graph)."""
-        if other is None:
+    def matches(
+        self, other: FailureSignature | None, *, any_stage: bool = False, as_exception: bool = False
+    ) -> bool:
+        """The one "same failure?" rule; ``self`` is the failure being kept (the target).
+
+        * The exception type agrees.  For a crash or a timeout that is the identity (what
+          a dying process manages to print is not reliable: threads race to say
+          "terminate called ...").
+        * A graph's failure: kind, stage (unless ``any_stage``: bisect asks whether the
+          failure shows *whatever* stage compiles the graph) and normalised message agree.
+        * ``as_exception``: the error as the program dies of it, stage and kind aside (a
+          run without torch.compile raises it as a plain exception; a program-level
+          minify's candidate may raise it elsewhere): the same raising line of the
+          program, or the same normalised message (an empty message -- a bare ``assert``
+          -- says nothing: then the raising line must agree).
+        * A recompilation failure (the target names ``guards``): the same guards fail."""
+        if other is None or self.exc_type != other.exc_type:
             return False
-        same = self.kind == other.kind and self.exc_type == other.exc_type
-        if not any_stage:
-            same = same and self.stage == other.stage
-        if self.kind in (FailureKind.CRASH.value, FailureKind.TIMEOUT.value):
-            # what a dying process manages to print is not reliable (threads race to
-            # say "terminate called ..."): the signal is the identity
+        if self.guards and tuple(other.guards) != tuple(self.guards):
+            return False
+        fatal = (FailureKind.CRASH.value, FailureKind.TIMEOUT.value)
+        if as_exception:
+            if self.kind in fatal or other.kind in fatal:
+                return self.kind == other.kind
+            if self.line and self.line == other.line:
+                return True
+            return self.message == other.message and (bool(self.message) or not self.line)
+        same = self.kind == other.kind and (any_stage or self.stage == other.stage)
+        if self.kind in fatal:
             return same
         return same and self.message == other.message
-
-    def as_exception(self) -> FailureSignature:
-        """The same error seen as a plain exception of the program (stage ``script``,
-        kind ``exception``): how a run without torch.compile reports it."""
-        return dataclasses.replace(self, stage="script", kind="exception")
 
     def __str__(self) -> str:
         text = f"{self.stage}/{self.kind}: {self.exc_type}"
@@ -192,11 +208,15 @@ class FailureSignature:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["guards"] = list(self.guards)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FailureSignature:
-        return cls(**{f.name: data.get(f.name, "") for f in dataclasses.fields(cls)})
+        fields = {f.name: data.get(f.name) or "" for f in dataclasses.fields(cls)}
+        fields["guards"] = tuple(data.get("guards") or ())
+        return cls(**fields)
 
     @classmethod
     def from_exception(

@@ -88,3 +88,42 @@ def test_innermost_frame_names_this_file():
     assert frame.startswith("test_signature.py:") and frame.endswith(
         "test_innermost_frame_names_this_file"
     )
+
+
+def test_one_rule_for_every_level():
+    """Graph workers, bisect probes, the run's plain re-run, program-level candidates
+    and the capture worker all ask FailureSignature.matches."""
+    g = FailureSignature("inductor", "compile", "CppCompileError", "x")
+    assert g.matches(FailureSignature("inductor", "compile", "CppCompileError", "x", "f.py:1"))
+    assert not g.matches(FailureSignature("aot_eager", "compile", "CppCompileError", "x"))
+    assert g.matches(
+        FailureSignature("aot_eager", "compile", "CppCompileError", "x"), any_stage=True
+    )
+    # as the program dies of it: stage and kind aside; the raising line, else the message
+    p = FailureSignature("program", "runtime", "AssertionError", "stale 3", line="assert x == 2")
+    assert p.matches(
+        FailureSignature("script", "exception", "AssertionError", "stale 4", line="assert x == 2"),
+        as_exception=True,
+    )
+    assert not p.matches(
+        FailureSignature("script", "exception", "AssertionError", "other", line="assert y"),
+        as_exception=True,
+    )
+    bare = FailureSignature("program", "exception", "AssertionError", "", line="assert ok")
+    assert not bare.matches(
+        FailureSignature("program", "exception", "AssertionError", "", line="assert other"),
+        as_exception=True,
+    )
+    # a crash is its signal, whatever the process printed
+    crash = FailureSignature("program", "crash", "signal 6", "terminate called")
+    assert crash.matches(FailureSignature("x", "crash", "signal 6", "other"), as_exception=True)
+    assert not crash.matches(FailureSignature("x", "exception", "signal 6", ""), as_exception=True)
+
+
+def test_a_recompilation_keeps_its_guards():
+    target = FailureSignature("eager", "capture", "RecompileLimitExceeded", "m", guards=("a",))
+    same = FailureSignature("eager", "capture", "RecompileLimitExceeded", "m", guards=("a",))
+    other = FailureSignature("eager", "capture", "RecompileLimitExceeded", "m", guards=("b",))
+    assert target.matches(same) and not target.matches(other)
+    assert FailureSignature.from_json(target.to_json()) == target
+    assert FailureSignature.from_json({"stage": "s", "kind": "k"}).guards == ()

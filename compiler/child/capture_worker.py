@@ -24,6 +24,7 @@ are JSON lines on the two pipes named in ``TCOMPILE_CAPTURE_FDS``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -139,10 +140,12 @@ class _State:
             sig = FailureSignature.from_exception(
                 "eager" if capture else kw["backend"], "capture" if capture else "runtime", exc
             )
-            same = capture and sig.matches(self.target)
-            if same and self.guards:  # a recompilation: the same guards must fail
+            if capture and self.guards:  # a recompilation: the same guards must fail
                 now = guard_reasons(fn.__code__)[seen_guards:]
-                same = (scrub_guards(now) or guard_failures(str(exc))) == self.guards
+                failed = scrub_guards(now) or guard_failures(str(exc))
+                sig = dataclasses.replace(sig, guards=tuple(failed))
+            target = dataclasses.replace(self.target, guards=tuple(self.guards))
+            same = capture and target.matches(sig)
             if same and not self.runs_eagerly(entry, fn, scope):
                 # it fails in Dynamo, but it is not a program: without torch.compile it
                 # raises too (a name whose definition a pass deleted, say)
