@@ -6,6 +6,8 @@ module (no torch import) turns it into Python lines for repro.py.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from .literals import py_literal
@@ -49,6 +51,25 @@ FAKE_PG = (
     "# the job's collectives, answered in one process by a fake process group\n"
     'dist.init_process_group("fake", rank={rank}, world_size={world_size}, store=FakeStore())\n'
 )
+
+
+@contextlib.contextmanager
+def fake_process_group(rank: int, world_size: int) -> Iterator[None]:
+    """FAKE_PG in this process, for as long as the block runs (none already there): the
+    minifier computes a collective graph's intermediate values eagerly, in tcompile's
+    own process, against the same fake group its workers and repro.py use."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or dist.is_initialized():
+        yield
+        return
+    exec(FAKE_PG.format(rank=rank, world_size=world_size), {})  # noqa: S102
+    try:
+        yield
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
 
 # how a repro.py compiles an AOT-level graph: as inductor compiles the graphs AOTAutograd
 # hands it (torch's own after-aot repros do the same)

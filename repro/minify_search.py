@@ -4,6 +4,7 @@ interrupt handling that keeps the best result of either."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -62,8 +63,13 @@ def search_graph(
             }
         )
 
+    from tcompile.compiler.configs import fake_process_group
+
+    group = contextlib.nullcontext()
+    if meta.get("collectives"):  # its intermediate values need the job's collectives
+        group = fake_process_group(meta.get("rank", 0), meta.get("world_size", 2))
     # intermediate values lifted to inputs are computed in the program's grad mode
-    with torch.set_grad_enabled(meta.get("grad_enabled", True)):
+    with group, torch.set_grad_enabled(meta.get("grad_enabled", True)):
         return minify(
             gm,
             inputs,
