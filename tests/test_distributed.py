@@ -239,3 +239,14 @@ def test_a_job_that_compiles_nothing_says_so_and_why(tmp_path):
     assert r.returncode == 0 and doc["graphs"] == []
     said = [n["text"] for n in doc["notes"] if "no graph was compiled" in n["text"]]
     assert said and "skipfiles" in said[0], doc["notes"]
+
+
+def test_a_rank_specific_bug_in_a_graph_with_collectives_minifies_to_its_node(tmp_path):
+    """Row-parallel layer, relu wrong on rank 1 only: the failure is rank 1's, and the
+    graph (matmul, all_reduce, wait, sub, relu) shrinks to the relu -- the parent
+    computes its intermediate values against the workers' fake process group (it built
+    no cut_prefix candidate before: 5 -> 5 nodes)."""
+    job = [*_torchrun("tp_rowparallel_relu.py"), "--only-rank", "1"]
+    r, doc = _json("minify", "--accuracy", "--json", "--out", str(tmp_path), *job)
+    assert r.returncode == 1 and doc["verified"], doc["message"]
+    assert doc["rank"] == 1 and doc["nodes_before"] == 5 and doc["ops"] == ["relu"], doc
