@@ -9,10 +9,10 @@ import click
 
 from tcompile.compiler.exitcodes import UsageError
 
+from ..repro.minify_types import After
 from . import app, args
 from .options import (
     PROGRAM,
-    After,
     accuracy_options,
     backend_option,
     exit_codes,

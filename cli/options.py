@@ -1,34 +1,20 @@
 """The options commands share, declared once: same names, help, bounds and
 ``TCOMPILE_*`` environment defaults on every command that takes them.
 
-Choices are ``str`` enums (tests/test_cli_fast.py checks every member is handled).
+Choices are ``str`` enums owned by the library, which compares with them end to end:
+``AccuracyMode`` (compiler/accuracy.py) and minify's ``After`` (repro/minify_types.py).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
+from ..compiler.accuracy import AccuracyMode
+
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class AccuracyMode(str, enum.Enum):
-    """``--accuracy`` / ``--strict-accuracy``: how compiled results are judged."""
-
-    OFF = "off"  # failures that raise or crash only
-    LOOSE = "loose"  # against eager and a float64 reference (--accuracy)
-    STRICT = "strict"  # against eager directly, torch.testing's tolerances
-
-
-class After(str, enum.Enum):
-    """``minify --after``: which graph is minified."""
-
-    AUTO = "auto"  # where the failure shows (today: the Dynamo graph)
-    DYNAMO = "dynamo"  # the Dynamo graph, judged against the eager Dynamo graph
-    AOT = "aot"  # the AOT graph inductor was handed, compiled by compile_fx_inner
 
 
 # Environment defaults: TCOMPILE_BACKEND, TCOMPILE_TIMEOUT, TCOMPILE_JOBS, TCOMPILE_OUT.

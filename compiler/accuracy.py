@@ -18,6 +18,7 @@ contract both processes share, it imports torch only when a function runs.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,18 @@ from .signature import FailureKind, FailureSignature
 if TYPE_CHECKING:
     import torch
 
+
 # rtol, atol per dtype for strict mode (torch.testing.assert_close's defaults)
+class AccuracyMode(str, enum.Enum):
+    """How compiled results are judged (``--accuracy`` / ``--strict-accuracy``): one
+    vocabulary from the CLI through the hook config, the workers and the writers (a
+    str enum: it travels in JSON as its value and compares equal to it)."""
+
+    OFF = "off"  # failures that raise or crash only
+    LOOSE = "loose"  # against eager and a float64 reference (--accuracy)
+    STRICT = "strict"  # against eager directly, torch.testing's tolerances
+
+
 _STRICT_TOL = {
     "torch.float16": (1e-3, 1e-5),
     "torch.bfloat16": (1.6e-2, 1e-5),

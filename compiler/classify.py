@@ -16,6 +16,7 @@ import time
 from typing import IO, Any
 
 from . import faithful
+from .accuracy import AccuracyMode
 from .collect import collect
 from .exitcodes import ExitCode, InternalError
 from .failure import Failure, dist_of, group, rank_summary
@@ -141,7 +142,7 @@ def run_and_classify(
         only=only,
         record=record,
         trace=trace,
-        localize=localize and accuracy != "off",
+        localize=localize and accuracy != AccuracyMode.OFF,
     )
     observer.status("running the command under tcompile")
     t0 = time.monotonic()
@@ -224,7 +225,7 @@ def classify_result(
         )
     records = _gather_records(result, run_dir, failures)
     io = dict(stage=stage, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
-    if accuracy != "off" and confirm and faithful.effects(result):
+    if accuracy != AccuracyMode.OFF and confirm and faithful.effects(result):
         passive = faithful.passive_run(command, run_dir, **io)
         program["passive"] = passive.outcome()  # the program left alone: how it ended
         result, failures = faithful.reconcile(result, passive, failures, collect(passive)[1], notes)
@@ -294,7 +295,7 @@ def _unexplained(
         notes.append({"graph": None, "text": explanation})
         return [], explanation
     if not failures:
-        if accuracy == "off":  # a wrong value the program itself noticed?
+        if accuracy == AccuracyMode.OFF:  # a wrong value the program itself noticed?
             failures = _located(result, command, run_dir, io)
         if not failures:
             failures.append(_graphless_failure(result, graphs, io["stage"], notes))
@@ -315,7 +316,7 @@ def _verdict(
             explanation += f" ({bugs} distinct)"
         return "compiler-failure", explanation, ExitCode.COMPILER_FAILURE
     explanation = "no compiler failure"
-    if accuracy == "off" and graphs:
+    if accuracy == AccuracyMode.OFF and graphs:
         # a silently wrong value passes a run that does not compare values: say so
         explanation += " (values not checked against eager: --accuracy checks them)"
     return "clean", explanation, ExitCode.OK
@@ -327,7 +328,7 @@ def next_step(
     """What to type after `tcompile run`: replay a recorded capture failure; minify a
     failure no graph holds (the program itself); bisect one in a graph."""
     if not failures:
-        if accuracy == "off" and command:  # clean, but nothing compared its values
+        if accuracy == AccuracyMode.OFF and command:  # clean, but nothing compared its values
             return f"tcompile run --accuracy {command_args(command)}"
         return None
     first = failures[0]

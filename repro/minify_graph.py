@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.runner import write_json
 
@@ -208,7 +209,7 @@ def numerics_of(
     elif (
         not low.get("node")
         and "right on its own" in str(low.get("why"))
-        and job.accuracy == "strict"
+        and job.accuracy == AccuracyMode.STRICT
     ):
         verdict = (
             "passes with no numerics switch, but compiled is as close to float64 as eager: "

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.classify import run_and_classify
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.observer import NullObserver, Observer
@@ -33,7 +34,7 @@ from tcompile.compiler.signature import FailureSignature
 
 from .minify_graph import minify_captured
 from .minify_target import choose_target, graphless_report
-from .minify_types import Job, MinifyReport
+from .minify_types import After, Job, MinifyReport
 
 __all__ = ["Job", "MinifyReport", "minify_captured", "minify_next", "run_minify"]
 
@@ -161,7 +162,7 @@ def _minify_in(
     streams = {"stdout": stdout, "stderr": stderr}
     distributed = is_distributed_launch(command)
     report: Any = None
-    if after != "aot" and not distributed:
+    if after != After.AOT and not distributed:
         # the first run is the first worker: it serves the first failure it meets in a
         # graph (one run of the program fewer); when it meets none it could serve, its
         # run is classified as `tcompile run` would
@@ -190,14 +191,14 @@ def _minify_in(
         program["level"] = level
         return _without_graph(target, run_dir, t0, timeout, observer, command, program)
     sig = target.signature
-    if sig.kind == "accuracy" and accuracy == "off":
+    if sig.kind == "accuracy" and accuracy == AccuracyMode.OFF:
         # wrong values found without --accuracy (a failure outside any graph that a
         # checked run tied to this graph): judge candidates and the repro as it did
         accuracy = "strict" if sig.exc_type == "StrictAccuracyError" else "loose"
         common["accuracy"] = accuracy
     # auto: the Dynamo graph, where every failure shows (a decomposition bug is
     # already inside the AOT graph, DESIGN.md mechanism 5)
-    level = "aot" if after == "aot" else "dynamo"
+    level = "aot" if after == After.AOT else "dynamo"
     if distributed:  # one rank's graph, minified in single processes
         from .dist_minify import minify_rank
 
@@ -383,7 +384,7 @@ def _first_worker(
         raise
     sig = FailureSignature.from_json(ready["signature"])
     if (
-        after == "auto"
+        after == After.AUTO
         and ready.get("transform")
         and sig.stage == "inductor"
         and sig.kind in ("compile", "runtime", "crash")

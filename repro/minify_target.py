@@ -11,7 +11,7 @@ from typing import Any
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.failure import Failure
 
-from .minify_types import MinifyReport
+from .minify_types import After, MinifyReport
 
 
 def pick_failure(failures: list[Failure], graph: int | None, match: str | None) -> Failure | None:
@@ -78,7 +78,7 @@ def choose_target(
         found = "; ".join(f.text for f in report.failures)
         raise UsageError(f"no failure {' and '.join(what)} (found: {found})")
     if (
-        after == "aot"
+        after == After.AOT
         and target.graph is not None
         and (
             target.stage != "inductor"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,14 @@ from typing import Any
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.protocol import HookConfig
 from tcompile.compiler.signature import FailureSignature
+
+
+class After(str, enum.Enum):
+    """``minify --after``: which graph is minified (a str enum: equal to its value)."""
+
+    AUTO = "auto"  # where the failure shows (today: the Dynamo graph)
+    DYNAMO = "dynamo"  # the Dynamo graph, judged against the eager Dynamo graph
+    AOT = "aot"  # the AOT graph inductor was handed, compiled by compile_fx_inner
 
 
 @dataclasses.dataclass

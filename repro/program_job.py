@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.program import (
@@ -72,8 +73,8 @@ def minify_program(
     no earlier run saw the failure (``--level program``): a program that runs to the
     end is run again with each compiled call checked, and one that passes that too is
     clean (exit 0)."""
-    if first and accuracy != "off" and not prelude:
-        prelude, accuracy = accuracy_check(strict=accuracy == "strict"), "off"
+    if first and accuracy != AccuracyMode.OFF and not prelude:
+        prelude, accuracy = accuracy_check(strict=accuracy == AccuracyMode.STRICT), "off"
     script, argv, distributed = script_of(command)
     source = script.read_text()
     includes = program_files(script, include)[1:]

@@ -24,6 +24,7 @@ from typing import Any
 
 from tcompile.compiler import accuracy as _acc
 from tcompile.compiler import signature as _sig
+from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.configs import AOT_COMPILE_SOURCE, FAKE_PG, config_source
 from tcompile.compiler.crash import _DYING_WORDS
 from tcompile.compiler.literals import py_literal
@@ -144,7 +145,7 @@ def short_repro(
         helpers.append(snippets.GRADS)
     if checking:
         if "Mismatch" not in signature:
-            helpers.append(snippets.STRICT if accuracy == "strict" else snippets.LOOSE)
+            helpers.append(snippets.STRICT if accuracy == AccuracyMode.STRICT else snippets.LOOSE)
         helpers.append(snippets.GRADS if _backward(signature) else snippets.NO_GRADS)
     helpers, check = _with_autocast(helpers, check, autocast, rounded, checking, accuracy, gm)
     out[-1] = "\n\n" + check
@@ -190,7 +191,7 @@ def _with_autocast(
                 )
                 for h in helpers
             ]
-    if checking and accuracy != "strict" and (rounded or autocast or _casts(gm)):
+    if checking and accuracy != AccuracyMode.STRICT and (rounded or autocast or _casts(gm)):
         # the float64 reference as tcompile computes it: every value taken to float64
         # (a cast in the graph cannot pull it back), autocast's roundings kept
         text = ", ".join(f"{k!r}: {v}" for k, v in sorted(rounded.items()))
@@ -275,7 +276,7 @@ def compile_kwargs_of(
     if meta.get("mode") and meta["mode"] != "default":
         kwargs["mode"] = meta["mode"]
     options = _acc.with_fallback_random(
-        meta.get("options"), checking=accuracy != "off", stage=stage, gm=gm
+        meta.get("options"), checking=accuracy != AccuracyMode.OFF, stage=stage, gm=gm
     )
     if options and "mode" not in kwargs:
         kwargs["options"] = options
@@ -360,7 +361,7 @@ def _check(
             '        return signature("compile" if wrapped else "runtime", exc)\n'
             "    return None\n"
         )
-    strict = accuracy == "strict"
+    strict = accuracy == AccuracyMode.STRICT
     seed = (
         "    torch.manual_seed(0)  # random ops draw the same numbers (fallback_random)\n"
         if random_ops

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from .. import accuracy
+from ..accuracy import AccuracyMode
 from ..protocol import Event
 from ..signature import FailureKind
 from ..stack import Stage, backend_name
@@ -121,7 +122,7 @@ class TcompileBackend:
         # random ops must draw eager's numbers while accuracy is judged; only then
         # (fallback_random also changes which decompositions inductor uses, so the
         # patch applies to every stage)
-        checking = session.config.accuracy != "off" and accuracy.has_random_ops(gm)
+        checking = session.config.accuracy != AccuracyMode.OFF and accuracy.has_random_ops(gm)
         options = accuracy.with_fallback_random(self.options, checking=checking, stage=stage, gm=gm)
         if checking:  # the one thing the check changes: a passive run decides (faithful.py)
             rec.emit(

@@ -17,6 +17,7 @@ import torch
 from tcompile.minifier.verdict import Verdict
 
 from .. import accuracy, float64
+from ..accuracy import AccuracyMode
 from ..signature import FailureKind, FailureSignature
 from ..stack import backend_name
 from .build import build_stage
@@ -49,7 +50,9 @@ class Target:
 
     @property
     def checking(self) -> bool:
-        return self.accuracy != "off" or self.signature.kind == FailureKind.ACCURACY.value
+        return (
+            self.accuracy != AccuracyMode.OFF or self.signature.kind == FailureKind.ACCURACY.value
+        )
 
     def verdict(self, sig: FailureSignature) -> Verdict:
         return Verdict.SAME_FAILURE if sig.matches(self.signature) else Verdict.OTHER_FAILURE
@@ -69,7 +72,7 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgem
     """The verdict on one candidate, and the signature of the failure it shows."""
     if target.level == "aot":
         return judge_aot(gm, inputs, target)
-    strict = target.accuracy == "strict"
+    strict = target.accuracy == AccuracyMode.STRICT
     rng = accuracy.RngState()
     # the candidate must run eagerly: otherwise it is not a program, let alone a bug --
     # except for a crash: compiled code that dies where eager raises a catchable error
@@ -186,7 +189,7 @@ def judge_aot(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Ju
     inductor compiles the forward/backward/inference graphs it is handed)."""
     from torch._inductor.compile_fx import compile_fx_inner
 
-    strict = target.accuracy == "strict"
+    strict = target.accuracy == AccuracyMode.STRICT
 
     def clones() -> list[Any]:
         return [accuracy.clone_input(x) for x in inputs]

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from .. import accuracy, float64
+from ..accuracy import AccuracyMode
 from ..signature import FailureKind
 from ..snapshot import Snapshot, changed
 
@@ -109,7 +110,7 @@ class Watch:
     def __init__(self, runner: Any, args: list[Any]) -> None:
         self.runner = runner
         self.session = runner.session
-        self.strict = self.session.config.accuracy == "strict"
+        self.strict = self.session.config.accuracy == AccuracyMode.STRICT
         self.snap = Snapshot(args)
         self.before = self.snap.materialize(grads=False)[0]
         self.rng = accuracy.RngState()

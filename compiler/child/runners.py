@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from .. import accuracy
+from ..accuracy import AccuracyMode
 from ..protocol import Event
 from ..signature import FailureKind, cuda_fatal_message
 from .graphs import count_compute, fresh_copy, has_collectives, in_distributed_job
@@ -252,7 +253,7 @@ class GraphRunner:
         self.compiled = compiled
         self.reference = reference
         cfg = session.config
-        self.checks_left = cfg.check_calls if cfg.accuracy != "off" else 0
+        self.checks_left = cfg.check_calls if cfg.accuracy != AccuracyMode.OFF else 0
         self.quarantined = compiled is None  # its compile failed: it runs eagerly
         self.serve_here = serves(cfg.serve, index, "dynamo")
         self._sync_first = True
@@ -384,7 +385,7 @@ class GraphRunner:
         self.quarantined = True
 
     def _metadata_failure(self, mismatch: accuracy.Mismatch) -> None:
-        strict = self.session.config.accuracy == "strict"
+        strict = self.session.config.accuracy == AccuracyMode.STRICT
         sig = accuracy.accuracy_signature(self.stage, strict, mismatch, self.forward_kind)
         extra = self.localize(self._watch) if self._watch is not None else {}
         self.session.failure(
