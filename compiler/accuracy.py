@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     import torch
 
 
-# rtol, atol per dtype for strict mode (torch.testing.assert_close's defaults)
 class AccuracyMode(str, enum.Enum):
     """How compiled results are judged (``--accuracy`` / ``--strict-accuracy``): one
     vocabulary from the CLI through the hook config, the workers and the writers (a
@@ -40,6 +39,7 @@ class AccuracyMode(str, enum.Enum):
     STRICT = "strict"  # against eager directly, torch.testing's tolerances
 
 
+# rtol, atol per dtype for strict mode (torch.testing.assert_close's defaults)
 _STRICT_TOL = {
     "torch.float16": (1e-3, 1e-5),
     "torch.bfloat16": (1.6e-2, 1e-5),
