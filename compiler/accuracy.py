@@ -39,13 +39,15 @@ class AccuracyMode(str, enum.Enum):
     STRICT = "strict"  # against eager directly, torch.testing's tolerances
 
 
-# rtol, atol per dtype for strict mode (torch.testing.assert_close's defaults)
-_STRICT_TOL = {
+# rtol, atol per dtype for strict mode (torch.testing.assert_close's defaults); the
+# writers generate their checks from it (repro/program_harness.py, writer_full.py)
+STRICT_TOLERANCES = {
     "torch.float16": (1e-3, 1e-5),
     "torch.bfloat16": (1.6e-2, 1e-5),
     "torch.float32": (1.3e-6, 1e-5),
     "torch.float64": (1e-7, 1e-7),
 }
+_STRICT_TOL = STRICT_TOLERANCES  # the name repro.py's long form carries it under
 # non-strict: compiled error may be this many times eager's error against float64
 MULTIPLIER = 3.0
 

@@ -28,6 +28,8 @@ import ast
 import datetime
 from typing import TYPE_CHECKING
 
+from tcompile.compiler.accuracy import STRICT_TOLERANCES
+
 if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
 
@@ -88,13 +90,10 @@ def _compile_checked(model=None, **options):  # torch.compile, every call checke
 torch.compile = _compile_checked
 """
 
-# torch.testing.assert_close's (rtol, atol) by dtype; float32's is the default
-_ASSERT_CLOSE = {
-    "torch.float16": (1e-3, 1e-5),
-    "torch.bfloat16": (1.6e-2, 1e-5),
-    "torch.float64": (1e-7, 1e-7),
-}
-_FLOAT32 = (1.3e-6, 1e-5)
+# torch.testing.assert_close's (rtol, atol) by dtype, as the strict check has them
+# (compiler/accuracy.py); float32's is the default
+_ASSERT_CLOSE = {k: v for k, v in STRICT_TOLERANCES.items() if k != "torch.float32"}
+_FLOAT32 = STRICT_TOLERANCES["torch.float32"]
 
 
 # the failure the accuracy check raises (program.ProgramFailure compares its type and
