@@ -55,7 +55,7 @@ def collect(
         elif kind == Event.FAILURE:
             failures.append(_failure_from_event(e, multi))
         elif kind == Event.NOTE:
-            notes.append({"graph": e.get("graph"), "text": e.get("text")})
+            _add_note(notes, e)
         elif kind == Event.EXCEPTION and e.get("after_graph") is not None:
             f = _late_cuda_failure(e, failures, multi)
             if f is not None:
@@ -65,6 +65,20 @@ def collect(
     if result.timed_out or (result.returncode is not None and result.returncode < 0):
         failures.extend(dead_process_failures(result, dynamo))
     return _graph_rows(dynamo, children), failures, notes
+
+
+def _add_note(notes: list[dict[str, Any]], e: dict[str, Any]) -> None:
+    """A note once, however many ranks of a job said it (``ranks``: which did)."""
+    rank = e.get("rank")
+    for n in notes:
+        if n["graph"] == e.get("graph") and n["text"] == e.get("text"):
+            if rank is not None and rank not in n.setdefault("ranks", []):
+                n["ranks"] = sorted([*n["ranks"], rank])
+            return
+    notes.append(
+        {"graph": e.get("graph"), "text": e.get("text")}
+        | ({"ranks": [rank]} if rank is not None else {})
+    )
 
 
 def _graph_rows(

@@ -138,3 +138,16 @@ def test_a_launched_jobs_failure_is_the_first_rank_that_raised():
     f = _graphless_failure(result, [], None, [])
     assert f.rank == 0 and f.ranks_raised == [0, 1] and f.signature.exc_type == "AssertionError"
     assert "raised on rank 0 first; ranks 1 raised too" in f.message
+
+
+def test_a_note_every_rank_says_is_shown_once_with_its_ranks():
+    from tcompile.compiler.collect import _add_note
+
+    notes: list = []
+    for rank in (1, 0, 1):
+        _add_note(notes, {"graph": 0, "text": "holds collectives", "rank": rank})
+    _add_note(notes, {"graph": None, "text": "other"})
+    assert notes == [
+        {"graph": 0, "text": "holds collectives", "ranks": [0, 1]},
+        {"graph": None, "text": "other"},
+    ]
