@@ -96,10 +96,10 @@ class CapturePool:
             reply = self._ask(self._worker, req)
         except TimeoutError:
             self._replace()
-            return {"verdict": "timeout"}
+            return {"verdict": Verdict.TIMEOUT.value}
         except (WorkerDied, OSError, ValueError):
             self._replace()
-            return {"verdict": "crash"}
+            return {"verdict": Verdict.CRASH.value}
         self._durations.append(time.monotonic() - t0)
         if len(self._durations) == 3:  # a hang must not stall the search
             self.timeout = max(60.0, 10 * max(self._durations))
@@ -123,7 +123,7 @@ class CapturePool:
         reply = self.request(
             {"op": "judge", "entry": entry, "source": source, "backend": self.backend}
         )
-        verdict = Verdict(reply.get("verdict", "invalid"))
+        verdict = Verdict(reply.get("verdict", Verdict.INVALID.value))
         return verdict, reply.get("signature")
 
     def info(self, entry: int) -> dict[str, Any]:

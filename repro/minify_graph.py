@@ -12,6 +12,7 @@ from typing import Any
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.runner import write_json
+from tcompile.minifier.verdict import Verdict
 
 from .minify_search import Interrupts, inputs_json, read_capture, search_graph, shrink_minimal
 from .minify_types import Job, MinifyReport
@@ -19,7 +20,7 @@ from .minify_types import Job, MinifyReport
 
 def _why_alone(exc: Exception, job: Job) -> str:
     """Why a graph that failed in the program passes on its own, said plainly."""
-    if getattr(getattr(exc, "verdict", None), "value", None) != "pass":
+    if getattr(exc, "verdict", None) is not Verdict.PASS:
         return ""
     return (
         f" -- graph {job.graph} failed in the program, but compiled alone in a worker (the"

@@ -30,6 +30,7 @@ import os
 import sys
 from typing import Any
 
+from ...minifier.verdict import Verdict
 from .capture_entries import Entry, SourceUnavailable, call_args, callee_entries, root_entry
 from .capture_info import describe, local_values, module_info
 
@@ -82,7 +83,10 @@ def main(argv: list[str]) -> int:
             try:
                 reply = state.handle(req)
             except Exception as exc:  # a request the worker cannot answer: invalid
-                reply = {"verdict": "invalid", "error": f"{type(exc).__name__}: {exc}"[:300]}
+                reply = {
+                    "verdict": Verdict.INVALID.value,
+                    "error": f"{type(exc).__name__}: {exc}"[:300],
+                }
             replies.write(json.dumps({"id": req.get("id"), **reply}, default=str) + "\n")
     os._exit(0)
 
@@ -121,7 +125,7 @@ class _State:
             memo: dict[int, Any] = {}  # the calls of one judgement share their objects
             kwargs = call_args(entry, fn, scope, self.torch, memo=memo)
         except Exception as exc:
-            return {"verdict": "invalid", "error": f"{type(exc).__name__}: {exc}"[:300]}
+            return {"verdict": Verdict.INVALID.value, "error": f"{type(exc).__name__}: {exc}"[:300]}
         kw: dict[str, Any] = {
             "backend": backend or "eager",
             "fullgraph": bool(self.options.get("fullgraph")),
@@ -149,10 +153,10 @@ class _State:
             if same and not self.runs_eagerly(entry, fn, scope):
                 # it fails in Dynamo, but it is not a program: without torch.compile it
                 # raises too (a name whose definition a pass deleted, say)
-                return {"verdict": "invalid", "error": "fails without torch.compile"}
-            verdict = "same_failure" if same else "other_failure"
+                return {"verdict": Verdict.INVALID.value, "error": "fails without torch.compile"}
+            verdict = (Verdict.SAME_FAILURE if same else Verdict.OTHER_FAILURE).value
             return {"verdict": verdict, "signature": sig.to_json()}
-        return {"verdict": "pass"}
+        return {"verdict": Verdict.PASS.value}
 
     def runs_eagerly(self, entry: Entry, fn: Any, scope: dict[str, Any]) -> bool:
         try:
