@@ -163,3 +163,60 @@ def _capture_failure(e: dict[str, Any], multi: bool) -> Failure:
         limitation=documented_limitation(str(e.get("message") or "") + " " + sig.message),
         **dist_of(e),
     )
+
+
+def dying_exception(result: ProcessResult) -> dict[str, Any] | None:
+    """The exception the program died of: in a launched job (torchrun) the first rank
+    that raised -- not the launcher's ChildFailedError, which only says that a worker
+    failed -- else the last one raised."""
+    exc = [e for e in result.events if e.get("event") == Event.EXCEPTION]
+    ranked = [e for e in exc if e.get("rank") is not None]
+    if ranked:
+        return min(ranked, key=lambda e: float(e.get("time") or 0))
+    return exc[-1] if exc else None
+
+
+def _ranks_that_raised(result: ProcessResult) -> list[int]:
+    """Every rank whose process died of an exception (sorted)."""
+    return sorted(
+        {
+            int(e["rank"])
+            for e in result.events
+            if e.get("event") == Event.EXCEPTION and e.get("rank") is not None
+        }
+    )
+
+
+def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
+    """Same exit status, and the same exception (or the same cause Dynamo wrapped)."""
+    if compiled.timed_out or plain.timed_out:
+        return compiled.timed_out and plain.timed_out
+    if plain.returncode in (0, None) or plain.returncode != compiled.returncode:
+        return False
+    first, second = dying_exception(compiled), dying_exception(plain)
+    if first is None or second is None:
+        return first is None and second is None
+    theirs = FailureSignature.from_json(second["signature"])
+    ours = [FailureSignature.from_json(first["signature"])]
+    if first.get("cause_signature"):
+        ours.append(FailureSignature.from_json(first["cause_signature"]))
+    if any(o.matches(theirs, as_exception=True) for o in ours):
+        return True
+    # Dynamo hits the program's own error while tracing with fake tensors and words
+    # it differently (TorchRuntimeError); the same failing line of code is the tell.
+    where = _line_of(first.get("user_frame") or "")
+    return bool(where) and where == _line_of(theirs.frame)
+
+
+def _line_of(frame: str) -> str:
+    """'path/to/linear.py:134 in forward' -> 'linear.py:134'."""
+    head = frame.split(" in ", 1)[0].replace("\\", "/")
+    return head.rsplit("/", 1)[-1] if ":" in head else ""
+
+
+def last_counts(events: list[dict[str, Any]]) -> dict[str, list[str]]:
+    counts: dict[str, list[str]] = {}
+    for e in events:
+        if e.get("event") == Event.BISECT_COUNTS and e.get("counts"):
+            counts = e["counts"]
+    return counts

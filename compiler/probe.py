@@ -12,8 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .classify import last_counts
-from .collect import collect
+from .collect import collect, last_counts
 from .failure import Failure
 from .observer import NullObserver, Observer
 from .protocol import Event, HookConfig

@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .classify import dying_exception
-from .collect import collect
+from .collect import collect, dying_exception
 from .protocol import STOP_EXIT, HookConfig
 from .runner import ProcessResult, run_process
 from .signature import FailureKind, FailureSignature

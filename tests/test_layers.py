@@ -141,3 +141,43 @@ def test_package_docstrings_list_their_modules(package):
     listed = set(re.findall(r"^\s*(\w+)\.py\s", doc, re.M))
     present = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
     assert listed == present, (sorted(present - listed), sorted(listed - present))
+
+
+# The jobs: what a command runs.  The oracle and the writers sit below them.
+JOBS = {
+    *(f"tcompile.compiler.{m}" for m in ("classify", "bisection", "replay", "explain", "merge")),
+    *(
+        f"tcompile.repro.{m}"
+        for m in (
+            "minify_job", "launcher_job", "capture_job", "source_level", "program_job",
+            "dist_minify", "report", "minify_graph", "minify_search", "minify_target",
+            "program_baseline",
+        )
+    ),
+}  # fmt: skip
+ORACLE = [
+    f"tcompile.compiler.{m}"
+    for m in ("signature", "accuracy", "collect", "program", "probe", "pool", "capture_pool")
+]
+WRITERS = [
+    f"tcompile.repro.{m}"
+    for m in (
+        "artifacts", "writer", "writer_full", "snippets", "module", "inputs", "capture_writer",
+        "program_harness", "kernel", "kernel_repro", "launcher", "launcher_template", "verify",
+        "environment",
+    )
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mod", ORACLE + WRITERS)
+def test_the_oracle_and_the_writers_import_no_job(mod):
+    """The oracle (same failure? wrong values?) and the writers serve every job; none
+    of them reaches up into one (classify.py was both the collector and the run job)."""
+    assert not set(GRAPH[mod]) & JOBS, (mod, sorted(set(GRAPH[mod]) & JOBS))
+
+
+def test_the_search_problem_imports_no_format():
+    """minifier/engine.py and interval.py know cases only through their interface."""
+    for mod in ("tcompile.minifier.engine", "tcompile.minifier.interval"):
+        assert set(GRAPH[mod]) <= {"tcompile.minifier.graph", "tcompile.minifier.interval",
+                              "tcompile.minifier.verdict"}, (mod, GRAPH[mod])  # fmt: skip
