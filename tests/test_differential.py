@@ -107,42 +107,6 @@ def _continued_past(plain_outcome: dict, doc: dict) -> bool:
     return bool(caught) and (wrapped or any(n in line for n in names))
 
 
-def _fixtures() -> list[str]:
-    out = []
-    for path in sorted(FIXTURES.rglob("*.py")):
-        rel = path.relative_to(FIXTURES).as_posix()
-        if rel.startswith(("expected/", "real_gpu/")) or path.name in NOT_HERE:
-            continue
-        if path.name in LAUNCHED:
-            continue
-        out.append(rel)
-    return out
-
-
-def _gpu(rel: str) -> bool:
-    return rel.startswith("gpu_")
-
-
-def _scrub(text: str | None) -> str | None:
-    """A line with its numbers scrubbed; a printed tensor (or the last row of one) as
-    ``<values>``: a program that prints random values prints others each run."""
-    if text is None:
-        return None
-    from tcompile.compiler.signature import normalize_message
-
-    if "CUDA error:" in text:  # named: a fault's own words vary with what lies at the
-        return "<CUDA fault>"  # faulting address (illegal access / not supported there)
-    text = normalize_message(text)
-    text = re.sub(r"N(\s*,\s*N)*", "N", text.replace("N.", "N"))
-    if re.fullmatch(r"[\sN,()\[\]]*(tensor)?[\sN,()\[\].]*(grad_fn=<\w+>)?[\s)]*", text):
-        return "<values>"
-    return text
-
-
-def _key(outcome: dict) -> tuple:
-    return (outcome["returncode"], _scrub(outcome["exception"]), _scrub(outcome["last_line"]))
-
-
 OUTCOMES = FIXTURES / "OUTCOMES.json"
 
 
@@ -195,18 +159,43 @@ def plain(rel: str) -> dict:
 # the strict check localizes as the loose one does (the same code): not twice
 MODES = {"run": [], "accuracy": ["--accuracy"], "strict": ["--strict-accuracy", "--no-localize"]}
 
-# A second fixture of a kind others cover in every mode (capture failures, real bugs of
-# a kind already classified, the 200-line training script): in the 30-minute suite the
-# mode that changes most -- run --accuracy -- alone; with TCOMPILE_TEST_EXTENDED=1 every
-# mode, as for the others.
+# A second fixture of a kind others cover in every mode: in the 30-minute suite the mode
+# that changes most -- run --accuracy -- alone; with TCOMPILE_TEST_EXTENDED=1 every mode,
+# as for the others.  Every mode still runs on a fixture of each kind: the planted
+# inductor bugs (cpp_relu_*, cpp_throw_crash, block_accuracy, backward_only, multi_graph),
+# capture (capture_fullgraph), recompiles, decompositions (bad_decomposition), custom
+# passes (custom_graph_pass_bug), the program level (program/dynamo_side_effect_dropped),
+# random ops (numerics/random_dropout, dropout_training_clean), clean programs, the
+# passive run (check_changes_program), and of the real bugs the #179804 block and
+# atan2's wrong gradient.
 LIGHT = {
     "capture_builtin.py", "capture_closure_global.py", "capture_deep_branch.py",
     "capture_dynamic_list_index.py", "capture_item_branch.py", "capture_module_slow.py",
-    "capture_print.py", "recompile_limit_fullgraph.py", "program/train_grad_scaling.py",
-    "real/adaptive_maxpool3d_channels_last_grad.py", "real/amax_bf16_backward_nan.py",
-    "real/autocast_inner_disabled_backward.py", "real/conv_maxpool_where_wrong_grads.py",
-    "real/cumsum_dtype_pattern_matcher.py", "real/adaptive_maxpool2d_indices_transposed.py",
-    "real/uint8_abs_cat_sum.py", "real/sum_int32_of_inf_overflow.py",
+    "capture_print.py", "capture_symbolic_guard.py", "recompile_limit_fullgraph.py",
+    "ten_graphs.py", "repeated_bugs.py", "two_bugs.py", "graph_breaks.py",
+    "inf_inputs_accuracy.py", "dynamic_shapes.py", "post_grad_pass_bug.py",
+    "patched_decomp_table.py", "decomp_table_lambda.py", "custom_pass_module_import.py",
+    "train_two_file/train.py",
+    "numerics/cast_elided_bf16.py", "numerics/reduction_order.py",
+    "program/train_grad_scaling.py", "program/graphless_view_after_compile.py",
+    "program/dynamo_missing_guard.py", "program/dynamo_mutation_lost_graph_break.py",
+    "program/earlier_compile_hook_ignored.py",
+    *(
+        f"real/{name}"
+        for name in (
+            "adaptive_avgpool1d_argmax_transposed.py", "adaptive_maxpool2d_indices_transposed.py",
+            "adaptive_maxpool3d_channels_last_grad.py", "amax_bf16_backward_nan.py",
+            "amp_outer_autocast_backward_precision.py", "any_uint8_returns_bool.py",
+            "autocast_inner_disabled_backward.py", "conv_maxpool_where_wrong_grads.py",
+            "cumsum_dtype_pattern_matcher.py", "gaussian_nll_loss_fullgraph_dde.py",
+            "groupnorm_eval_decomposition.py", "int8_minmax_argmin_reduction.py",
+            "interpolate_inplace_backward_error.py", "jacfwd_fp16_cpp_compile_error.py",
+            "oob_index_parallel_abort.py", "split_normalization_pass_uneven.py",
+            "stale_float_rms_norm_eps.py", "strided_input_inplace_as_strided_copy.py",
+            "sum_int32_of_inf_overflow.py", "uint8_abs_cat_sum.py",
+            "while_loop_cond_aliasing.py", "while_loop_int_carry_inductor.py",
+        )
+    ),
 }  # fmt: skip
 
 

@@ -217,6 +217,9 @@ def test_after_aot_backward_graph(tmp_path):
     assert "LEVEL = 'aot'" in open(doc["repro"]).read()
 
 
+# extended: its two halves run in the suite (the graph minify; the program level: test_first_hour,
+# test_no_graph_holds_the_failure_so_the_program_is_minified)
+@pytest.mark.extended
 def test_source_level_writes_a_user_level_repro_beside_the_graph_one(tmp_path):
     """Issue 23, --level source: the graph's aten repro, the user's lines of its minimal
     node, and the program shrunk around them (the program-level minify end to end:
