@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from . import faithful
 from .accuracy import AccuracyMode
-from .collect import _ranks_that_raised, collect, dying_exception, fails_the_same_way, last_counts  # noqa: F401
+from .collect import collect, dying_exception, fails_the_same_way, last_counts, ranks_that_raised
 from .exitcodes import ExitCode, InternalError
 from .failure import Failure, dist_of, group, rank_summary
 from .observer import NullObserver, Observer
@@ -344,7 +344,7 @@ def _graphless_failure(
     program_stage = stages.pop() if len(stages) == 1 else "unknown"
     sig = dataclasses.replace(sig, stage=stage or program_stage, kind=FailureKind.RUNTIME.value)
     message = first["message"] if first else "\n".join(result.stderr_tail[-5:])
-    raised = _ranks_that_raised(result)
+    raised = ranks_that_raised(result)
     if first is not None and raised:  # a launched job: which ranks raised
         others = [r for r in raised if r != first.get("rank")]
         message += f"\n(raised on rank {first.get('rank')} first" + (

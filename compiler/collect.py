@@ -176,7 +176,7 @@ def dying_exception(result: ProcessResult) -> dict[str, Any] | None:
     return exc[-1] if exc else None
 
 
-def _ranks_that_raised(result: ProcessResult) -> list[int]:
+def ranks_that_raised(result: ProcessResult) -> list[int]:
     """Every rank whose process died of an exception (sorted)."""
     return sorted(
         {
