@@ -363,8 +363,10 @@ def bisect(
 
 from .minify_cmd import minify  # noqa: E402
 from .tools import env, merge  # noqa: E402  (commands that run no program)
+from .triage_cmd import triage  # noqa: E402
 
 main.add_command(minify)
+main.add_command(triage)
 main.add_command(env)
 main.add_command(merge)
 

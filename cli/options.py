@@ -152,6 +152,7 @@ _CODES = {
     "explain": "0 the report was made; 1 the program died of a frame Dynamo could not capture",
     "report": "0 no compiler failure (nothing to report); 1 report.md was written",
     "merge": "0 no compiler failure in any run; 1 a compiler failure in some run",
+    "triage": "0 no compiler bug in any script; 1 a compiler bug (or a flaky one) in some script",
 }
 
 

@@ -1,4 +1,4 @@
-"""Rich rendering of library results and progress (with render_replay.py, the only modules that import rich)."""
+"""Rich rendering of library results and progress (with render_replay.py and render_triage.py, the only modules that import rich)."""
 
 from __future__ import annotations
 

@@ -16,6 +16,9 @@ Jobs:
   program_files.py      a program split into files, as one
   shrink.py             a minimal graph's inputs, shrunk
   report.py             ``tcompile report``: a bug report for PyTorch's tracker
+  triage.py             ``tcompile triage``: many scripts, cached, on a local pool or Ray
+  triage_one.py         one script of a triage: verdict, culprit, verified repro
+  triage_cluster.py     duplicates by culprit and minimal graph (pure)
 
 Writers and what they write:
 
@@ -33,4 +36,5 @@ Writers and what they write:
   launcher_template.py  the text of a generated minifier_launcher.py
   verify.py             running repro.py in a fresh interpreter that cannot import tcompile
   environment.py        versions and devices, for headers and bug reports
+  triage_page.py        triage.md and triage.html
 """

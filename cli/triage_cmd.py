@@ -1,0 +1,106 @@
+"""``tcompile triage``: many bug scripts to verdicts, culprits, repros and clusters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tcompile.compiler.accuracy import AccuracyMode
+
+from . import app
+from .options import exit_codes, jobs_option, json_option
+
+
+@click.command(epilog=exit_codes("triage"))
+@click.option(
+    "--strict-accuracy",
+    "accuracy",
+    flag_value=AccuracyMode.STRICT.value,
+    default=AccuracyMode.LOOSE.value,
+    help="Judge values against eager directly, with tight tolerances (default: the "
+    "accuracy check of run --accuracy).",
+)
+@click.option(
+    "--no-accuracy",
+    "accuracy",
+    flag_value=AccuracyMode.OFF.value,
+    help="Do not judge values: crashes and compile errors only.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=900.0,
+    show_default=True,
+    help="Seconds for all of one script's runs (run, bisect, minify): past them the "
+    "script is a timeout, or a bug without a repro.",
+)
+@jobs_option("Scripts triaged at a time (each holds a GPU while it runs, where there are GPUs)")
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1, max=20),
+    default=2,
+    show_default=True,
+    help="Runs of a script that decide flaky: a failure must come back in each.",
+)
+@click.option(
+    "--also",
+    metavar="PYTHON",
+    default=None,
+    help="Another interpreter (another torch): rerun each verified repro there "
+    '("fixed in 2.14.1" / "still fails").',
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    default=None,
+    help="Run each script as a Ray task on this cluster ('auto', or host:port); needs "
+    "the [ray] extra.",
+)
+@json_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="tcompile-triage",
+    show_default=True,
+    help="Results, repros and pages; a rerun with the same --out does only new work.",
+)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+def triage(
+    accuracy: str,
+    timeout: float,
+    jobs: int,
+    repeat: int,
+    also: str | None,
+    ray_address: str | None,
+    as_json: bool,
+    out: str,
+    paths: tuple[str, ...],
+) -> None:
+    """Triage every script under PATHS: verdict, culprit, verified repro, duplicates.
+
+    Verdicts: bug, clean, not_compiler, flaky, timeout, needs_gpu (and error: tcompile
+    itself failed on the script). Bugs are clustered by culprit and minimal graph.
+    Writes triage.md, triage.html and triage.json under --out; results are cached
+    there by script content, torch version and options.
+    """
+
+    def job() -> Any:
+        from tcompile.repro.triage import run_triage
+
+        return run_triage(
+            list(paths),
+            accuracy=accuracy,
+            timeout=timeout,
+            jobs=jobs,
+            repeat=repeat,
+            also=also,
+            ray_address=ray_address,
+            out=out,
+            observer=app.observer(),
+        )
+
+    from .render_triage import triage_result
+
+    app.finish(job, as_json=as_json, render=triage_result)

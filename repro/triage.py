@@ -1,0 +1,338 @@
+"""``tcompile triage``: a folder of bug scripts to verdicts, culprits, verified repros
+and clusters of duplicates.
+
+Each script is one task (triage_one.py) -- tcompile's own commands in child
+interpreters -- run by an existing engine: a local pool (``jobs`` at a time, a GPU
+each where the machine has them) or Ray (``ray_address``: one task per script with
+its resource request).  No scheduler of our own.
+
+Resumable and incremental: a result is kept in ``OUT/cache/KEY.json`` as soon as its
+script is done, KEY hashing the script's bytes (and its local modules'), the torch
+and tcompile versions and the options; a rerun (after Ctrl-C, or with new scripts)
+does only what is not there.  Clusters (triage_cluster.py) and the pages
+(triage_page.py) are made from the results every time.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import json
+import os
+import queue
+import shutil
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tcompile import __version__
+from tcompile.compiler.accuracy import AccuracyMode
+from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.observer import NullObserver, Observer
+from tcompile.compiler.runner import write_json
+
+from .triage_cluster import cluster, culprit_of, minimal_of
+from .triage_one import Interrupted, triage_one
+from .triage_page import write_pages
+
+DEFAULT_OUT = "tcompile-triage"
+_SKIP = {"__init__.py", "setup.py", "conftest.py"}
+
+
+@dataclasses.dataclass
+class TriageReport:
+    exit_code: int
+    message: str
+    scripts: list[dict[str, Any]]
+    clusters: list[dict[str, Any]]
+    counts: dict[str, int]
+    out: str
+    page: str | None = None
+    html: str | None = None
+    torch: str | None = None
+    engine: str = "local"
+    seconds: float = 0.0
+    done_now: int = 0
+    from_cache: int = 0
+    interrupted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def discover(paths: list[str]) -> list[Path]:
+    """The scripts under ``paths``: files as given; in a folder every ``*.py`` (sorted,
+    recursively) except packages' files and modules a sibling script imports."""
+    found: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_file():
+            found.append(path.resolve())
+        elif path.is_dir():
+            files = sorted(f for f in path.rglob("*.py") if f.name not in _SKIP)
+            imported = {m for f in files for m in _local_imports(f)}
+            found += [f.resolve() for f in files if f.resolve() not in imported]
+        else:
+            raise UsageError(f"no such file or directory: {p}")
+    unique = list(dict.fromkeys(found))
+    if not unique:
+        raise UsageError(f"no Python scripts under {' '.join(paths)}")
+    return unique
+
+
+def _local_imports(script: Path) -> list[Path]:
+    """The modules beside ``script`` that it imports (``import model``)."""
+    try:
+        tree = ast.parse(script.read_text(errors="replace"))
+    except (SyntaxError, ValueError, OSError):
+        return []
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return [
+        (script.parent / f"{n}.py").resolve()
+        for n in names
+        if (script.parent / f"{n}.py").is_file()
+    ]
+
+
+def torch_version(python: str | None = None) -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def script_key(script: Path, options: dict[str, Any]) -> str:
+    """What a cached result depends on: the script's bytes and its local modules', the
+    torch and tcompile versions, the options."""
+    h = hashlib.sha256()
+    for f in [script, *sorted(_local_imports(script))]:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(
+        json.dumps(
+            {"torch": torch_version(), "tcompile": __version__, **options}, sort_keys=True
+        ).encode()
+    )
+    return h.hexdigest()[:16]
+
+
+def _wants_gpu(script: Path) -> bool:
+    text = script.read_text(errors="replace")
+    return "cuda" in text or "triton" in text
+
+
+def run_triage(
+    paths: list[str],
+    *,
+    accuracy: str = AccuracyMode.LOOSE.value,
+    timeout: float = 900.0,
+    jobs: int = 1,
+    repeat: int = 2,
+    also: str | None = None,
+    ray_address: str | None = None,
+    out: str | None = None,
+    observer: Observer | None = None,
+    **_streams: Any,
+) -> TriageReport:
+    observer = observer or NullObserver()
+    t0 = time.monotonic()
+    scripts = discover(paths)
+    if also and not shutil.which(also) and not Path(also).is_file():
+        raise UsageError(f"--also {also}: no such interpreter")
+    base = Path(out or DEFAULT_OUT).absolute()
+    try:
+        (base / "cache").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --out {base}: {exc.strerror or exc}") from None
+    options = {"accuracy": accuracy, "timeout": timeout, "repeat": repeat, "also": also}
+    tasks, results = _plan(scripts, base, options)
+    from_cache = len(results)
+    observer.status(
+        f"triage: {len(scripts)} scripts, {from_cache} already done, {len(tasks)} to run"
+    )
+
+    def done(path: str, res: dict[str, Any]) -> None:
+        task = tasks[path]
+        res = {**res, "path": path, "key": task["key"], "cached": False}
+        write_json(base / "cache" / f"{task['key']}.json", res)
+        results[path] = res
+        observer.status(
+            f"triage: [{len(results)}/{len(scripts)}] {Path(path).name}: {res['verdict']}"
+            f" {res.get('message', '')[:80]} ({res.get('seconds', 0):.0f}s)"
+        )
+
+    interrupted = False
+    try:
+        if ray_address:
+            _run_ray(ray_address, tasks, done)
+        else:
+            _run_local(tasks, jobs, done)
+    except (KeyboardInterrupt, Interrupted):
+        interrupted = True
+    ordered = [results[str(s)] for s in scripts if str(s) in results]
+    for r in ordered:
+        _place_repro(base, r)
+        if r.get("raw_bug"):
+            r["culprit"], r["minimal"] = culprit_of(r["raw_bug"]), minimal_of(r["raw_bug"])
+    clusters = cluster(ordered)
+    counts = {
+        v: sum(r["verdict"] == v for r in ordered)
+        for v in ("bug", "clean", "not_compiler", "flaky", "timeout", "needs_gpu", "error")
+    }
+    if interrupted:
+        code, msg = (
+            ExitCode.INTERRUPTED,
+            f"interrupted: {len(ordered)} of {len(scripts)} scripts done (kept)",
+        )
+    elif counts["bug"] or counts["flaky"]:
+        code = ExitCode.COMPILER_FAILURE
+        msg = f"{counts['bug']} compiler bug(s) in {len(clusters)} cluster(s) among {len(scripts)} scripts"
+    elif counts["error"]:
+        code, msg = ExitCode.INTERNAL, f"tcompile failed on {counts['error']} script(s)"
+    else:
+        code, msg = ExitCode.OK, f"no compiler bug among {len(scripts)} scripts"
+    report = TriageReport(
+        int(code),
+        msg,
+        [_public(r) for r in ordered],
+        clusters,
+        counts,
+        str(base),
+        torch=torch_version(),
+        engine="ray" if ray_address else "local",
+        seconds=round(time.monotonic() - t0, 2),
+        done_now=len(ordered) - from_cache,
+        from_cache=from_cache,
+        interrupted=interrupted,
+    )
+    report.page, report.html = write_pages(base, report.to_json())
+    write_json(base / "triage.json", report.to_json())
+    return report
+
+
+def _public(r: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in r.items() if k not in ("repro_text", "raw_bug")}
+
+
+def _place_repro(base: Path, r: dict[str, Any]) -> None:
+    """The verified repro beside the pages: ``OUT/repros/STEM-KEY.py``."""
+    text = r.get("repro_text")
+    if not text:
+        r["repro"] = None
+        return
+    dest = base / "repros" / f"{Path(r['path']).stem}-{r['key'][:8]}.py"
+    dest.parent.mkdir(exist_ok=True)
+    if not dest.is_file() or dest.read_text() != text:
+        tmp = dest.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, dest)
+    r["repro"] = str(dest)
+
+
+def _gpus() -> list[str]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g for g in visible.split(",") if g.strip()]
+    try:
+        import torch
+
+        return [str(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 -- no torch or no CUDA: no GPUs
+        return []
+
+
+def _plan(
+    scripts: list[Path], base: Path, options: dict[str, Any]
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """What is cached already (results) and what is left to run (tasks), by path."""
+    tasks: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, Any]] = {}
+    for s in scripts:
+        key = script_key(s, options)
+        cached = base / "cache" / f"{key}.json"
+        if cached.is_file():
+            try:
+                results[str(s)] = {**json.loads(cached.read_text()), "path": str(s), "cached": True}
+                continue
+            except ValueError:
+                cached.unlink()  # half a file from an older tcompile: do it again
+        tasks[str(s)] = {
+            "path": str(s),
+            "args": [],
+            "key": key,
+            "work_dir": str(base / "scripts" / f"{s.stem}-{key[:8]}"),
+            **options,
+            "python": sys.executable,
+            "gpu": _wants_gpu(s),
+        }
+    return tasks, results
+
+
+def _run_local(tasks: dict[str, dict[str, Any]], jobs: int, done: Any) -> None:
+    """A local pool: ``jobs`` scripts at a time; with GPUs, each script that mentions
+    CUDA holds one (CUDA_VISIBLE_DEVICES) while it runs."""
+    gpus: queue.Queue[str] = queue.Queue()
+    for g in _gpus():
+        gpus.put(g)
+    have_gpus = not gpus.empty()
+
+    def one(task: dict[str, Any]) -> dict[str, Any]:
+        gpu = gpus.get() if have_gpus and task["gpu"] else None
+        env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}
+        try:
+            return triage_one({**task, "env": env})
+        finally:
+            if gpu is not None:
+                gpus.put(gpu)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    pending: dict[Future[dict[str, Any]], str] = {pool.submit(one, t): p for p, t in tasks.items()}
+    try:
+        while pending:
+            finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            for f in finished:
+                path = pending.pop(f)
+                done(path, f.result())
+    finally:
+        for f in pending:
+            f.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_ray(address: str, tasks: dict[str, dict[str, Any]], done: Any) -> None:
+    """One Ray task per script: one CPU, and one GPU where it mentions CUDA and the
+    cluster has GPUs.  Ray is an optional extra (``pip install tcompile[ray]``)."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install 'ray>=2.9'") from None
+    try:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    except Exception as exc:  # noqa: BLE001 -- any way of not reaching the cluster
+        raise UsageError(f"--ray {address}: cannot connect: {str(exc).splitlines()[0]}") from None
+    try:
+        has_gpu = ray.cluster_resources().get("GPU", 0) > 0
+        remote = ray.remote(max_retries=0)(triage_one)
+        refs = {}
+        for path, t in tasks.items():
+            gpu = 1 if has_gpu and t["gpu"] else 0
+            # a Ray worker may run another interpreter: the task runs tcompile with its own
+            refs[remote.options(num_cpus=1, num_gpus=gpu).remote({**t, "python": None})] = path
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=1.0)
+            for ref in ready:
+                done(refs.pop(ref), ray.get(ref))
+    except KeyboardInterrupt:
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        raise
+    finally:
+        ray.shutdown()

@@ -1,0 +1,163 @@
+"""Duplicates by culprit and minimal failing graph, not by message text (triage).
+
+Pure: report documents in, clusters out.  Two scripts are one bug when bisect and the
+accuracy localization name the same culprit -- failure kind, stage, inductor
+subsystem, and the op where it goes wrong (the first wrong node for wrong values, the
+lowering bisect names, the pass) -- on the same device, and their minimal graphs share
+most of their ops (Jaccard >= ``SAME_OPS``; single linkage inside one culprit).  Where
+no op is named, the minimal graph's ops stand in for it; a program-level repro (no
+graph) is keyed by its exception type.  Two bugs that raise the same text on different
+ops land apart; one bug reached through a model, a loop and a one-liner lands together,
+because minify strips what the programs do around it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SAME_OPS = 0.5  # minimal graphs of one culprit share at least half their ops
+
+
+def _op_name(node: str) -> str:
+    return re.sub(r"_\d+$", "", node or "")
+
+
+def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
+    """The culprit of one report bug: bisect's stage/subsystem/detail and the op."""
+    bis = bug.get("bisect") or {}
+    mini = bug.get("minify") or {}
+    div = ((mini.get("divergence") or {}).get("minimal")) or {}
+    stage = bis.get("stage") or bug.get("stage")
+    subsystem = bis.get("subsystem")
+    detail = bis.get("detail")
+    op = div.get("op")
+    if not op and subsystem == "lowerings" and detail:
+        op = _op_name(detail)
+    elif not op and subsystem and detail:
+        op = str(detail)
+    parts = [p for p in (stage, subsystem, op or (detail if subsystem else None)) if p]
+    return {
+        "stage": stage,
+        "subsystem": subsystem,
+        "detail": detail,
+        "op": op,
+        "kind": bug.get("kind"),
+        "text": " / ".join(str(p) for p in parts) or str(bug.get("signature") or "?"),
+    }
+
+
+def minimal_of(bug: dict[str, Any]) -> dict[str, Any]:
+    """The minimal failing graph of one report bug: its ops, size, device, level."""
+    mini = bug.get("minify") or {}
+    return {
+        "ops": list(mini.get("ops") or []),
+        "nodes_before": mini.get("nodes_before"),
+        "nodes_after": mini.get("nodes_after"),
+        "graph_kind": mini.get("graph_kind") or bug.get("graph_kind"),
+        "device": mini.get("device"),
+        "level": mini.get("level"),
+        "verified": bool(mini.get("verified")),
+    }
+
+
+def _key(r: dict[str, Any]) -> tuple[Any, ...]:
+    c = r.get("culprit") or {}
+    m = r.get("minimal") or {}
+    ops = sorted(set(m.get("ops") or []))
+    anchor = c.get("op") or (("ops", *ops) if ops else ("exc", r.get("exc_type")))
+    return (
+        r.get("kind"),
+        c.get("stage") or r.get("stage"),
+        c.get("subsystem"),
+        anchor,
+        m.get("device"),
+    )
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    if not a or not b:
+        return 1.0  # nothing to tell them apart by
+    return len(a & b) / len(a | b)
+
+
+def _finder(parent: list[int]) -> Any:
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    return find
+
+
+def cluster(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Clusters of the ``bug`` results: ``id``, ``culprit``, ``members`` (paths),
+    ``repro`` (the shortest verified member's), ``ops``, ``kind``, ``stage``.  Ordered
+    by size, then culprit; ids ``C1``, ``C2``, ...  Each result gets its ``cluster``."""
+    bugs = sorted((r for r in results if r.get("verdict") == "bug"), key=lambda r: r["path"])
+    buckets: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in bugs:
+        buckets.setdefault(_key(r), []).append(r)
+    groups: list[list[dict[str, Any]]] = []
+    for members in buckets.values():
+        parent = list(range(len(members)))
+        find = _finder(parent)
+        ops = [set((m.get("minimal") or {}).get("ops") or []) for m in members]
+        for i in range(len(members)):
+            for j in range(i):
+                if _jaccard(ops[i], ops[j]) >= SAME_OPS:
+                    parent[find(i)] = find(j)
+        split: dict[int, list[dict[str, Any]]] = {}
+        for i, m in enumerate(members):
+            split.setdefault(find(i), []).append(m)
+        groups.extend(split.values())
+    groups.sort(
+        key=lambda g: (-len(g), (g[0].get("culprit") or {}).get("text") or "", g[0]["path"])
+    )
+    out = []
+    for n, g in enumerate(groups, 1):
+        cid = f"C{n}"
+        for m in g:
+            m["cluster"] = cid
+        with_repro = [m for m in g if m.get("repro")]
+        rep = (
+            min(with_repro, key=lambda m: (m.get("repro_lines") or 10**9, m["path"]))
+            if with_repro
+            else g[0]
+        )
+        ops = sorted(set().union(*[set((m.get("minimal") or {}).get("ops") or []) for m in g]))
+        out.append(
+            {
+                "id": cid,
+                "culprit": (rep.get("culprit") or {}).get("text") or rep.get("signature"),
+                "kind": rep.get("kind"),
+                "stage": rep.get("stage"),
+                "ops": ops,
+                "members": [m["path"] for m in g],
+                "representative": rep["path"],
+                "repro": rep.get("repro"),
+                "repro_lines": rep.get("repro_lines"),
+            }
+        )
+    return out
+
+
+def scores(
+    results: list[dict[str, Any]], truth: dict[str, str | None], by: str = "cluster"
+) -> dict[str, float]:
+    """Pairwise precision and recall of a clustering against ``truth`` (path -> bug id)
+    over the scripts both call bugs: a pair is positive when both share a bug id."""
+    paths = [r["path"] for r in results if r.get(by) and truth.get(r["path"])]
+    label = {r["path"]: r[by] for r in results if r.get(by)}
+    tp = fp = fn = 0
+    for i, a in enumerate(paths):
+        for b in paths[:i]:
+            same_pred = label[a] == label[b]
+            same_true = truth[a] == truth[b]
+            tp += same_pred and same_true
+            fp += same_pred and not same_true
+            fn += same_true and not same_pred
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    return {"precision": round(precision, 3), "recall": round(recall, 3), "pairs": tp + fp + fn}

@@ -1,0 +1,281 @@
+"""One script of ``tcompile triage``: its verdict, culprit and verified repro.
+
+The unit of work the local pool and Ray both run (a plain function of a JSON-able
+task, returning a JSON-able result), so a cluster node needs only tcompile and torch.
+Each step is tcompile's own command line in a child interpreter, read through its
+``--json`` document (a public interface): ``run`` first (cheap: clean, not a compiler
+bug, needs a GPU), then ``report`` (bisect + minify, with the run it starts as the
+second sample: a failure that does not come back is *flaky*).  Each child dies with
+this process (PR_SET_PDEATHSIG) and gets what is left of the script's time budget;
+past it, the child is stopped with SIGTERM (it keeps and reports what it found).
+
+Verdicts: ``bug``, ``clean``, ``not_compiler``, ``flaky``, ``timeout``, ``needs_gpu``,
+and ``error`` -- tcompile itself failed on this script, never read as "no failure".
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler.accuracy import AccuracyMode
+
+VERDICTS = ("bug", "clean", "not_compiler", "flaky", "timeout", "needs_gpu", "error")
+
+# the failure of a script that needs a GPU this machine lacks (CUDA, or Triton for it)
+_NEEDS_GPU = re.compile(
+    r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
+    r"|CUDA driver initialization failed|cuda(?:\.is_available\(\))? is not available"
+    r"|Cannot find a working triton installation|requires a GPU|needs a GPU|no GPU",
+    re.IGNORECASE,
+)
+_GRACE = 20.0  # seconds between SIGTERM and SIGKILL for a child past its budget
+
+
+class Interrupted(Exception):
+    """A child was interrupted (Ctrl-C): this script's result is not kept."""
+
+
+def _die_with_parent() -> None:
+    # Linux: the child gets SIGTERM when the thread that started it goes away
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _tcompile(
+    python: str, argv: list[str], budget: float, log: Path, cwd: str, env: dict[str, str]
+) -> tuple[int | None, dict[str, Any], float]:
+    """``python -m tcompile ARGV --json``: (exit code or None past the budget, its
+    document, seconds)."""
+    t0 = time.monotonic()
+    with open(log, "ab") as err:
+        proc = subprocess.Popen(
+            [python, "-m", "tcompile", *argv],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=cwd,
+            env={**os.environ, **env},
+            preexec_fn=_die_with_parent,
+        )
+        timed_out = False
+        try:
+            out, _ = proc.communicate(timeout=max(1.0, budget))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            proc.send_signal(signal.SIGTERM)  # the child keeps what it found, kills its own
+            try:
+                out, _ = proc.communicate(timeout=_GRACE)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+    try:
+        doc = json.loads(out.decode(errors="replace") or "{}")
+    except ValueError:
+        doc = {"message": out.decode(errors="replace")[-500:]}
+    code = None if timed_out else proc.returncode
+    if code == 130 or (code is not None and code < 0):
+        raise Interrupted
+    return code, doc, time.monotonic() - t0
+
+
+def _accuracy_flags(accuracy: str) -> list[str]:
+    mode = AccuracyMode(accuracy)
+    if mode is AccuracyMode.OFF:
+        return []
+    return ["--strict-accuracy"] if mode is AccuracyMode.STRICT else ["--accuracy"]
+
+
+def triage_one(task: dict[str, Any]) -> dict[str, Any]:
+    """The whole triage of one script (see the module's docstring).  ``task``: path,
+    args, work_dir, accuracy, timeout, repeat, also, python."""
+    t0 = time.monotonic()
+    script, work = task["path"], Path(task["work_dir"])
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "tcompile.log"
+    python = task.get("python") or sys.executable
+    deadline = t0 + float(task["timeout"])
+    acc = _accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))
+    res: dict[str, Any] = {"verdict": None, "steps": [], "message": ""}
+
+    def step(what: str, argv: list[str]) -> tuple[int | None, dict[str, Any]]:
+        left = deadline - time.monotonic()
+        if left <= 1:
+            res["steps"].append({"what": what, "exit_code": None, "seconds": 0.0})
+            return None, {}
+        code, doc, secs = _tcompile(
+            python, argv, left, log, str(Path(script).parent), task.get("env") or {}
+        )
+        res["steps"].append({"what": what, "exit_code": code, "seconds": round(secs, 2)})
+        return code, doc
+
+    def finish(verdict: str, message: str) -> dict[str, Any]:
+        res["verdict"], res["message"] = verdict, message.strip()[:500]
+        res["seconds"] = round(time.monotonic() - t0, 2)
+        return res
+
+    # the program's own limit inside a run: below the budget, so a hang is the run's finding
+    run_argv = ["run", "--json", *acc, "--timeout", str(max(10, int(task["timeout"] * 0.8)))]
+    failed = 0
+    for k in range(max(1, int(task.get("repeat", 2)))):
+        code, doc = step(
+            f"run {k + 1}", [*run_argv, "--out", str(work / f"run{k + 1}"), script, *task["args"]]
+        )
+        if code is None:
+            return finish("timeout", f"the run did not finish in {task['timeout']:.0f} s")
+        text = json.dumps(doc)
+        if code in (1, 3) and _NEEDS_GPU.search(text) and not _has_cuda():
+            return finish("needs_gpu", "needs a GPU: " + _first_line(doc))
+        if code == 3 or code == 2:
+            return finish("not_compiler", _first_line(doc))
+        if code == 4:
+            return finish("error", "tcompile failed: " + _first_line(doc))
+        if code == 1 and all(f.get("kind") == "timeout" for f in doc.get("failures") or [{}]):
+            return finish(
+                "timeout", "the program did not finish under torch.compile: " + _first_line(doc)
+            )
+        if code == 1:
+            failed += 1
+            res.update(_from_run(doc))
+    runs = k + 1
+    if not failed:
+        return finish("clean", f"no compiler failure in {runs} run(s)")
+    if failed < runs:  # a failure that does not come back every time
+        res["flaky"] = {"failed": failed, "of": runs}
+        return finish("flaky", f"failed {failed} of {runs} runs: {res.get('signature', '')}")
+
+    code, doc = step(
+        "report",
+        [
+            "report",
+            "--json",
+            *acc,
+            "--max-bugs",
+            "1",
+            "--timeout",
+            str(int(task["timeout"])),
+            "--out",
+            str(work / "report"),
+            script,
+            *task["args"],
+        ],
+    )
+    if code == 0:  # the report's own run is one more sample
+        res["flaky"] = {"failed": runs, "of": runs + 1}
+        return finish("flaky", f"failed {runs} of {runs + 1} runs: {res.get('signature', '')}")
+    bugs = doc.get("bugs") or []
+    if code is None and not bugs:
+        return finish(
+            "bug", f"{res.get('signature', '')} (bisect and minify did not finish in time)"
+        )
+    if code == 4:
+        res["note"] = "tcompile report failed: " + _first_line(doc)
+    if bugs:
+        _take_bug(res, bugs[0], task, deadline)
+    return finish("bug", res.get("signature", ""))
+
+
+def _take_bug(
+    res: dict[str, Any], bug: dict[str, Any], task: dict[str, Any], deadline: float
+) -> None:
+    """The report's bug: kept whole (the driver derives culprit and minimal graph from
+    it), the repro's text where it was verified, and its run under ``--also``."""
+    res["raw_bug"] = bug  # the driver derives culprit and minimal graph from it
+    res["title"] = bug.get("title")
+    mini = bug.get("minify") or {}
+    res["bisect"] = _counts(bug.get("bisect"), "runs")
+    res["minify"] = _counts(mini, "calls")
+    if (bug.get("bisect") or {}).get("flaky"):
+        res["flaky"] = {"failed": None, "of": None, "detail": bug["bisect"].get("flaky_detail")}
+    repro = mini.get("repro")
+    if repro and mini.get("verified") and Path(repro).is_file():
+        res["repro_text"] = Path(repro).read_text()
+        res["repro_lines"] = len(res["repro_text"].splitlines())
+        res["repro_level"] = mini.get("level")
+        res["repro_path"] = repro
+        if task.get("also"):
+            res["also"] = _also(task["also"], repro, deadline)
+
+
+def _from_run(doc: dict[str, Any]) -> dict[str, Any]:
+    groups = doc.get("groups") or []
+    g = groups[0] if groups else {}
+    fail = (doc.get("failures") or [{}])[0]
+    return {
+        "signature": g.get("signature") or fail.get("signature") or "",
+        "kind": g.get("kind") or fail.get("kind"),
+        "stage": g.get("stage") or fail.get("stage"),
+        "exc_type": (fail.get("signature_fields") or {}).get("exc_type"),
+        "graphs": len(doc.get("graphs") or []),
+    }
+
+
+def _counts(part: dict[str, Any] | None, unit: str) -> dict[str, Any] | None:
+    if not part:
+        return None
+    return {unit: part.get(unit), "seconds": round(float(part.get("seconds") or 0.0), 2)}
+
+
+def _first_line(doc: dict[str, Any]) -> str:
+    for key in ("explanation", "message", "error"):
+        if doc.get(key):
+            return str(doc[key]).strip().splitlines()[0][:300]
+    return ""
+
+
+def _has_cuda() -> bool:
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return False
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 -- no torch, no CUDA
+        return False
+
+
+def _also(python: str, repro: str, deadline: float) -> dict[str, Any]:
+    """The verified repro under another interpreter (another torch): fixed or not."""
+    try:
+        version = (
+            subprocess.run(
+                [python, "-c", "import torch; print(torch.__version__)"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            ).stdout.strip()
+            or "?"
+        )
+        proc = subprocess.run(
+            [python, repro],
+            capture_output=True,
+            text=True,
+            cwd=str(Path(repro).parent),
+            timeout=max(30.0, deadline - time.monotonic()),
+            preexec_fn=_die_with_parent,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"python": python, "torch": None, "result": "error", "detail": str(exc)[:200]}
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
+    if proc.returncode == 1 and "REPRODUCED" in proc.stdout and "NOT REPRODUCED" not in proc.stdout:
+        result = "still fails"
+    elif proc.returncode == 0:
+        result = f"fixed in {version}"
+    else:
+        result = "error"
+    return {
+        "python": python,
+        "torch": version,
+        "result": result,
+        "exit_code": proc.returncode,
+        "detail": tail[0][:200],
+    }

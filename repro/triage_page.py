@@ -1,0 +1,145 @@
+"""triage.md and triage.html: one page a maintainer reads (or opens in a browser).
+
+Written from the triage document (its ``--json``) only, each file atomically: a
+reader never sees half a page.  The HTML page is one file, no scripts, no network:
+verdicts coloured, each cluster's representative repro inline.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any
+
+_COLOURS = {
+    "bug": "#d73a49",
+    "flaky": "#e36209",
+    "timeout": "#b08800",
+    "error": "#6f42c1",
+    "not_compiler": "#586069",
+    "clean": "#22863a",
+    "needs_gpu": "#0366d6",
+}
+
+
+def _atomic(path: Path, text: str) -> str:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return str(path)
+
+
+def _rel(base: Path, p: str | None) -> str:
+    if not p:
+        return "-"
+    try:
+        return os.path.relpath(p, base)
+    except ValueError:
+        return p
+
+
+def _culprit(r: dict[str, Any]) -> str:
+    return (r.get("culprit") or {}).get("text") or "-"
+
+
+def _also(r: dict[str, Any]) -> str:
+    return (r.get("also") or {}).get("result") or ""
+
+
+def markdown(base: Path, doc: dict[str, Any]) -> str:
+    counts = ", ".join(f"{v} {k}" for k, v in doc["counts"].items() if v)
+    lines = [
+        "# tcompile triage",
+        "",
+        f"{len(doc['scripts'])} scripts ({counts}); {len(doc['clusters'])} cluster(s) of bugs; "
+        f"torch {doc['torch']}; {doc['seconds']:.0f} s ({doc['done_now']} run now, "
+        f"{doc['from_cache']} from the cache, engine: {doc['engine']})"
+        + ("; **interrupted**: the rest is not done yet" if doc["interrupted"] else ""),
+        "",
+        "## Clusters",
+        "",
+        "| cluster | culprit | kind | ops of the minimal graph | members | repro |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in doc["clusters"]:
+        members = "<br>".join(_rel(base, m) for m in c["members"])
+        lines.append(
+            f"| {c['id']} | {c['culprit']} | {c['kind'] or '-'} | {', '.join(c['ops']) or '-'} "
+            f"| {members} | {_rel(base, c['repro'])} ({c['repro_lines'] or '-'} lines) |"
+        )
+    also = any(r.get("also") for r in doc["scripts"])
+    lines += [
+        "",
+        "## Scripts",
+        "",
+        "| script | verdict | culprit | cluster | repro lines | seconds |"
+        + (" other torch |" if also else ""),
+        "|---|---|---|---|---|---|" + ("---|" if also else ""),
+    ]
+    for r in doc["scripts"]:
+        verdict = r["verdict"]
+        if r.get("flaky") and r["flaky"].get("of"):
+            verdict += f" ({r['flaky']['failed']} of {r['flaky']['of']})"
+        lines.append(
+            f"| {_rel(base, r['path'])} | {verdict} | {_culprit(r)} | {r.get('cluster') or '-'} "
+            f"| {r.get('repro_lines') or '-'} | {r.get('seconds', 0):.0f} |"
+            + (f" {_also(r)} |" if also else "")
+        )
+    lines += ["", "## Why", ""]
+    for r in doc["scripts"]:
+        lines.append(f"- `{_rel(base, r['path'])}`: {r['verdict']}: {r.get('message') or '-'}")
+    return "\n".join(lines) + "\n"
+
+
+def page(base: Path, doc: dict[str, Any]) -> str:
+    e = html.escape
+    rows = []
+    for r in doc["scripts"]:
+        colour = _COLOURS.get(r["verdict"], "#000")
+        rows.append(
+            f"<tr><td>{e(_rel(base, r['path']))}</td>"
+            f"<td style='color:{colour};font-weight:bold'>{e(r['verdict'])}</td>"
+            f"<td>{e(_culprit(r))}</td><td>{e(r.get('cluster') or '-')}</td>"
+            f"<td>{e(str(r.get('repro_lines') or '-'))}</td><td>{r.get('seconds', 0):.0f}</td>"
+            f"<td>{e(_also(r))}</td><td>{e(r.get('message') or '')}</td></tr>"
+        )
+    clusters = []
+    for c in doc["clusters"]:
+        code = ""
+        if c.get("repro") and Path(c["repro"]).is_file():
+            code = f"<details><summary>repro.py</summary><pre>{e(Path(c['repro']).read_text())}</pre></details>"
+        members = "<br>".join(e(_rel(base, m)) for m in c["members"])
+        clusters.append(
+            f"<tr><td>{e(c['id'])}</td><td>{e(str(c['culprit']))}</td><td>{e(c['kind'] or '-')}</td>"
+            f"<td>{e(', '.join(c['ops']))}</td><td>{members}</td><td>{e(_rel(base, c['repro']))}{code}</td></tr>"
+        )
+    counts = ", ".join(f"{v} {k}" for k, v in doc["counts"].items() if v)
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>tcompile triage</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; }}
+table {{ border-collapse: collapse; margin-bottom: 2em; }}
+td, th {{ border: 1px solid #ddd; padding: 4px 8px; vertical-align: top; font-size: 90%; }}
+th {{ background: #f6f8fa; }}
+pre {{ background: #f6f8fa; padding: 8px; max-width: 70em; overflow-x: auto; }}
+</style></head><body>
+<h1>tcompile triage</h1>
+<p>{len(doc["scripts"])} scripts ({e(counts)}); {len(doc["clusters"])} cluster(s); torch {e(doc["torch"] or "?")};
+{doc["seconds"]:.0f} s{"; <b>interrupted</b>" if doc["interrupted"] else ""}</p>
+<h2>Clusters</h2>
+<table><tr><th>cluster</th><th>culprit</th><th>kind</th><th>ops</th><th>members</th><th>repro</th></tr>
+{"".join(clusters)}</table>
+<h2>Scripts</h2>
+<table><tr><th>script</th><th>verdict</th><th>culprit</th><th>cluster</th><th>repro lines</th>
+<th>seconds</th><th>other torch</th><th>why</th></tr>
+{"".join(rows)}</table>
+</body></html>
+"""
+
+
+def write_pages(base: Path, doc: dict[str, Any]) -> tuple[str, str]:
+    """triage.md and triage.html under ``base``; their paths."""
+    return _atomic(base / "triage.md", markdown(base, doc)), _atomic(
+        base / "triage.html", page(base, doc)
+    )

@@ -1,0 +1,153 @@
+"""``tcompile triage`` end to end: real runs, bisects and minifies of four scripts, one
+planted bug written two ways; the cache on a rerun; Ray gives the same clusters."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCRIPTS = {
+    "relu_fn.py": """
+        import torch
+        import torch._inductor.config
+
+        torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+
+        @torch.compile
+        def f(x):
+            return torch.relu(x * 2 + 1).sum(dim=0)
+
+        x = torch.randn(8, 4)
+        print(f(x))
+    """,
+    "relu_module.py": """
+        import torch
+        import torch._inductor.config
+
+        torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return torch.relu(self.lin(x)).mean()
+
+        torch.manual_seed(0)
+        net = torch.compile(Net())
+        with torch.no_grad():
+            print(net(torch.randn(6, 4)))
+    """,
+    "fine.py": """
+        import torch
+
+        f = torch.compile(lambda x: torch.sin(x) + 1)
+        print(f(torch.randn(4)))
+    """,
+    "own_bug.py": """
+        import torch
+
+        f = torch.compile(lambda x: torch.cos(x))
+        f(torch.randn(3))
+        raise ValueError("the script's own bug")
+    """,
+}
+
+
+def triage(*args: str, cwd: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tcompile", "triage", "--json", *args],
+        capture_output=True, text=True, cwd=cwd, timeout=1500,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["exit_code"] == proc.returncode
+    return doc
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("triage")
+    (d / "scripts").mkdir()
+    for name, text in SCRIPTS.items():
+        (d / "scripts" / name).write_text(textwrap.dedent(text))
+    doc = triage("--repeat", "1", "--jobs", "2", "--out", str(d / "out"), str(d / "scripts"), cwd=d)
+    return d, doc
+
+
+def test_verdicts_culprit_one_cluster_and_a_verified_repro(corpus):
+    d, doc = corpus
+    by = {Path(r["path"]).name: r for r in doc["scripts"]}
+    assert {n: r["verdict"] for n, r in by.items()} == {
+        "fine.py": "clean", "own_bug.py": "not_compiler", "relu_fn.py": "bug", "relu_module.py": "bug",
+    }  # fmt: skip
+    assert doc["exit_code"] == 1 and doc["counts"]["bug"] == 2
+    for name in ("relu_fn.py", "relu_module.py"):
+        r = by[name]
+        assert r["culprit"]["stage"] == "inductor" and r["culprit"]["op"] == "relu", r["culprit"]
+        assert r["repro"] and r["repro_lines"] > 0 and r["seconds"] > 0
+        for field in ("path", "verdict", "culprit", "cluster", "repro", "seconds"):
+            assert field in r
+    # one bug written two ways: one cluster, whose repro is one of its members'
+    assert by["relu_fn.py"]["cluster"] == by["relu_module.py"]["cluster"]
+    (c,) = doc["clusters"]
+    assert set(c) >= {"id", "culprit", "members", "repro"} and len(c["members"]) == 2
+    assert c["repro"] in {by["relu_fn.py"]["repro"], by["relu_module.py"]["repro"]}
+    out = subprocess.run([sys.executable, c["repro"]], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1 and "REPRODUCED" in out.stdout
+    page = (d / "out" / "triage.md").read_text()
+    assert "| C1 |" in page and "own_bug.py" in page
+    assert "<html" in (d / "out" / "triage.html").read_text()
+
+
+def test_a_rerun_does_only_new_work(corpus):
+    d, first = corpus
+    (d / "scripts" / "also_fine.py").write_text(
+        "import torch\nprint(torch.compile(torch.abs)(torch.ones(2)))\n"
+    )
+    doc = triage("--repeat", "1", "--out", str(d / "out"), str(d / "scripts"), cwd=d)
+    (d / "scripts" / "also_fine.py").unlink()
+    assert doc["from_cache"] == 4 and doc["done_now"] == 1
+    assert doc["clusters"] == first["clusters"]
+    assert {Path(r["path"]).name: r["verdict"] for r in doc["scripts"]}["also_fine.py"] == "clean"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ray_gives_the_same_clusters(corpus):
+    pytest.importorskip("ray")
+    ray = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
+    d, local = corpus
+    port = _free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run(
+        [ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--disable-usage-stats",
+         "--include-dashboard=false"],
+        check=True, capture_output=True, env=env, timeout=300,
+    )  # fmt: skip
+    try:
+        doc = triage("--repeat", "1", "--ray", f"127.0.0.1:{port}", "--out", str(d / "ray"),
+                     str(d / "scripts"), cwd=d)  # fmt: skip
+    finally:
+        subprocess.run([ray, "stop", "--force"], capture_output=True, env=env, timeout=300)
+    assert doc["engine"] == "ray" and doc["done_now"] == 4
+    verdicts = {Path(r["path"]).name: r["verdict"] for r in doc["scripts"]}
+    assert verdicts == {Path(r["path"]).name: r["verdict"] for r in local["scripts"]}
+    assert [sorted(map(os.path.basename, c["members"])) for c in doc["clusters"]] == [
+        sorted(map(os.path.basename, c["members"])) for c in local["clusters"]
+    ]

@@ -1,0 +1,180 @@
+"""triage's clustering, culprits and discovery: pure, no compiles."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tcompile.repro.triage import discover, script_key
+from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of, scores
+from tcompile.repro.triage_page import markdown, page
+
+
+def bug(
+    op: str | None,
+    ops: list[str],
+    *,
+    kind: str = "accuracy",
+    subsystem: str = "lowerings",
+    detail: str | None = None,
+    message: str = "AccuracyError: inference output differs from eager",
+    lines: int = 60,
+) -> dict:
+    return {
+        "kind": kind,
+        "stage": "inductor",
+        "signature": f"inductor/{kind}: {message}",
+        "bisect": {"stage": "inductor", "subsystem": subsystem, "detail": detail or f"{op}_1"},
+        "minify": {
+            "ops": ops,
+            "nodes_before": 9,
+            "nodes_after": len(ops),
+            "device": "cpu",
+            "level": "graph",
+            "verified": True,
+            "divergence": {"minimal": {"op": op}} if op else None,
+        },
+        "_lines": lines,
+    }
+
+
+def result(path: str, b: dict) -> dict:
+    return {
+        "path": path,
+        "verdict": "bug",
+        "kind": b["kind"],
+        "stage": "inductor",
+        "signature": b["signature"],
+        "culprit": culprit_of(b),
+        "minimal": minimal_of(b),
+        "repro": f"/r/{path}.py",
+        "repro_lines": b["_lines"],
+    }
+
+
+def test_culprit_names_stage_subsystem_and_op():
+    c = culprit_of(bug(None, ["abs", "neg", "sum"], detail="sum_3"))
+    assert (c["stage"], c["subsystem"], c["op"]) == ("inductor", "lowerings", "sum")
+    assert c["text"] == "inductor / lowerings / sum"
+    # the first wrong node wins over bisect's lowering
+    assert culprit_of(bug("neg", ["abs", "neg", "sum"], detail="sum_3"))["op"] == "neg"
+    # a pass: its name
+    p = culprit_of(
+        bug(None, ["cumsum"], subsystem="post_grad_passes", detail="pointless_cumsum_replacement")
+    )
+    assert p["text"] == "inductor / post_grad_passes / pointless_cumsum_replacement"
+
+
+def test_one_bug_written_three_ways_is_one_cluster_and_same_text_different_bugs_are_not():
+    rs = [
+        result("model.py", bug("sum", ["abs", "neg", "sum"], lines=70)),
+        result("loop.py", bug("sum", ["abs", "neg", "cat", "sum"], lines=64)),
+        result("oneliner.py", bug("sum", ["abs", "neg", "sum"], lines=66)),
+        # the same exception text, another op: another bug
+        result("any.py", bug("any", ["any"])),
+        # the same culprit op, a minimal graph with nothing in common: another bug
+        result("inf.py", bug("sum", ["full", "convert_element_type", "sum", "mul"])),
+        {"path": "clean.py", "verdict": "clean"},
+    ]
+    cs = cluster(rs)
+    by = {r["path"]: r.get("cluster") for r in rs}
+    assert by["model.py"] == by["loop.py"] == by["oneliner.py"]
+    assert len({by["model.py"], by["any.py"], by["inf.py"]}) == 3
+    assert by["clean.py"] is None
+    big = next(c for c in cs if len(c["members"]) == 3)
+    assert big["id"] == "C1" and big["repro"] == "/r/loop.py.py"  # the shortest repro
+    truth = {"model.py": "a", "loop.py": "a", "oneliner.py": "a", "any.py": "b", "inf.py": "c"}
+    assert scores(rs, truth) == {"precision": 1.0, "recall": 1.0, "pairs": 3}
+    # grouping by message text puts all five together: precision falls
+    by_text = scores([{**r, "text": r.get("signature")} for r in rs], truth, by="text")
+    assert by_text["precision"] < 0.5
+
+
+def test_kinds_and_devices_never_merge():
+    a = result("a.py", bug("relu", ["relu"]))
+    b = result("b.py", bug("relu", ["relu"], kind="compile_error", message="CppCompileError"))
+    c = {
+        **result("c.py", bug("relu", ["relu"])),
+        "minimal": {**minimal_of(bug("relu", ["relu"])), "device": "cuda"},
+    }
+    cluster([a, b, c])
+    assert len({a["cluster"], b["cluster"], c["cluster"]}) == 3
+
+
+def test_discover_skips_modules_a_script_imports(tmp_path):
+    (tmp_path / "train.py").write_text("from model import Net\nimport os\n")
+    (tmp_path / "model.py").write_text("class Net: pass\n")
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "other.py").write_text("print(1)\n")
+    found = [p.name for p in discover([str(tmp_path)])]
+    assert found == ["other.py", "train.py"]
+    with pytest.raises(Exception, match="no such file"):
+        discover([str(tmp_path / "missing")])
+
+
+def test_key_follows_content_local_modules_and_options(tmp_path):
+    s = tmp_path / "train.py"
+    s.write_text("import model\n")
+    (tmp_path / "model.py").write_text("X = 1\n")
+    k = script_key(s, {"accuracy": "loose"})
+    assert k == script_key(s, {"accuracy": "loose"})
+    assert k != script_key(s, {"accuracy": "strict"})
+    (tmp_path / "model.py").write_text("X = 2\n")
+    assert k != script_key(s, {"accuracy": "loose"})
+
+
+def test_pages_escape_and_list_every_script(tmp_path):
+    rs = [
+        result("<b>x</b>.py", bug("sum", ["sum"])),
+        {"path": "c.py", "verdict": "clean", "message": "ok"},
+    ]
+    cs = cluster(rs)
+    doc = {
+        "scripts": rs,
+        "clusters": cs,
+        "counts": {"bug": 1, "clean": 1},
+        "torch": "2.13.0",
+        "seconds": 3.0,
+        "done_now": 2,
+        "from_cache": 0,
+        "engine": "local",
+        "interrupted": False,
+    }
+    md = markdown(tmp_path, doc)
+    assert "| C1 |" in md and "c.py" in md
+    html = page(tmp_path, doc)
+    assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tcompile",
+            "triage",
+            "--json",
+            "--out",
+            str(tmp_path / "o"),
+            str(tmp_path / "nothing-here"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["exit_code"] == 2
+    assert "Traceback" not in proc.stderr
+    (tmp_path / "empty").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "tcompile", "triage", str(tmp_path / "empty")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2 and "no Python scripts" in proc.stderr
