@@ -37,6 +37,13 @@ from .options import exit_codes, jobs_option, json_option
 )
 @jobs_option("Scripts triaged at a time (each holds a GPU while it runs, where there are GPUs)")
 @click.option(
+    "--per-gpu",
+    type=click.IntRange(min=1, max=64),
+    default=1,
+    show_default=True,
+    help="Scripts that share one GPU at a time (small scripts fit several to a GPU).",
+)
+@click.option(
     "--repeat",
     type=click.IntRange(min=1, max=20),
     default=2,
@@ -71,6 +78,7 @@ def triage(
     accuracy: str,
     timeout: float,
     jobs: int,
+    per_gpu: int,
     repeat: int,
     also: str | None,
     ray_address: str | None,
@@ -94,6 +102,7 @@ def triage(
             accuracy=accuracy,
             timeout=timeout,
             jobs=jobs,
+            per_gpu=per_gpu,
             repeat=repeat,
             also=also,
             ray_address=ray_address,

@@ -36,7 +36,7 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import write_json
 
 from .triage_cluster import cluster, culprit_of, minimal_of
-from .triage_one import Interrupted, triage_one
+from .triage_one import Interrupted, stop_all, triage_one
 from .triage_page import write_pages
 
 DEFAULT_OUT = "tcompile-triage"
@@ -135,6 +135,7 @@ def run_triage(
     accuracy: str = AccuracyMode.LOOSE.value,
     timeout: float = 900.0,
     jobs: int = 1,
+    per_gpu: int = 1,
     repeat: int = 2,
     also: str | None = None,
     ray_address: str | None = None,
@@ -174,7 +175,7 @@ def run_triage(
         if ray_address:
             _run_ray(ray_address, tasks, done)
         else:
-            _run_local(tasks, jobs, done)
+            _run_local(tasks, jobs, done, per_gpu)
     except (KeyboardInterrupt, Interrupted):
         interrupted = True
     ordered = [results[str(s)] for s in scripts if str(s) in results]
@@ -276,12 +277,13 @@ def _plan(
     return tasks, results
 
 
-def _run_local(tasks: dict[str, dict[str, Any]], jobs: int, done: Any) -> None:
+def _run_local(tasks: dict[str, dict[str, Any]], jobs: int, done: Any, per_gpu: int = 1) -> None:
     """A local pool: ``jobs`` scripts at a time; with GPUs, each script that mentions
-    CUDA holds one (CUDA_VISIBLE_DEVICES) while it runs."""
+    CUDA holds one (CUDA_VISIBLE_DEVICES; ``per_gpu`` scripts share one) while it runs."""
     gpus: queue.Queue[str] = queue.Queue()
-    for g in _gpus():
-        gpus.put(g)
+    for _ in range(max(1, per_gpu)):
+        for g in _gpus():
+            gpus.put(g)
     have_gpus = not gpus.empty()
 
     def one(task: dict[str, Any]) -> dict[str, Any]:
@@ -301,6 +303,9 @@ def _run_local(tasks: dict[str, dict[str, Any]], jobs: int, done: Any) -> None:
             for f in finished:
                 path = pending.pop(f)
                 done(path, f.result())
+    except BaseException:
+        stop_all()  # Ctrl-C: the running scripts stop now, what is done stays
+        raise
     finally:
         for f in pending:
             f.cancel()

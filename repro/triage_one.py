@@ -22,6 +22,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,25 @@ _GRACE = 20.0  # seconds between SIGTERM and SIGKILL for a child past its budget
 
 class Interrupted(Exception):
     """A child was interrupted (Ctrl-C): this script's result is not kept."""
+
+
+_LIVE: set[subprocess.Popen[bytes]] = set()  # the children running now, for stop_all
+_LOCK = threading.Lock()
+
+
+def stop_all(grace: float = _GRACE) -> None:
+    """Ctrl-C: every running child gets SIGTERM (each keeps what it found and stops its
+    own processes), SIGKILL after ``grace`` seconds, so the pool's threads come back."""
+    with _LOCK:
+        procs = [p for p in _LIVE if p.poll() is None]
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    end = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def _die_with_parent() -> None:
@@ -68,6 +88,8 @@ def _tcompile(
             preexec_fn=_die_with_parent,
         )
         timed_out = False
+        with _LOCK:
+            _LIVE.add(proc)
         try:
             out, _ = proc.communicate(timeout=max(1.0, budget))
         except subprocess.TimeoutExpired:
@@ -78,6 +100,9 @@ def _tcompile(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out, _ = proc.communicate()
+        finally:
+            with _LOCK:
+                _LIVE.discard(proc)
     try:
         doc = json.loads(out.decode(errors="replace") or "{}")
     except ValueError:
