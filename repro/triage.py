@@ -37,6 +37,7 @@ from tcompile.compiler.runner import write_json
 
 from .triage_cluster import cluster, culprit_of, minimal_of
 from .triage_one import Interrupted, stop_all, triage_one
+from .triage_one import also as repro_under
 from .triage_page import write_pages
 
 DEFAULT_OUT = "tcompile-triage"
@@ -153,7 +154,8 @@ def run_triage(
         (base / "cache").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create --out {base}: {exc.strerror or exc}") from None
-    options = {"accuracy": accuracy, "timeout": timeout, "repeat": repeat, "also": also}
+    # what a result depends on (--also is not: it is asked of each result afterwards)
+    options = {"accuracy": accuracy, "timeout": timeout, "repeat": repeat}
     tasks, results = _plan(scripts, base, options)
     from_cache = len(results)
     observer.status(
@@ -181,6 +183,9 @@ def run_triage(
     ordered = [results[str(s)] for s in scripts if str(s) in results]
     for r in ordered:
         _place_repro(base, r)
+    if also and not interrupted:
+        interrupted = _also_all(base, ordered, also, jobs, timeout, observer)
+    for r in ordered:
         if r.get("raw_bug"):
             r["culprit"], r["minimal"] = culprit_of(r["raw_bug"]), minimal_of(r["raw_bug"])
     clusters = cluster(ordered)
@@ -217,6 +222,30 @@ def run_triage(
     report.page, report.html = write_pages(base, report.to_json())
     write_json(base / "triage.json", report.to_json())
     return report
+
+
+def _also_all(
+    base: Path,
+    results: list[dict[str, Any]],
+    python: str,
+    jobs: int,
+    timeout: float,
+    observer: Observer,
+) -> bool:
+    """Each verified repro under ``python`` (another torch), once per interpreter: the
+    answer is kept with the script's result.  True when interrupted."""
+    todo = [r for r in results if r.get("repro") and (r.get("also") or {}).get("python") != python]
+    observer.status(f"triage: {len(todo)} repro(s) under {python}")
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for r, answer in zip(
+                todo, pool.map(lambda r: repro_under(python, r["repro"], timeout), todo)
+            ):
+                r["also"] = answer
+                write_json(base / "cache" / f"{r['key']}.json", {**r, "cached": False})
+    except KeyboardInterrupt:
+        return True
+    return False
 
 
 def _public(r: dict[str, Any]) -> dict[str, Any]:

@@ -4,9 +4,10 @@ Pure: report documents in, clusters out.  Two scripts are one bug when bisect an
 accuracy localization name the same culprit -- failure kind, stage, inductor
 subsystem, and the op where it goes wrong (the first wrong node for wrong values, the
 lowering bisect names, the pass) -- on the same device, and their minimal graphs share
-most of their ops (Jaccard >= ``SAME_OPS``; single linkage inside one culprit).  Where
-no op is named, the minimal graph's ops stand in for it; a program-level repro (no
-graph) is keyed by its exception type.  Two bugs that raise the same text on different
+most of their ops (Jaccard >= ``SAME_OPS`` over op families, views and casts aside;
+single linkage inside one culprit).  Where no op is named, the minimal graphs' ops
+decide alone; with no graph either (a program-level failure whose bisect named no
+culprit) only the same signature is the same bug.  Two bugs that raise the same text on different
 ops land apart; one bug reached through a model, a loop and a one-liner lands together,
 because minify strips what the programs do around it.
 """
@@ -61,17 +62,37 @@ def minimal_of(bug: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# ops one bug may be reached through: one family (a Linear's matmul is a matmul)
+_FAMILY = {"linear": "matmul", "mm": "matmul", "addmm": "matmul", "bmm": "matmul",
+           "baddbmm": "matmul"}  # fmt: skip
+# views, copies and casts around the op that matters: not evidence of which bug it is
+_PLUMBING = {
+    "view", "reshape", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze",
+    "contiguous", "clone", "float", "to", "_to_copy", "getitem", "size", "sym_size",
+}  # fmt: skip
+
+
+def _ops(r: dict[str, Any]) -> set[str]:
+    ops = {_FAMILY.get(o, o) for o in (r.get("minimal") or {}).get("ops") or []}
+    return (ops - _PLUMBING) or ops
+
+
 def _key(r: dict[str, Any]) -> tuple[Any, ...]:
+    """The bucket: what must agree.  Inside it, minimal graphs are compared by ops."""
     c = r.get("culprit") or {}
-    m = r.get("minimal") or {}
-    ops = sorted(set(m.get("ops") or []))
-    anchor = c.get("op") or (("ops", *ops) if ops else ("exc", r.get("exc_type")))
+    op = c.get("op")
+    if op:
+        anchor: Any = _FAMILY.get(op, op)
+    elif _ops(r):
+        anchor = None  # no op named: the minimal graphs' ops decide
+    else:
+        anchor = ("signature", r.get("signature"))  # nothing but the failure itself
     return (
         r.get("kind"),
         c.get("stage") or r.get("stage"),
         c.get("subsystem"),
         anchor,
-        m.get("device"),
+        (r.get("minimal") or {}).get("device"),
     )
 
 
@@ -103,7 +124,7 @@ def cluster(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for members in buckets.values():
         parent = list(range(len(members)))
         find = _finder(parent)
-        ops = [set((m.get("minimal") or {}).get("ops") or []) for m in members]
+        ops = [_ops(m) for m in members]
         for i in range(len(members)):
             for j in range(i):
                 if _jaccard(ops[i], ops[j]) >= SAME_OPS:

@@ -122,7 +122,7 @@ def _accuracy_flags(accuracy: str) -> list[str]:
 
 def triage_one(task: dict[str, Any]) -> dict[str, Any]:
     """The whole triage of one script (see the module's docstring).  ``task``: path,
-    args, work_dir, accuracy, timeout, repeat, also, python."""
+    args, work_dir, accuracy, timeout, repeat, python."""
     t0 = time.monotonic()
     script, work = task["path"], Path(task["work_dir"])
     work.mkdir(parents=True, exist_ok=True)
@@ -213,7 +213,7 @@ def _take_bug(
     res: dict[str, Any], bug: dict[str, Any], task: dict[str, Any], deadline: float
 ) -> None:
     """The report's bug: kept whole (the driver derives culprit and minimal graph from
-    it), the repro's text where it was verified, and its run under ``--also``."""
+    it), and the repro's text where it was verified."""
     res["raw_bug"] = bug  # the driver derives culprit and minimal graph from it
     res["title"] = bug.get("title")
     mini = bug.get("minify") or {}
@@ -227,8 +227,6 @@ def _take_bug(
         res["repro_lines"] = len(res["repro_text"].splitlines())
         res["repro_level"] = mini.get("level")
         res["repro_path"] = repro
-        if task.get("also"):
-            res["also"] = _also(task["also"], repro, deadline)
 
 
 def _from_run(doc: dict[str, Any]) -> dict[str, Any]:
@@ -268,8 +266,9 @@ def _has_cuda() -> bool:
         return False
 
 
-def _also(python: str, repro: str, deadline: float) -> dict[str, Any]:
+def also(python: str, repro: str, timeout: float) -> dict[str, Any]:
     """The verified repro under another interpreter (another torch): fixed or not."""
+    deadline = time.monotonic() + timeout
     try:
         version = (
             subprocess.run(

@@ -116,11 +116,17 @@ def test_a_rerun_does_only_new_work(corpus):
     (d / "scripts" / "also_fine.py").write_text(
         "import torch\nprint(torch.compile(torch.abs)(torch.ones(2)))\n"
     )
-    doc = triage("--repeat", "1", "--out", str(d / "out"), str(d / "scripts"), cwd=d)
+    # --also (here the same interpreter): only the verified repros run again, there
+    doc = triage("--repeat", "1", "--also", sys.executable, "--out", str(d / "out"),
+                 str(d / "scripts"), cwd=d)  # fmt: skip
     (d / "scripts" / "also_fine.py").unlink()
     assert doc["from_cache"] == 4 and doc["done_now"] == 1
     assert doc["clusters"] == first["clusters"]
-    assert {Path(r["path"]).name: r["verdict"] for r in doc["scripts"]}["also_fine.py"] == "clean"
+    by = {Path(r["path"]).name: r for r in doc["scripts"]}
+    assert by["also_fine.py"]["verdict"] == "clean"
+    for name in ("relu_fn.py", "relu_module.py"):
+        assert by[name]["also"]["result"] == "still fails", by[name]["also"]
+    assert "also" not in by["fine.py"]
 
 
 def _free_port() -> int:

@@ -178,3 +178,25 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         cwd=tmp_path,
     )
     assert proc.returncode == 2 and "no Python scripts" in proc.stderr
+
+
+def test_without_a_named_op_the_minimal_graphs_decide_and_without_a_graph_the_signature():
+    def no_op(
+        path: str, ops: list[str], signature: str = "aot_eager/accuracy: AccuracyError"
+    ) -> dict:
+        b = bug(None, ops, subsystem=None)
+        b["bisect"] = {"stage": "aot_eager", "subsystem": None, "detail": None}
+        return {**result(path, b), "signature": signature}
+
+    # one autocast bug through a Linear and through a matmul: one family, casts aside
+    a = no_op("a.py", ["enter_autocast", "float", "linear", "exit_autocast"])
+    b = no_op("b.py", ["enter_autocast", "matmul", "exit_autocast"])
+    c = no_op("c.py", ["while_loop"])
+    # program-level (no graph): the same signature only
+    p1 = no_op("p1.py", [], "eager/runtime: AssertionError: mismatch")
+    p2 = no_op("p2.py", [], "eager/runtime: AssertionError: mutations dropped")
+    p3 = no_op("p3.py", [], "eager/runtime: AssertionError: mismatch")
+    cluster([a, b, c, p1, p2, p3])
+    assert a["cluster"] == b["cluster"] != c["cluster"]
+    assert p1["cluster"] == p3["cluster"] != p2["cluster"]
+    assert len({a["cluster"], p1["cluster"], p2["cluster"]}) == 3
