@@ -7,6 +7,7 @@ import shutil
 import sys
 from typing import Any
 
+from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import UsageError
 
 
@@ -59,7 +60,7 @@ def is_launcher(path: str) -> bool:
             head = f.read(4096)
     except OSError:
         return False
-    return MARKER in head or os.path.basename(path) == "minifier_launcher.py"
+    return MARKER in head or os.path.basename(path) == layout.LAUNCHER
 
 
 def is_record(path: str) -> bool:

@@ -17,6 +17,7 @@ time):
   observer.py        progress: the library calls an observer, the CLI renders it
   limitations.py     Dynamo's documented limitations, recognised
   literals.py        values written into repro.py as source, bit for bit
+  layout.py          the run folder's layout: every file a job writes, named once
   trust.py           the key that signs records (HMAC-SHA256)
 
 ``child/``: what runs inside the user's interpreter, installed at start-up by

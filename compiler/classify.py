@@ -15,7 +15,7 @@ import shutil
 import time
 from typing import IO, Any
 
-from . import faithful
+from . import faithful, layout
 from .accuracy import AccuracyMode
 from .collect import collect, dying_exception, fails_the_same_way, last_counts, ranks_that_raised
 from .exitcodes import ExitCode, InternalError
@@ -113,7 +113,7 @@ def run_and_classify(
         if not report.failures:
             report.verdict = "interrupted"
         report.explanation = f"interrupted: {report.explanation} so far"
-        write_json(os.path.join(run_dir, "result.json"), report.to_json())
+        write_json(os.path.join(run_dir, layout.RESULT), report.to_json())
         return report
     report = classify_result(
         result,
@@ -135,7 +135,7 @@ def run_and_classify(
         observer.status("turning the trace into pages (tlparse)")
         report.trace = trace_summary(trace, report.graphs, report.failures)
         if report.run_dir:
-            write_json(os.path.join(report.run_dir, "result.json"), report.to_json())
+            write_json(os.path.join(report.run_dir, layout.RESULT), report.to_json())
     return report
 
 
@@ -216,7 +216,7 @@ def classify_result(
         program=program,
     )
     if keep:
-        write_json(os.path.join(run_dir, "result.json"), report.to_json())
+        write_json(os.path.join(run_dir, layout.RESULT), report.to_json())
     else:  # a temporary directory holding nothing the user is told about
         shutil.rmtree(run_dir, ignore_errors=True)
     return report
@@ -377,7 +377,7 @@ def _gather_records(
         if e.get("event") != Event.RECORD or not os.path.exists(str(e.get("path"))):
             continue
         n = len(records) + 1
-        dest = os.path.join(run_dir, "record.pkl" if n == 1 else f"record-{n}.pkl")
+        dest = os.path.join(run_dir, layout.record_name(n))
         os.replace(e["path"], dest)
         moved[e["path"]] = dest
         records.append(

@@ -32,6 +32,7 @@ import time
 from collections import deque
 from typing import Any
 
+from . import layout
 from .procs import kill_run
 from .protocol import HookConfig, read_events, read_markers
 from .runner import SAFE_CACHE_ENV, ProcessResult, child_env
@@ -93,7 +94,7 @@ class ForkServer:
         extra_path: list[str],
     ) -> ProcessResult:
         os.makedirs(config.dir, exist_ok=True)
-        stderr = os.path.join(config.dir, "stderr.txt")
+        stderr = os.path.join(config.dir, layout.STDERR)
         env = child_env(config, extra_path=extra_path)
         request = {"script": script, "argv": argv, "cwd": cwd, "env": env, "stderr": stderr}
         t0 = time.monotonic()

@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import layout
+
 
 def _flat(x: Any) -> list[Any]:
     import torch
@@ -218,7 +220,7 @@ def trace(repro: str, work: str) -> dict[str, Any]:
         args.append(a)
     tensors["__expected__"] = want[index].cpu()
     tensors["__got__"] = got[index].cpu()
-    torch.save(tensors, os.path.join(work, "kernel.pt"))
+    torch.save(tensors, os.path.join(work, layout.KERNEL_TENSORS))
     return {
         "kernel": ev.get("name"),
         "grid": ev.get("grid"),
@@ -253,7 +255,7 @@ def main(look: Any = None) -> int:
         doc = (look or trace)(repro, work)
     except Exception as exc:  # reported to the parent, which says it
         doc = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
-    Path(work, "kernel.json").write_text(json.dumps(doc, indent=1, default=str))
+    Path(work, layout.KERNEL_DOC).write_text(json.dumps(doc, indent=1, default=str))
     return 0
 
 

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import layout
 from .classify import RunReport
 from .exitcodes import ExitCode, UsageError
 from .failure import Failure, group
@@ -21,8 +22,8 @@ def result_files(dirs: list[str]) -> list[Path]:
         p = Path(d)
         if p.is_file() and p.name.endswith(".json"):
             out.append(p)
-        elif (p / "result.json").is_file():
-            out.append(p / "result.json")
+        elif (p / layout.RESULT).is_file():
+            out.append(p / layout.RESULT)
         elif p.is_dir():
             found = sorted(p.glob("*/result.json"))
             if not found:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import layout
 from .collect import collect, dying_exception
 from .protocol import STOP_EXIT, HookConfig
 from .runner import ProcessResult, run_process
@@ -219,7 +220,7 @@ class ProgramOracle:
 
         d = self._slot()
         path = d / self.script_name
-        facts = d / "observed.json"
+        facts = d / layout.OBSERVED
         t = self.target
         path.write_text(with_prelude(t.prelude, instrumented(str(facts))))
         with self._lock:

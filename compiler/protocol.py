@@ -21,6 +21,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from . import layout
+
 SCHEMA = 1
 CONFIG_ENV = "TCOMPILE_CONFIG"
 STOP_EXIT = 86  # a child that stopped early because the failure it looked for showed
@@ -50,9 +52,9 @@ class Event(str, enum.Enum):
 
 # A minifier worker's capture of the graph it serves (child/serve.py writes it, the
 # parent reads it): the graph, its real inputs and the configuration in force.
-CAPTURE_GRAPH = "graph.pt"
-CAPTURE_INPUTS = "inputs.pt"
-CAPTURE_META = "capture.json"
+CAPTURE_GRAPH = layout.CAPTURE_GRAPH
+CAPTURE_INPUTS = layout.CAPTURE_INPUTS
+CAPTURE_META = layout.CAPTURE_META
 # The program `tcompile replay` runs (child/replay_driver.py): from `-c`, not as a
 # script or `-m`, so that the recorded frame's globals can go into an empty __main__.
 REPLAY_DRIVER = (

@@ -16,6 +16,7 @@ import shlex
 import sys
 from typing import IO, Any
 
+from . import layout
 from .classify import RunReport, run_and_classify
 from .exitcodes import ExitCode, InternalError, UsageError
 from .failure import Failure
@@ -164,7 +165,7 @@ def replay(
     warnings = check_versions(info)
     path = os.path.abspath(path)
     run_dir = new_run_dir(out, "replay")
-    status_path = os.path.join(run_dir, "driver-status.json")
+    status_path = os.path.join(run_dir, layout.DRIVER_STATUS)
     command = [sys.executable, "-c", REPLAY_DRIVER, path]
     if fullgraph is not None:
         command.append("--fullgraph" if fullgraph else "--no-fullgraph")

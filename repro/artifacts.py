@@ -13,6 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
+
 from .inputs import INLINE_LIMIT, InputSpec, real_values, spec_of, with_values
 from .verify import check_repro, repro_reproduces
 from .writer import SIDECAR_SUFFIX, short_repro, write_text
@@ -99,7 +101,7 @@ def write_verified(
     from .environment import environment
 
     writer = _Writer(gm, signature, accuracy, meta, environment())
-    repro = run_dir / "repro.py"
+    repro = run_dir / layout.REPRO
     candidates: list[tuple[str, list[InputSpec], list[Any]]] = []
     if shrunk is not None and not real_only:
         candidates += [

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import new_run_dir, write_json
@@ -271,14 +272,14 @@ def _write(
     report.history = [{"pass_name": h} for h in found.history]
     report.capture = found_json
     if text is None:
-        write_text(rdir / "minimal_function.py", final)
+        write_text(rdir / layout.MINIMAL_FUNCTION, final)
         return _done(
             report,
             t0,
             "NOT verified: the minimal function still needs an object a standalone repro "
-            f"cannot build; it is in {rdir / 'minimal_function.py'}",
+            f"cannot build; it is in {rdir / layout.MINIMAL_FUNCTION}",
         )
-    repro = write_text(rdir / "repro.py", text)
+    repro = write_text(rdir / layout.REPRO, text)
     report.repro, report.repro_form = str(repro), "capture"
     report.repro_lines, report.repro_bytes = text.count("\n"), len(text.encode())
     observer.status(f"verifying {repro}")
@@ -291,7 +292,7 @@ def _write(
     report.repro_output = output.strip() or None
     report.eager_passes = eager.returncode == 0
     report.verified = verified and report.eager_passes
-    write_json(rdir / "minify.json", {**report.to_json(), "seconds": time.monotonic() - t0})
+    write_json(rdir / layout.MINIFY, {**report.to_json(), "seconds": time.monotonic() - t0})
     if report.verified:
         message = "verified"
     elif not verified:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.observer import Observer
@@ -75,7 +76,7 @@ def minify_rank(
         )
     gm, inputs, meta = read_capture(capture_dir)
     launcher = write_launcher(
-        run_dir / "minifier_launcher.py",
+        run_dir / layout.LAUNCHER,
         gm=gm,
         inputs=inputs,
         meta={**meta, "rank": target.rank},

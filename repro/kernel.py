@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tcompile.compiler import layout
+
 _CPP = re.compile(r"^(\w+) = async_compile\.cpp(?:_pybinding)?\(.*?r?'''(.*?)'''", re.S | re.M)
 _TRITON = re.compile(r"^(\w+) = async_compile\.triton\('\w+', '''(.*?)'''", re.S | re.M)
 
@@ -42,11 +44,11 @@ def collect(cache_dir: Path, ops: list[str]) -> dict[str, str]:
         mains = sorted(cache_dir.rglob("*.main.cpp"), key=lambda p: p.stat().st_mtime)
         cpp = [(p.stem.split(".")[0], _read(p)) for p in mains]
     if cpp:
-        out["kernel.cpp"] = "".join(
+        out[layout.KERNEL_CPP] = "".join(
             f"// ---- {name} ----\n{code.strip()}\n\n" for name, code in cpp
         )
     if triton:
-        out["kernel_triton.py"] = "".join(
+        out[layout.KERNEL_TRITON] = "".join(
             f"# ---- {name} ----\n{code.strip()}\n\n" for name, code in triton
         )
     if wrappers and not out:

@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
+
 TEMPLATE = '''#!/usr/bin/env python3
 # One Triton kernel from a torch.compile accuracy failure, by tcompile {version}:
 #   {kernel}, launched alone with the arguments it had (kernel_repro.pt, beside it)
@@ -277,18 +279,20 @@ def write_kernel_repro(
         except subprocess.TimeoutExpired:
             return {"error": f"tracing the repro took longer than {timeout:.0f}s"}
         try:
-            doc = json.loads((work / "kernel.json").read_text())
+            doc = json.loads((work / layout.KERNEL_DOC).read_text())
         except (OSError, ValueError):
             return {"error": "the kernel trace wrote nothing (tritonparse failed?)"}
         if doc.get("error"):
             return {"error": doc["error"]}
-        out = repro.parent / "kernel_repro.py"
+        out = repro.parent / layout.KERNEL_REPRO
         tmp = repro.parent / ".kernel_repro.py.part"
         if compile_failure:
             tmp.write_text(render_compile(doc, __version__))
         else:
             tmp.write_text(render(doc, __version__))
-            shutil.copyfile(work / "kernel.pt", repro.parent / "kernel_repro.pt")
+            shutil.copyfile(
+                work / layout.KERNEL_TENSORS, repro.parent / layout.KERNEL_REPRO_TENSORS
+            )
         try:  # as a stranger runs it: no tcompile, a cache of its own (verify.py)
             proc = repro_output(tmp, timeout=timeout, cache_dir=work / "cache2")
         except subprocess.TimeoutExpired:
@@ -307,7 +311,7 @@ def write_kernel_repro(
             result["path"] = str(out)
         else:
             tmp.unlink(missing_ok=True)
-            (repro.parent / "kernel_repro.pt").unlink(missing_ok=True)
+            (repro.parent / layout.KERNEL_REPRO_TENSORS).unlink(missing_ok=True)
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)

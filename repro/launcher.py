@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from tcompile.compiler import trust
+from tcompile.compiler import layout, trust
 from tcompile.compiler.graph_io import save_graph
 
 from .launcher_template import TEMPLATE as _TEMPLATE
@@ -44,8 +44,8 @@ def write_launcher(
 ) -> Path:
     from tcompile import __version__
 
-    graph_file = path.with_name(path.stem + "_graph.pt")
-    inputs_file = path.with_name(path.stem + "_inputs.pt")
+    graph_file = path.with_name(path.stem + layout.LAUNCHER_GRAPH_SUFFIX)
+    inputs_file = path.with_name(path.stem + layout.SIDECAR_SUFFIX)
     save_graph(gm, graph_file)
     torch.save(inputs, inputs_file)
     data: dict[str, Any] = {

@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.runner import write_json
@@ -129,7 +130,7 @@ def minify_captured(job: Job) -> MinifyReport:
         **(numerics or {}),
     )
     doc = report.to_json()
-    write_json(job.run_dir / "minify.json", {k: doc[k] for k in MINIFY_JSON_FIELDS})
+    write_json(job.run_dir / layout.MINIFY, {k: doc[k] for k in MINIFY_JSON_FIELDS})
     return report
 
 
@@ -323,7 +324,7 @@ def _write_launcher(job: Job, gm: Any, inputs: list[Any], meta: dict[str, Any]) 
     from .launcher import write_launcher
 
     path = write_launcher(
-        job.run_dir / "minifier_launcher.py",
+        job.run_dir / layout.LAUNCHER,
         gm=gm,
         inputs=inputs,
         meta=meta,

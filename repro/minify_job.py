@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.classify import run_and_classify
 from tcompile.compiler.exitcodes import ExitCode, UsageError
@@ -126,7 +127,7 @@ def _run_minify(
             seconds=time.monotonic() - t0,
             interrupted=True,
         )
-        write_json(run_dir / "minify.json", report.to_json())
+        write_json(run_dir / layout.MINIFY, report.to_json())
         return report
 
 

@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.observer import Observer
@@ -122,7 +123,7 @@ def minify_program(
         )
     target, seconds = baseline
     write_json(
-        run_dir / "target.json",  # the oracle's target, for benchmarks/program_oracle.py
+        run_dir / layout.TARGET,  # the oracle's target, for benchmarks/program_oracle.py
         {**dataclasses.asdict(target), "script_name": script.name},
     )
     oracle = ProgramOracle(target, work, script.name, argv)
@@ -143,7 +144,7 @@ def minify_program(
     )
     for e in errors:
         observer.status(f"warning: {e}; the other passes went on")
-    write_json(run_dir / "minify.json", report.to_json())
+    write_json(run_dir / layout.MINIFY, report.to_json())
     return report
 
 
@@ -158,7 +159,7 @@ def _search(
     what each pass spent, whether it was interrupted, each smaller program found."""
     run_dir, observer, jobs = run.run_dir, run.observer, run.jobs
     stop = threading.Event()
-    best_path = run_dir / "best.py"
+    best_path = run_dir / layout.BEST_PROGRAM
 
     found: list[str] = []  # each smaller program found, in order (the fallbacks)
 
@@ -276,7 +277,7 @@ def _finish(
     FALLBACKS) are verified in turn, and the first that reproduces is the repro."""
     lines_before = source.strip().count("\n") + 1
     run_dir, observer = run.run_dir, run.observer
-    repro = run_dir / "repro.py"
+    repro = run_dir / layout.REPRO
     verified, said, back = False, "", 0
     tries = [best] + [b for b in reversed(earlier or []) if b != best][:FALLBACKS]
     for back, program in enumerate(tries):

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
 from tcompile.compiler.bisection import baseline_run, run_bisect
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import group
@@ -148,10 +149,10 @@ def write_report(run_dir: Path, bugs: list[dict[str, Any]], *, base_seconds: flo
     )
     text = "\n".join(parts)
     if len(text) > GITHUB_LIMIT:
-        (run_dir / "report-full.md").write_text(text)
+        (run_dir / layout.REPORT_FULL).write_text(text)
         note = "\n\n(cut to GitHub's limit: the whole report is report-full.md beside it)\n"
         text = text[: GITHUB_LIMIT - len(note)] + note
-    path = run_dir / "report.md"
+    path = run_dir / layout.REPORT
     path.write_text(text)
     return Report(
         ExitCode.COMPILER_FAILURE,

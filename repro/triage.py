@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tcompile import __version__
+from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.observer import NullObserver, Observer
@@ -151,7 +152,7 @@ def run_triage(
         raise UsageError(f"--also {also}: no such interpreter")
     base = Path(out or DEFAULT_OUT).absolute()
     try:
-        (base / "cache").mkdir(parents=True, exist_ok=True)
+        (base / layout.TRIAGE_CACHE).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create --out {base}: {exc.strerror or exc}") from None
     # what a result depends on (--also is not: it is asked of each result afterwards)
@@ -165,7 +166,7 @@ def run_triage(
     def done(path: str, res: dict[str, Any]) -> None:
         task = tasks[path]
         res = {**res, "path": path, "key": task["key"], "cached": False}
-        write_json(base / "cache" / f"{task['key']}.json", res)
+        write_json(base / layout.TRIAGE_CACHE / f"{task['key']}.json", res)
         results[path] = res
         observer.status(
             f"triage: [{len(results)}/{len(scripts)}] {Path(path).name}: {res['verdict']}"
@@ -220,7 +221,7 @@ def run_triage(
         interrupted=interrupted,
     )
     report.page, report.html = write_pages(base, report.to_json())
-    write_json(base / "triage.json", report.to_json())
+    write_json(base / layout.TRIAGE_JSON, report.to_json())
     return report
 
 
@@ -242,7 +243,7 @@ def _also_all(
                 todo, pool.map(lambda r: repro_under(python, r["repro"], timeout), todo)
             ):
                 r["also"] = answer
-                write_json(base / "cache" / f"{r['key']}.json", {**r, "cached": False})
+                write_json(base / layout.TRIAGE_CACHE / f"{r['key']}.json", {**r, "cached": False})
     except KeyboardInterrupt:
         return True
     return False
@@ -258,7 +259,7 @@ def _place_repro(base: Path, r: dict[str, Any]) -> None:
     if not text:
         r["repro"] = None
         return
-    dest = base / "repros" / f"{Path(r['path']).stem}-{r['key'][:8]}.py"
+    dest = base / layout.TRIAGE_REPROS / f"{Path(r['path']).stem}-{r['key'][:8]}.py"
     dest.parent.mkdir(exist_ok=True)
     if not dest.is_file() or dest.read_text() != text:
         tmp = dest.with_suffix(".tmp")
@@ -287,7 +288,7 @@ def _plan(
     results: dict[str, dict[str, Any]] = {}
     for s in scripts:
         key = script_key(s, options)
-        cached = base / "cache" / f"{key}.json"
+        cached = base / layout.TRIAGE_CACHE / f"{key}.json"
         if cached.is_file():
             try:
                 results[str(s)] = {**json.loads(cached.read_text()), "path": str(s), "cached": True}
@@ -298,7 +299,7 @@ def _plan(
             "path": str(s),
             "args": [],
             "key": key,
-            "work_dir": str(base / "scripts" / f"{s.stem}-{key[:8]}"),
+            "work_dir": str(base / layout.TRIAGE_SCRIPTS / f"{s.stem}-{key[:8]}"),
             **options,
             "python": sys.executable,
             "gpu": _wants_gpu(s),

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
+
 _COLOURS = {
     "bug": "#d73a49",
     "flaky": "#e36209",
@@ -140,6 +142,6 @@ pre {{ background: #f6f8fa; padding: 8px; max-width: 70em; overflow-x: auto; }}
 
 def write_pages(base: Path, doc: dict[str, Any]) -> tuple[str, str]:
     """triage.md and triage.html under ``base``; their paths."""
-    return _atomic(base / "triage.md", markdown(base, doc)), _atomic(
-        base / "triage.html", page(base, doc)
+    return _atomic(base / layout.TRIAGE_MD, markdown(base, doc)), _atomic(
+        base / layout.TRIAGE_HTML, page(base, doc)
     )

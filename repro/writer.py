@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tcompile.compiler import accuracy as _acc
+from tcompile.compiler import layout
 from tcompile.compiler import signature as _sig
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.configs import AOT_COMPILE_SOURCE, FAKE_PG, config_source
@@ -33,7 +34,7 @@ from . import snippets
 from .inputs import InputSpec, compact_source
 from .module import module_source
 
-SIDECAR_SUFFIX = "_inputs.pt"
+SIDECAR_SUFFIX = layout.SIDECAR_SUFFIX
 
 
 def _header(env: dict[str, Any], signature: str) -> str:

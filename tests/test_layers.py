@@ -182,3 +182,24 @@ def test_the_search_problem_imports_no_format():
     for mod in ("tcompile.minifier.engine", "tcompile.minifier.interval"):
         assert set(GRAPH[mod]) <= {"tcompile.minifier.graph", "tcompile.minifier.interval",
                               "tcompile.minifier.verdict"}, (mod, GRAPH[mod])  # fmt: skip
+
+
+def test_one_module_owns_the_run_folders_layout():
+    """Every file name a job writes into its run folder is compiler/layout.py's: no
+    module spells one as a string of its own."""
+    import ast
+
+    from tcompile.compiler import layout
+
+    names = {
+        v for k, v in vars(layout).items()
+        if k.isupper() and isinstance(v, str) and "." in v
+    }  # fmt: skip
+    offenders = []
+    for name, path in MODULES.items():
+        if name == "tcompile.compiler.layout":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                offenders.append(f"{name}:{node.lineno} {node.value!r}")
+    assert offenders == []

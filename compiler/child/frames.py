@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from .. import layout
 from ..protocol import Event
 from ..record_format import write_record
 from ..signature import FailureSignature, guard_failures, scrub_guards
@@ -159,7 +160,7 @@ def write_from_exception(session: Any, exc: BaseException) -> str | None:
         return getattr(state, "written", None)
     sig = FailureSignature.from_exception("eager", "capture", exc)
     _written += 1
-    name = "record.pkl" if _written == 1 else f"record-{_written}.pkl"
+    name = layout.record_name(_written)
     path = os.path.join(session.config.dir, f"{os.getpid()}-{name}")
     meta, payload = snapshot(state, exc, sig)
     write_record(path, meta, payload)

@@ -1,0 +1,64 @@
+"""The run folder's layout: every file a job writes into its folder, named here once.
+
+A run folder is ``OUT/KIND-NNN/`` (runner.new_run_dir; ``KIND`` one of ``FOLDERS``).
+Users, scripts and other jobs find files by these names (``merge`` reads ``RESULT``,
+minify's ``--json`` names ``REPRO``), so they are part of the public interface: add
+names, never rename one.  The minifier's checkpoint (minifier/checkpoint.py) keeps its
+own name: the pure search imports nothing of tcompile.
+"""
+
+from __future__ import annotations
+
+# the folder of each job, under --out
+FOLDERS = ("run", "bisect", "minify", "report", "replay", "explain", "launcher")
+
+# every job
+RESULT = "result.json"  # tcompile run's --json document (merge reads it)
+MINIFY = "minify.json"  # minify's --json document
+STDERR = "stderr.txt"  # a forkserver child's stderr
+
+# run
+RECORD = "record.pkl"  # a frame Dynamo could not capture (replay's input)
+
+
+def record_name(n: int) -> str:
+    """The ``n``-th record of a run: record.pkl, record-2.pkl, ..."""
+    return RECORD if n == 1 else f"record-{n}.pkl"
+
+
+# minify: the repro and what sits beside it
+REPRO = "repro.py"
+SIDECAR_SUFFIX = "_inputs.pt"  # repro.py's inputs when they are too big to inline
+LAUNCHER = "minifier_launcher.py"
+LAUNCHER_GRAPH_SUFFIX = "_graph.pt"  # minifier_launcher.py's graph and inputs beside it
+KERNEL_CPP = "kernel.cpp"  # the generated code of the culprit's kernel
+KERNEL_TRITON = "kernel_triton.py"
+KERNEL_REPRO = "kernel_repro.py"  # the one Triton kernel, launched alone
+KERNEL_REPRO_TENSORS = "kernel_repro.pt"
+MINIMAL_FUNCTION = "minimal_function.py"  # a capture failure's function, shrunk
+BEST_PROGRAM = "best.py"  # program-level minify's smallest program so far
+TARGET = "target.json"  # program-level minify's oracle target (benchmarks read it)
+
+# a minifier worker's capture of the graph it serves (child/serve.py writes, parent reads)
+CAPTURE_GRAPH = "graph.pt"
+CAPTURE_INPUTS = "inputs.pt"
+CAPTURE_META = "capture.json"
+# a kernel traced for kernel_repro.py (kernel_trace.py writes, kernel_repro.py reads)
+KERNEL_TENSORS = "kernel.pt"
+KERNEL_DOC = "kernel.json"
+OBSERVED = "observed.json"  # what a program run observed (program.py)
+
+# report
+REPORT = "report.md"
+REPORT_FULL = "report-full.md"  # the whole report when report.md had to be cut
+
+# replay
+DRIVER_STATUS = "driver-status.json"
+
+# triage (its --out is the triage folder itself: a rerun resumes there)
+TRIAGE_MD = "triage.md"
+TRIAGE_HTML = "triage.html"
+TRIAGE_JSON = "triage.json"
+TRIAGE_CACHE = "cache"
+TRIAGE_REPROS = "repros"
+TRIAGE_SCRIPTS = "scripts"
