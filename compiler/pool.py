@@ -64,8 +64,8 @@ class _Worker:
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
         if config is not None:
-            serve = dict(config.serve or {})
-            serve["fds"] = [p2c_r, c2p_w]
+            assert config.serve is not None, "a pool's worker serves a graph"
+            serve = dataclasses.replace(config.serve, fds=[p2c_r, c2p_w])
             full_env = child_env(dataclasses.replace(config, serve=serve), env)
         else:
             full_env = dict(env)
@@ -184,7 +184,7 @@ class WorkerPool:
         except (TimeoutError, WorkerDied) as exc:
             timed_out = isinstance(exc, TimeoutError)
             w.kill()
-            if (self.config.serve or {}).get("first_failure"):
+            if self.config.serve is not None and self.config.serve.first_failure:
                 result = ProcessResult(
                     returncode=w.proc.returncode,
                     seconds=time.monotonic() - t0,
@@ -210,16 +210,16 @@ class WorkerPool:
         """Start the first worker (it writes the capture) and wait for it; its ready
         message (which graph it serves, and the failure, when it chose)."""
         self._idle.put(self._spawn())
-        if (self.config.serve or {}).get("first_failure"):
+        if self.config.serve is not None and self.config.serve.first_failure:
             # the next workers serve the graph the first one chose, as it chose it
             msg = self.ready
-            serve = {
-                k: v
-                for k, v in (self.config.serve or {}).items()
-                if k not in ("first_failure", "match")
-            }
-            serve.update(
-                graph=msg["graph"], signature=msg["signature"], graph_kind=msg.get("graph_kind")
+            serve = dataclasses.replace(
+                self.config.serve,
+                first_failure=False,
+                match=None,
+                graph=msg["graph"],
+                signature=msg["signature"],
+                graph_kind=msg.get("graph_kind"),
             )
             self.config = dataclasses.replace(self.config, serve=serve)
             self.target = FailureSignature.from_json(msg["signature"])

@@ -79,6 +79,31 @@ KIND_CODES = {v: k for k, v in GRAPH_KINDS.items()}
 
 
 @dataclasses.dataclass
+class ServeSpec:
+    """A minifier worker's orders (HookConfig.serve): which graph to stop at, where to
+    write its capture, what to answer.  Written by the jobs (minify, the launcher, a
+    rank's capture) and the pool; read by the child (serve.py, runners.py, session.py)."""
+
+    capture_dir: str  # the worker writes the graph, its inputs and capture.json here
+    graph: int | None = None  # the graph to serve (None: the first failing one)
+    level: str = "dynamo"  # "dynamo" or "aot": which of the graph's forms is served
+    graph_kind: str | None = None  # at the AOT level: forward, backward or inference
+    signature: dict[str, Any] | None = None  # the failure to minify (FailureSignature)
+    first_failure: bool = False  # serve the first compile or accuracy failure met
+    match: str | None = None  # ... whose signature matches this regular expression
+    rank: int | None = None  # in a distributed job: only this rank serves
+    capture_only: bool = False  # write the capture, then stop the run (a rank's capture)
+    launcher: dict[str, Any] | None = None  # {"dir", "data"}: a minifier_launcher.py's graph
+    fds: list[int] | None = None  # the pipes to the parent (pool.py sets them)
+
+    def serves(self, index: int, level: str, rank: int | None) -> bool:
+        """Whether a process (of ``rank``) serves graph ``index`` at ``level``."""
+        if self.first_failure or self.graph != index or self.level != level:
+            return False
+        return self.rank is None or self.rank == rank
+
+
+@dataclasses.dataclass
 class HookConfig:
     dir: str
     stage: str | None = None  # override every compile's backend with this stage
@@ -86,8 +111,8 @@ class HookConfig:
     disable: bool = False  # torch.compile becomes a no-op (is it a compiler bug at all?)
     gate: list[int] | None = None  # only these graph indices use the stage; others eager
     check_calls: int = 1  # accuracy-check the first N calls of each graph
-    # be a minifier worker at the first call of graph serve["graph"] (worker.py)
-    serve: dict[str, Any] | None = None
+    # be a minifier worker at the first call of graph serve.graph (child/serve.py)
+    serve: ServeSpec | None = None
     # bisection: {"limits": {subsystem: n enabled applications}, "toggles": {config: value}}
     bisect: dict[str, Any] | None = None
     # exit as soon as a failure like this one ({"kind", "exc_type", "message"}) shows
@@ -114,7 +139,10 @@ class HookConfig:
         if data.get("schema") != SCHEMA:
             raise ValueError(f"tcompile hook config schema {data.get('schema')} != {SCHEMA}")
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        config = cls(**{k: v for k, v in data.items() if k in names})
+        if isinstance(config.serve, dict):
+            config.serve = ServeSpec(**config.serve)
+        return config
 
 
 def read_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:

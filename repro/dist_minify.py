@@ -20,7 +20,7 @@ from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.observer import Observer
-from tcompile.compiler.protocol import CAPTURE_META, HookConfig
+from tcompile.compiler.protocol import CAPTURE_META, HookConfig, ServeSpec
 from tcompile.compiler.runner import run_process
 
 from .minify_types import MinifyReport
@@ -53,15 +53,15 @@ def minify_rank(
         dir=str(run_dir / "capture-run"),
         stage=backend,
         accuracy=accuracy,
-        serve={
-            "graph": target.graph,
-            "rank": target.rank,
-            "capture_only": True,
-            "capture_dir": str(capture_dir),
-            "signature": target.signature.to_json(),
-            "level": level,
-            "graph_kind": target.graph_kind,
-        },
+        serve=ServeSpec(
+            graph=target.graph,
+            rank=target.rank,
+            capture_only=True,
+            capture_dir=str(capture_dir),
+            signature=target.signature.to_json(),
+            level=level,
+            graph_kind=target.graph_kind,
+        ),
     )
     run_process(command, config, timeout=timeout, stdout=stdout, stderr=stderr)
     if not (capture_dir / CAPTURE_META).exists():

@@ -11,7 +11,7 @@ from typing import Any
 
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.observer import NullObserver, Observer
-from tcompile.compiler.protocol import LAUNCHER_WORKER, HookConfig
+from tcompile.compiler.protocol import LAUNCHER_WORKER, HookConfig, ServeSpec
 from tcompile.compiler.runner import new_run_dir
 from tcompile.compiler.signature import FailureSignature
 
@@ -47,12 +47,12 @@ def launch(
     config = HookConfig(
         dir=str(run_dir / "events"),
         accuracy=data["accuracy"],
-        serve={
-            "graph": 0,
-            "capture_dir": str(run_dir / "capture"),
-            "signature": sig.to_json(),
-            "launcher": {"dir": str(here), "data": data},
-        },
+        serve=ServeSpec(
+            graph=0,
+            capture_dir=str(run_dir / "capture"),
+            signature=sig.to_json(),
+            launcher={"dir": str(here), "data": data},
+        ),
     )
     if argv and argv[0] == "run":
         return _launcher_check(command, config, sig, here, data, run_dir, t0)

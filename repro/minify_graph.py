@@ -52,7 +52,7 @@ def minify_captured(job: Job) -> MinifyReport:
                 "starting a worker (the program again, paused at the failing graph)"
             )
             pool.start()  # interrupted here: nothing found yet (exit 130)
-        gm, inputs, meta = read_capture(Path(job.config.serve["capture_dir"]))  # type: ignore[index]
+        gm, inputs, meta = read_capture(Path(job.config.serve.capture_dir))  # type: ignore[union-attr]
         if job.write_launcher:
             launcher = _write_launcher(job, gm, inputs, meta)
         with Interrupts() as interrupts:

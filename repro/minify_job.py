@@ -27,9 +27,7 @@ from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.classify import run_and_classify
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.observer import NullObserver, Observer
-from tcompile.compiler.protocol import (
-    HookConfig,
-)
+from tcompile.compiler.protocol import HookConfig, ServeSpec
 from tcompile.compiler.runner import is_distributed_launch, new_run_dir, write_json
 from tcompile.compiler.signature import FailureSignature
 
@@ -234,13 +232,13 @@ def _graph_job(
         dir=str(run_dir / "workers" / "events"),
         stage=backend,
         accuracy=common["accuracy"],
-        serve={
-            "graph": target.graph,
-            "capture_dir": str(run_dir / "capture"),
-            "signature": sig.to_json(),
-            "level": level,
-            "graph_kind": target.graph_kind,
-        },
+        serve=ServeSpec(
+            graph=target.graph,
+            capture_dir=str(run_dir / "capture"),
+            signature=sig.to_json(),
+            level=level,
+            graph_kind=target.graph_kind,
+        ),
     )
     job = Job(
         command=command,
@@ -347,13 +345,13 @@ def _first_worker(
         dir=str(run_dir / "workers" / "events"),
         stage=backend,
         accuracy=common["accuracy"],
-        serve={
-            "first_failure": True,
-            "graph": graph,
-            "match": match,
-            "capture_dir": str(run_dir / "capture"),
-            "level": "dynamo",
-        },
+        serve=ServeSpec(
+            first_failure=True,
+            graph=graph,
+            match=match,
+            capture_dir=str(run_dir / "capture"),
+            level="dynamo",
+        ),
     )
     pool = WorkerPool(
         command,

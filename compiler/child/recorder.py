@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from ..protocol import KIND_CODES, MARKER_FMT, MARKER_SIZE
+from ..protocol import KIND_CODES, MARKER_FMT, MARKER_SIZE, ServeSpec
 
 STARTED = time.monotonic()  # interpreter start-up, near enough (sitecustomize imports us)
 
@@ -36,14 +36,10 @@ def _dist() -> dict[str, int]:
 DIST = _dist()  # every event says which rank it comes from
 
 
-def serves(serve: dict[str, Any] | None, index: int, level: str) -> bool:
+def serves(serve: ServeSpec | None, index: int, level: str) -> bool:
     """Whether this process is the minifier worker for graph ``index`` at ``level``
     (in a distributed job, only the rank named in the serve spec serves)."""
-    if not serve or serve.get("first_failure") or serve.get("graph") != index:
-        return False
-    if serve.get("level", "dynamo") != level:
-        return False
-    return serve.get("rank") is None or serve["rank"] == DIST.get("rank")
+    return serve is not None and serve.serves(index, level, DIST.get("rank"))
 
 
 # marker phases (protocol.PHASES): what a graph is doing

@@ -53,7 +53,7 @@ class AotHooks:
         if (
             serves(serve, self.index, "aot")
             and serve is not None
-            and (serve.get("graph_kind") in (None, kind))
+            and serve.graph_kind in (None, kind)
         ):
             # a minifier worker at the AOT level: no compile; stop at the first call of
             # this graph and judge candidates there, with its real inputs

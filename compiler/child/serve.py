@@ -47,14 +47,15 @@ def serve(
     it stops after the capture, and says so through ``recorder``."""
     from ..snapshot import Snapshot
 
-    serve_spec = config.serve or {}
+    serve_spec = config.serve
+    assert serve_spec is not None, "only a worker serves"
     inputs = Snapshot(args).values()  # exact: strides, offsets, aliasing kept
-    cap = Path(serve_spec["capture_dir"])
+    cap = Path(serve_spec.capture_dir)
     if not (cap / CAPTURE_META).exists():
         meta = _capture_meta(graph, index, stage, forward_kind, spec, level)
         meta.update(meta_extra or {})
         _write_capture(cap, graph, inputs, meta)
-    if serve_spec.get("capture_only"):
+    if serve_spec.capture_only:
         # one rank of a distributed job: the capture is all the parent needs (workers
         # then serve it in single processes); it stops every process of the run
         from ..protocol import Event
@@ -66,7 +67,7 @@ def serve(
 
     target = Target(
         ambient=Ambient(),  # the state the program's call runs in
-        signature=signature or FailureSignature.from_json(serve_spec["signature"]),
+        signature=signature or FailureSignature.from_json(serve_spec.signature or {}),
         stage=stage,
         accuracy=config.accuracy,
         spec=spec,
@@ -80,7 +81,7 @@ def serve(
         "graph_kind": graph_kind or forward_kind,
         "stage": stage,
     }
-    _answer(serve_spec["fds"], target, ready)
+    _answer(serve_spec.fds or [], target, ready)
     os._exit(0)
 
 
@@ -234,7 +235,8 @@ def serve_launcher() -> NoReturn:
     from .torch_config import apply_config
 
     config = HookConfig.from_env(os.environ[CONFIG_ENV])
-    launcher = (config.serve or {})["launcher"]
+    assert config.serve is not None and config.serve.launcher is not None
+    launcher = config.serve.launcher
     here = Path(launcher["dir"])
     data = launcher["data"]
     meta = data["meta"]

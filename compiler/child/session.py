@@ -155,17 +155,17 @@ class Session:
         """In a worker told to serve the first failure it meets (``serve.first_failure``):
         remember the first one that fits, a compile or accuracy failure in a graph (the
         graph's runner then serves it, with the inputs of that very call)."""
-        spec = self.config.serve or {}
-        if not spec.get("first_failure") or self.serve_target is not None or graph is None:
+        spec = self.config.serve
+        if spec is None or not spec.first_failure or self.serve_target is not None or graph is None:
             return
         if sig.kind not in (FailureKind.COMPILE.value, FailureKind.ACCURACY.value):
             return
-        if spec.get("graph") is not None and spec["graph"] != graph:
+        if spec.graph is not None and spec.graph != graph:
             return
-        if spec.get("match"):
+        if spec.match:
             import re
 
-            if not re.search(spec["match"], str(sig)):
+            if not re.search(spec.match, str(sig)):
                 return
         self.serve_target = (graph, sig, graph_kind)
         self.serve_message = first_lines(message, 12, 400)  # unscrubbed (autotune.py)
