@@ -7,7 +7,6 @@ import shutil
 import sys
 from typing import Any
 
-from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import UsageError
 
 
@@ -50,30 +49,6 @@ def abs_dir(path: str | None) -> str | None:
     except OSError as exc:
         raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
     return os.path.abspath(path)
-
-
-def is_launcher(path: str) -> bool:
-    from tcompile.repro.launcher import MARKER
-
-    try:
-        with open(path, errors="replace") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return MARKER in head or os.path.basename(path) == layout.LAUNCHER
-
-
-def is_record(path: str) -> bool:
-    """A frame's record: tcompile's (by its magic line) or torch's own ``.rec``."""
-    from tcompile.compiler.record_format import MAGIC
-
-    if path.endswith(".rec") and os.path.isfile(path):
-        return True
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
-    except OSError:
-        return False
 
 
 def program(argv: tuple[str, ...], backend: str | None = None) -> list[str]:

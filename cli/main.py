@@ -232,35 +232,21 @@ def replay(
         )
 
     def job() -> Any:
-        from tcompile.compiler.replay import replay as run_replay
         from tcompile.compiler.runner import check_backend
+        from tcompile.repro.pipelines import replay_then
 
         check_backend(backend)
-        report = run_replay(
+        return replay_then(
             record,
+            then_minify=then_minify,
+            warn=lambda text: click.echo(f"tcompile: warning: {text}", err=True),
+            say=lambda text: click.echo(f"tcompile: {text}", err=True),
             backend=backend,
             fullgraph=False if no_fullgraph else None,
             accuracy=accuracy,
             trust=trust,
             **app.common(out, timeout, as_json),
         )
-        for warning in report.warnings:
-            click.echo(f"tcompile: warning: {warning}", err=True)
-        if then_minify:
-            then = report.minify_args(trust=trust)
-            if then is None and report.failures:
-                click.echo("tcompile: the replayed failure has nothing to minify", err=True)
-            elif then is not None:
-                from tcompile.repro.minify_job import minify_next
-
-                report.minify = minify_next(
-                    report.command,
-                    then,
-                    accuracy=accuracy,
-                    backend=backend,
-                    **app.common(out, timeout, as_json),
-                )
-        return report
 
     from .render_replay import replay_result
 
@@ -326,11 +312,12 @@ def bisect(
     """Find the stage, graph, inductor pass or lowering that breaks SCRIPT [ARGS] (or -- COMMAND ...)."""
 
     def job() -> Any:
-        from tcompile.compiler.bisection import run_bisect
+        from tcompile.repro.pipelines import bisect_then
 
-        command = args.command_from_args(argv)
-        report = run_bisect(
-            command,
+        return bisect_then(
+            args.command_from_args(argv),
+            then_minify=then_minify,
+            write_report=write_report,
             accuracy=accuracy,
             match=match,
             jobs=jobs,
@@ -339,22 +326,6 @@ def bisect(
             guided=guided,
             **app.common(out, timeout, as_json),
         )
-        then = report.minify_args() if then_minify else None
-        if then is not None:
-            from tcompile.repro.minify_job import minify_next
-
-            report.minify = minify_next(
-                command,
-                then,
-                accuracy=accuracy,
-                jobs=jobs,
-                **app.common(report.run_dir, timeout, as_json),
-            ).to_json()
-        if write_report and report.run_dir:
-            from tcompile.repro.report import report_after
-
-            report.report = report_after(report.run_dir, bisect=report)
-        return report
 
     from .render import bisect_result
 

@@ -7,8 +7,6 @@ from typing import Any
 
 import click
 
-from tcompile.compiler.exitcodes import UsageError
-
 from ..repro.minify_types import After
 from . import app, args
 from .options import (
@@ -98,34 +96,13 @@ def minify(
     """
 
     def job() -> Any:
-        from tcompile.repro.launcher_job import launch
-        from tcompile.repro.minify_job import run_minify
+        from tcompile.repro.pipelines import minify_start
 
-        if argv and args.is_record(argv[0]):
-            from tcompile.repro.capture_job import minify_capture
-
-            if len(argv) > 1:
-                raise UsageError("a record takes no arguments: tcompile minify RECORD")
-            common = app.common(out, timeout, as_json)
-            return minify_capture(
-                argv[0],
-                trust=trust,
-                out=out,
-                timeout=timeout,
-                observer=common["observer"],
-            )
-        if argv and argv[0].endswith(".py") and args.is_launcher(argv[0]):
-            return launch(
-                argv[0],
-                list(argv[1:]),
-                jobs=jobs,
-                out=out,
-                real_inputs=real_inputs,
-                observer=app.observer(),
-                trust=trust,
-            )
-        report = run_minify(
-            args.program(argv, backend),
+        return minify_start(
+            list(argv),
+            lambda: args.program(argv, backend),
+            trust=trust,
+            write_report=write_report,
             after=after,
             accuracy=accuracy,
             backend=backend,
@@ -137,11 +114,6 @@ def minify(
             include=list(include),
             **app.common(out, timeout, as_json),
         )
-        if write_report and report.run_dir:
-            from tcompile.repro.report import report_after
-
-            report.report = report_after(report.run_dir, minify=report)
-        return report
 
     from .render import minify_result
 

@@ -76,6 +76,17 @@ class RecordInfo:
 # ---------------------------------------------------------------- reading and writing
 
 
+def is_record(path: str) -> bool:
+    """A frame's record: tcompile's (by its magic line) or torch's own ``.rec``."""
+    if path.endswith(".rec") and os.path.isfile(path):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
 def write_record(
     path: str | os.PathLike[str], meta: dict[str, Any], payload: bytes, *, sign: bool = True
 ) -> None:

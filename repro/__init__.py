@@ -16,6 +16,7 @@ Jobs:
   program_files.py      a program split into files, as one
   shrink.py             a minimal graph's inputs, shrunk
   report.py             ``tcompile report``: a bug report for PyTorch's tracker
+  pipelines.py          what bisect and minify run after their first job (the CLI composes nothing)
   triage.py             ``tcompile triage``: many scripts, cached, on a local pool or Ray
   triage_one.py         one script of a triage: verdict, culprit, verified repro
   triage_cluster.py     duplicates by culprit and minimal graph (pure)

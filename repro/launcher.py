@@ -32,6 +32,16 @@ FORMAT = "tcompile-launcher/2"  # 2: graph files in graph_io's format
 MARKER = "TCOMPILE_LAUNCHER = "
 
 
+def is_launcher(path: str) -> bool:
+    """A minifier_launcher.py (by its marker line, or its name)."""
+    try:
+        with open(path, errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return MARKER in head or os.path.basename(path) == layout.LAUNCHER
+
+
 def write_launcher(
     path: Path,
     *,

@@ -152,7 +152,7 @@ JOBS = {
         for m in (
             "minify_job", "launcher_job", "capture_job", "source_level", "program_job",
             "dist_minify", "report", "minify_graph", "minify_search", "minify_target",
-            "program_baseline", "triage", "triage_one",
+            "program_baseline", "triage", "triage_one", "pipelines",
         )
     ),
 }  # fmt: skip
@@ -203,3 +203,13 @@ def test_one_module_owns_the_run_folders_layout():
             if isinstance(node, ast.Constant) and node.value in names:
                 offenders.append(f"{name}:{node.lineno} {node.value!r}")
     assert offenders == []
+
+
+def test_the_cli_composes_nothing():
+    """Each command calls one job: no CLI module imports two of them (bisect's minify
+    and report.md, minify's record / launcher / program are repro/pipelines.py's)."""
+    for name in ("tcompile.cli.main", "tcompile.cli.minify_cmd"):
+        deps = set(GRAPH[name])
+        assert not deps & {"tcompile.repro.minify_job", "tcompile.repro.report_after",
+                           "tcompile.repro.launcher_job", "tcompile.repro.capture_job"}, (
+            name, sorted(deps & JOBS))  # fmt: skip

@@ -1,0 +1,123 @@
+"""What a command runs after its first job, so that the CLI composes nothing: one
+function per command, called once.
+
+``bisect`` -> minify the culprit graph (``--minify``) -> report.md (``--report``);
+``minify``: its start case (a record of a frame Dynamo could not capture, a
+minifier_launcher.py, or the program) -> report.md (``--report``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tcompile.compiler.exitcodes import UsageError
+from tcompile.compiler.record_format import is_record
+
+
+def bisect_then(
+    command: list[str],
+    *,
+    then_minify: bool = False,
+    write_report: bool = False,
+    accuracy: str,
+    jobs: int,
+    **kw: Any,
+) -> Any:
+    """``tcompile bisect``: the bisection, then the culprit graph minified where asked
+    (in the bisect's run folder), then report.md where asked."""
+    from tcompile.compiler.bisection import run_bisect
+
+    report = run_bisect(command, accuracy=accuracy, jobs=jobs, **kw)
+    then = report.minify_args() if then_minify else None
+    if then is not None:
+        from .minify_job import minify_next
+
+        common = {k: kw[k] for k in ("timeout", "observer", "stdout", "stderr") if k in kw}
+        report.minify = minify_next(
+            command, then, accuracy=accuracy, jobs=jobs, out=report.run_dir, **common
+        ).to_json()
+    if write_report and report.run_dir:
+        from .report import report_after
+
+        report.report = report_after(report.run_dir, bisect=report)
+    return report
+
+
+def minify_start(
+    argv: list[str],
+    program: Callable[[], list[str]],
+    *,
+    trust: bool = False,
+    write_report: bool = False,
+    jobs: int = 1,
+    real_inputs: bool = False,
+    out: str | None = None,
+    timeout: float | None = None,
+    observer: Any = None,
+    **kw: Any,
+) -> Any:
+    """``tcompile minify``: from a record (its frame's source, shrunk), a
+    minifier_launcher.py (its graph), or the program (``program()`` makes its command,
+    checked), then report.md where asked."""
+    if argv and is_record(argv[0]):
+        from .capture_job import minify_capture
+
+        if len(argv) > 1:
+            raise UsageError("a record takes no arguments: tcompile minify RECORD")
+        return minify_capture(argv[0], trust=trust, out=out, timeout=timeout, observer=observer)
+    from .launcher import is_launcher
+
+    if argv and argv[0].endswith(".py") and is_launcher(argv[0]):
+        from .launcher_job import launch
+
+        return launch(
+            argv[0], list(argv[1:]), jobs=jobs, out=out, real_inputs=real_inputs,
+            observer=observer, trust=trust,
+        )  # fmt: skip
+    from .minify_job import run_minify
+
+    report = run_minify(
+        program(), jobs=jobs, real_inputs=real_inputs, out=out, timeout=timeout,
+        observer=observer, **kw,
+    )  # fmt: skip
+    if write_report and report.run_dir:
+        from .report import report_after
+
+        report.report = report_after(report.run_dir, minify=report)
+    return report
+
+
+def replay_then(
+    record: str,
+    *,
+    then_minify: bool = False,
+    warn: Callable[[str], None] = lambda text: None,
+    say: Callable[[str], None] = lambda text: None,
+    accuracy: str,
+    backend: str | None,
+    trust: bool = False,
+    **kw: Any,
+) -> Any:
+    """``tcompile replay``: the recorded frame run again, then, with ``--minify``, what
+    it showed minified (the frame's source, or the graph it compiled).  ``warn`` says
+    the replay's warnings as they come, ``say`` that there is nothing to minify."""
+    from tcompile.compiler.replay import replay as run_replay
+
+    report = run_replay(record, backend=backend, accuracy=accuracy, trust=trust, **kw)
+    for warning in report.warnings:
+        warn(warning)
+    if then_minify:
+        then = report.minify_args(trust=trust)
+        if then is None and report.failures:
+            say("the replayed failure has nothing to minify")
+        elif then is not None:
+            from .minify_job import minify_next
+
+            common = {
+                k: kw[k] for k in ("out", "timeout", "observer", "stdout", "stderr") if k in kw
+            }
+            report.minify = minify_next(
+                report.command, then, accuracy=accuracy, backend=backend, **common
+            )
+    return report
