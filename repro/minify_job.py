@@ -33,7 +33,7 @@ from tcompile.compiler.signature import FailureSignature
 
 from .minify_graph import minify_captured
 from .minify_target import choose_target, graphless_report
-from .minify_types import After, Job, MinifyReport
+from .minify_types import After, Job, Level, MinifyReport
 
 __all__ = ["Job", "MinifyReport", "minify_captured", "minify_next", "run_minify"]
 
@@ -59,12 +59,13 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
     """``tcompile minify``: the failing graph, or the program itself when no single graph
     holds the failure (a graph that fails in the program but passes alone included);
     ``level="source"``: the graph, then a user-level repro from the program too."""
-    if kw.get("level") == "source":
+    asked = Level(kw.get("level", Level.AUTO))
+    if asked == Level.SOURCE:
         from .source_level import with_source_level
 
-        return with_source_level(command, _run_minify(command, **{**kw, "level": "graph"}), kw)
+        return with_source_level(command, _run_minify(command, **{**kw, "level": Level.GRAPH}), kw)
     report = _run_minify(command, **kw)
-    if report.alone_passes and kw.get("level", "auto") == "auto" and report.run_dir:
+    if report.alone_passes and asked == Level.AUTO and report.run_dir:
         from .program_harness import prelude_for
         from .program_job import minify_program
 
@@ -104,7 +105,7 @@ def _run_minify(
     observer: Observer | None = None,
     stdout: Any = None,
     stderr: Any = None,
-    level: str = "auto",
+    level: Level = Level.AUTO,
     include: list[str] | None = None,
 ) -> MinifyReport:
     observer = observer or NullObserver()
@@ -115,7 +116,7 @@ def _run_minify(
         return _minify_in(
             command, run_dir, observer, t0, after=after, accuracy=accuracy, backend=backend,
             graph=graph, match=match, jobs=jobs, timeout=timeout, real_inputs=real_inputs,
-            stdout=stdout, stderr=stderr, level=level, include=include,
+            stdout=stdout, stderr=stderr, level=Level(level), include=include,
         )  # fmt: skip
     except KeyboardInterrupt:  # before any search began (a search keeps its best itself)
         report = MinifyReport(
@@ -145,13 +146,13 @@ def _minify_in(
     real_inputs: bool,
     stdout: Any,
     stderr: Any,
-    level: str,
+    level: Level,
     include: list[str] | None,
 ) -> MinifyReport:
     program = dict(
         backend=backend, jobs=jobs, timeout=timeout, observer=observer, t0=t0, include=include
     )
-    if level == "program":  # the user's source itself, whatever graphs it has
+    if level == Level.PROGRAM:  # the user's source itself, whatever graphs it has
         from .program_job import minify_program
 
         return minify_program(  # type: ignore[arg-type]
@@ -187,8 +188,7 @@ def _minify_in(
     if isinstance(target, MinifyReport):
         return target
     if target.graph is None:
-        program["level"] = level
-        return _without_graph(target, run_dir, t0, timeout, observer, command, program)
+        return _without_graph(target, run_dir, t0, timeout, observer, command, program, level)
     sig = target.signature
     if sig.kind == "accuracy" and accuracy == AccuracyMode.OFF:
         # wrong values found without --accuracy (a failure outside any graph that a
@@ -197,7 +197,7 @@ def _minify_in(
         common["accuracy"] = accuracy
     # auto: the Dynamo graph, where every failure shows (a decomposition bug is
     # already inside the AOT graph, DESIGN.md mechanism 5)
-    level = "aot" if after == After.AOT else "dynamo"
+    form = "aot" if after == After.AOT else "dynamo"  # which form of the graph is served
     if distributed:  # one rank's graph, minified in single processes
         from .dist_minify import minify_rank
 
@@ -205,14 +205,14 @@ def _minify_in(
             command,
             target,
             run_dir=run_dir,
-            level=level,
+            level=form,
             backend=backend,
             observer=observer,
             t0=t0,
             **common,
             **streams,
         )
-    return _graph_job(command, target, run_dir, backend, level, observer, t0, common)
+    return _graph_job(command, target, run_dir, backend, form, observer, t0, common)
 
 
 def _graph_job(
@@ -220,12 +220,13 @@ def _graph_job(
     target: Any,
     run_dir: Path,
     backend: str | None,
-    level: str,
+    form: str,
     observer: Observer,
     t0: float,
     common: dict[str, Any],
 ) -> MinifyReport:
-    """Minify the target's graph with workers that pause the program at its first call."""
+    """Minify the target's graph (its ``form``: dynamo or aot) with workers that pause
+    the program at its first call."""
     sig = target.signature
     observer.status(f"minifying graph {target.graph} ({target.graph_kind}): {sig}")
     config = HookConfig(
@@ -236,7 +237,7 @@ def _graph_job(
             graph=target.graph,
             capture_dir=str(run_dir / "capture"),
             signature=sig.to_json(),
-            level=level,
+            level=form,
             graph_kind=target.graph_kind,
         ),
     )
@@ -291,6 +292,7 @@ def _without_graph(
     observer: Observer,
     command: list[str],
     program: dict[str, Any],
+    asked: Level,
 ) -> MinifyReport:
     """A failure with no graph: a frame Dynamo could not capture is minified from its
     record (its code); anything else -- a failure outside any graph, wrong results of
@@ -303,7 +305,7 @@ def _without_graph(
         )
         report.seconds = time.monotonic() - t0
         return report
-    if target.kind == "capture" or program.pop("level", "auto") == "graph":
+    if target.kind == "capture" or asked == Level.GRAPH:
         return graphless_report(target, run_dir, t0)
     from .program_job import minify_program
 

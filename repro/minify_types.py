@@ -21,6 +21,17 @@ class After(str, enum.Enum):
     AOT = "aot"  # the AOT graph inductor was handed, compiled by compile_fx_inner
 
 
+class Level(str, enum.Enum):
+    """``minify --level``: what is shrunk (a str enum: equal to its value).  Not the
+    form of a graph (``dynamo`` or ``aot``: ``After``, ServeSpec.level), nor the kind
+    of repro a report holds (``MinifyReport.level``)."""
+
+    AUTO = "auto"  # the failing graph, or the program when no single graph holds it
+    GRAPH = "graph"  # the failing graph only
+    PROGRAM = "program"  # the program's own source
+    SOURCE = "source"  # the graph, then the program shrunk around its source lines
+
+
 @dataclasses.dataclass
 class MinifyReport:
     exit_code: int
