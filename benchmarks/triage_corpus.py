@@ -13,6 +13,8 @@ bugs and triage calls ``bug``; beside it, the clusters one would get by exceptio
     python benchmarks/triage_corpus.py --jobs 2 --timeout 300 --out /tmp/triage-corpus
 
 A rerun with the same --out reuses triage's cache (only the scoring is redone).
+``--only SUBSTRING`` (repeatable) takes the scripts whose path holds it; ``--ray
+ADDRESS`` runs them on a Ray cluster (``ray start --head --num-cpus 2`` first).
 """
 
 from __future__ import annotations
@@ -74,6 +76,12 @@ def main() -> int:
     ap.add_argument("--ray", default=None)
     ap.add_argument("--also", default=None)
     ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="only the scripts whose path holds this (repeatable)",
+    )
+    ap.add_argument(
         "--results", default=str(ROOT / "benchmarks" / "results" / "triage_corpus.json")
     )
     a = ap.parse_args()
@@ -84,6 +92,8 @@ def main() -> int:
     except ImportError:
         has_gpu = False
     t = truth(has_gpu)
+    if a.only:
+        t = {p: v for p, v in t.items() if any(o in p for o in a.only)}
     cmd = [
         sys.executable,
         "-m",
