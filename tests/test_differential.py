@@ -164,17 +164,19 @@ MODES = {"run": [], "accuracy": ["--accuracy"], "strict": ["--strict-accuracy", 
 # A second fixture of a kind others cover in every mode: in the 30-minute suite the mode
 # that changes most -- run --accuracy -- alone; with TCOMPILE_TEST_EXTENDED=1 every mode,
 # as for the others.  Every mode still runs on a fixture of each kind: the planted
-# inductor bugs (cpp_relu_*, cpp_throw_crash, block_accuracy, backward_only, multi_graph),
-# capture (capture_fullgraph), recompiles, decompositions (bad_decomposition), custom
-# passes (custom_graph_pass_bug), the program level (program/dynamo_side_effect_dropped),
-# random ops (numerics/random_dropout, dropout_training_clean), clean programs, the
-# passive run (check_changes_program), and of the real bugs the #179804 block and
-# atan2's wrong gradient.
+# inductor bugs (cpp_relu_*, cpp_throw_crash, backward_only), capture
+# (capture_fullgraph), recompiles (recompile_limit), decompositions (bad_decomposition),
+# custom passes (custom_graph_pass_bug), the program level
+# (program/dynamo_side_effect_dropped), random ops (numerics/random_dropout), clean
+# programs, the passive run (check_changes_program), and of the real bugs atan2's wrong
+# gradient.
 LIGHT = {
     "capture_builtin.py", "capture_closure_global.py", "capture_deep_branch.py",
     "capture_dynamic_list_index.py", "capture_item_branch.py", "capture_module_slow.py",
     "capture_print.py", "capture_symbolic_guard.py", "recompile_limit_fullgraph.py",
     "ten_graphs.py", "repeated_bugs.py", "two_bugs.py", "graph_breaks.py",
+    "block_accuracy.py", "multi_graph.py", "source_level.py", "recompile_error.py",
+    "numerics/dropout_training_clean.py", "real/autocast_block_head_fp32_grad.py",
     "inf_inputs_accuracy.py", "dynamic_shapes.py", "post_grad_pass_bug.py",
     "patched_decomp_table.py", "decomp_table_lambda.py", "custom_pass_module_import.py",
     "train_two_file/train.py",

@@ -1,5 +1,7 @@
 """``tcompile triage`` end to end: real runs, bisects and minifies of four scripts, one
-planted bug written two ways; the cache on a rerun; Ray gives the same clusters."""
+planted bug written two ways (a compile error: the cheapest to bisect and minify; the
+accuracy path is the corpus benchmark's); the cache on a rerun; Ray gives the same
+clusters."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ SCRIPTS = {
         import torch
         import torch._inductor.config
 
-        torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+        torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = "compile_error"
 
         @torch.compile
         def f(x):
@@ -34,7 +36,7 @@ SCRIPTS = {
         import torch
         import torch._inductor.config
 
-        torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+        torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = "compile_error"
 
         class Net(torch.nn.Module):
             def __init__(self):
