@@ -41,6 +41,19 @@ def _rel(base: Path, p: str | None) -> str:
         return p
 
 
+def _root(doc: dict[str, Any]) -> str:
+    """The folder the scripts share: their paths are shown from there."""
+    paths = [r["path"] for r in doc["scripts"]]
+    if not paths:
+        return ""
+    root = os.path.commonpath(paths)
+    return os.path.dirname(root) if root in paths else root
+
+
+def _name(root: str, p: str) -> str:
+    return os.path.relpath(p, root) if root else p
+
+
 def _culprit(r: dict[str, Any]) -> str:
     return (r.get("culprit") or {}).get("text") or "-"
 
@@ -50,13 +63,14 @@ def _also(r: dict[str, Any]) -> str:
 
 
 def markdown(base: Path, doc: dict[str, Any]) -> str:
+    root = _root(doc)
     counts = ", ".join(f"{v} {k}" for k, v in doc["counts"].items() if v)
     lines = [
         "# tcompile triage",
         "",
         f"{len(doc['scripts'])} scripts ({counts}); {len(doc['clusters'])} cluster(s) of bugs; "
         f"torch {doc['torch']}; {doc['seconds']:.0f} s ({doc['done_now']} run now, "
-        f"{doc['from_cache']} from the cache, engine: {doc['engine']})"
+        f"{doc['from_cache']} from the cache, engine: {doc['engine']}); scripts under `{root}`"
         + ("; **interrupted**: the rest is not done yet" if doc["interrupted"] else ""),
         "",
         "## Clusters",
@@ -65,7 +79,7 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for c in doc["clusters"]:
-        members = "<br>".join(_rel(base, m) for m in c["members"])
+        members = "<br>".join(_name(root, m) for m in c["members"])
         lines.append(
             f"| {c['id']} | {c['culprit']} | {c['kind'] or '-'} | {', '.join(c['ops']) or '-'} "
             f"| {members} | {_rel(base, c['repro'])} ({c['repro_lines'] or '-'} lines) |"
@@ -84,23 +98,24 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         if r.get("flaky") and r["flaky"].get("of"):
             verdict += f" ({r['flaky']['failed']} of {r['flaky']['of']})"
         lines.append(
-            f"| {_rel(base, r['path'])} | {verdict} | {_culprit(r)} | {r.get('cluster') or '-'} "
+            f"| {_name(root, r['path'])} | {verdict} | {_culprit(r)} | {r.get('cluster') or '-'} "
             f"| {r.get('repro_lines') or '-'} | {r.get('seconds', 0):.0f} |"
             + (f" {_also(r)} |" if also else "")
         )
     lines += ["", "## Why", ""]
     for r in doc["scripts"]:
-        lines.append(f"- `{_rel(base, r['path'])}`: {r['verdict']}: {r.get('message') or '-'}")
+        lines.append(f"- `{_name(root, r['path'])}`: {r['verdict']}: {r.get('message') or '-'}")
     return "\n".join(lines) + "\n"
 
 
 def page(base: Path, doc: dict[str, Any]) -> str:
     e = html.escape
+    root = _root(doc)
     rows = []
     for r in doc["scripts"]:
         colour = _COLOURS.get(r["verdict"], "#000")
         rows.append(
-            f"<tr><td>{e(_rel(base, r['path']))}</td>"
+            f"<tr><td>{e(_name(root, r['path']))}</td>"
             f"<td style='color:{colour};font-weight:bold'>{e(r['verdict'])}</td>"
             f"<td>{e(_culprit(r))}</td><td>{e(r.get('cluster') or '-')}</td>"
             f"<td>{e(str(r.get('repro_lines') or '-'))}</td><td>{r.get('seconds', 0):.0f}</td>"
@@ -111,7 +126,7 @@ def page(base: Path, doc: dict[str, Any]) -> str:
         code = ""
         if c.get("repro") and Path(c["repro"]).is_file():
             code = f"<details><summary>repro.py</summary><pre>{e(Path(c['repro']).read_text())}</pre></details>"
-        members = "<br>".join(e(_rel(base, m)) for m in c["members"])
+        members = "<br>".join(e(_name(root, m)) for m in c["members"])
         clusters.append(
             f"<tr><td>{e(c['id'])}</td><td>{e(str(c['culprit']))}</td><td>{e(c['kind'] or '-')}</td>"
             f"<td>{e(', '.join(c['ops']))}</td><td>{members}</td><td>{e(_rel(base, c['repro']))}{code}</td></tr>"
@@ -127,7 +142,7 @@ th {{ background: #f6f8fa; }}
 pre {{ background: #f6f8fa; padding: 8px; max-width: 70em; overflow-x: auto; }}
 </style></head><body>
 <h1>tcompile triage</h1>
-<p>{len(doc["scripts"])} scripts ({e(counts)}); {len(doc["clusters"])} cluster(s); torch {e(doc["torch"] or "?")};
+<p>{len(doc["scripts"])} scripts under {e(root)} ({e(counts)}); {len(doc["clusters"])} cluster(s); torch {e(doc["torch"] or "?")};
 {doc["seconds"]:.0f} s{"; <b>interrupted</b>" if doc["interrupted"] else ""}</p>
 <h2>Clusters</h2>
 <table><tr><th>cluster</th><th>culprit</th><th>kind</th><th>ops</th><th>members</th><th>repro</th></tr>
