@@ -197,6 +197,8 @@ def triage_one(task: dict[str, Any]) -> dict[str, Any]:
     if code == 0:  # the report's own run is one more sample
         res["flaky"] = {"failed": runs, "of": runs + 1}
         return finish("flaky", f"failed {runs} of {runs + 1} runs: {res.get('signature', '')}")
+    if code == 3:  # the report's control run failed the same way without torch.compile
+        return finish("not_compiler", _first_line(doc))
     bugs = doc.get("bugs") or []
     if code is None and not bugs:
         return finish(
