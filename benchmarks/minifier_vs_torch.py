@@ -62,6 +62,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--jobs-check", action="store_true")
+    ap.add_argument("--only", nargs="+", default=[], help="cases whose name holds one of these")
     ap.add_argument("--repeat", type=int, default=3, help="runs per setting in --jobs-check")
     args = ap.parse_args()
     print(
@@ -70,6 +71,8 @@ def main() -> None:
     total_t = total_o = 0
     ok = True
     for name, build in synthetic.CASES.items():
+        if args.only and not any(o in name for o in args.only):
+            continue
         for n in args.sizes:
             gm = build(n)
             before = count_compute(gm)

@@ -22,6 +22,10 @@ def _amplify(x: torch.Tensor) -> torch.Tensor:  # named so the interpreter can s
     return x * 4
 
 
+def _leaky(x: torch.Tensor, err: float) -> torch.Tensor:  # right in eager, err off "compiled"
+    return x * 1.0
+
+
 def _double(x: torch.Tensor) -> torch.Tensor:  # a gentler amplifier: 7 of them are needed
     return x * 2
 
@@ -45,6 +49,8 @@ class BuggyInterpreter(fx.Interpreter):
                 return result + 1e-5
             if n.target is torch.negative:  # a small error: two of them show, one does not
                 return result + 6e-4
+            if n.target is _leaky:  # every application a little wrong: errors add up
+                return result + n.args[1]
         return result
 
 
@@ -130,6 +136,24 @@ def chain(n: int, culprits: list[int], seed: int = 0, kind: str = "relu") -> fx.
                     h = g.call_function(torch.add, (h, 0.1))
             assert placed == length, (placed, length, n)
             kind = "done"
+        elif i in culprits and kind.startswith("grows"):
+            # errors that grow along a long chain: a tiny error whose every later op
+            # multiplies it a little, so that it exceeds tolerance only after a share
+            # of the rest of the graph (``grows:F``: F of the ops after the culprit)
+            share = float(kind.split(":")[1])
+            length = max(2, int((n - i - 1) * share))
+            factor = 100 ** (1 / (length - 0.5))
+            h = g.call_function(torch.sigmoid, (h,))
+            while i + 1 < n:
+                i += 1
+                h = g.call_function(torch.mul, (h, factor))
+            kind = "done"
+        elif kind.startswith("leaky"):
+            # every op a little wrong (err each): errors add up along the chain, any
+            # K of them fail and K - 1 do not (``leaky:F``: K is F of the graph);
+            # there is no one culprit
+            k = max(2, int(n * float(kind.split(":")[1])))
+            h = g.call_function(_leaky, (h, ATOL / (k - 0.5)))
         elif i in culprits and kind == "interacting":
             h = g.call_function(torch.negative, (h,))  # 6e-4 each: both, or no failure
         elif kind == "after-tiny":
@@ -191,6 +215,21 @@ CASES: dict[str, Callable[[int], fx.GraphModule]] = {
     "two culprits both needed": lambda n: chain(
         n, [int(n * 0.45), int(n * 0.55)], kind="interacting"
     ),
+    # issue 36: errors that grow along a long chain -- a tiny error every later op
+    # multiplies a little (the needed ops are a share of the graph), or every op a
+    # little wrong and the errors adding up (any K of them)
+    **{
+        f"error grows over {int(share * 100)}% of the rest": (
+            lambda n, share=share: chain(n, [int(n * 0.3)], kind=f"grows:{share}")
+        )
+        for share in (0.1, 0.5, 0.9)
+    },
+    **{
+        f"errors add up, any {int(share * 100)}% of the ops": (
+            lambda n, share=share: chain(n, [], kind=f"leaky:{share}")
+        )
+        for share in (0.05, 0.25)
+    },
     # issue 26: a small error that a chain of L later ops must amplify past tolerance
     **{
         f"amplified by {length} ops": (

@@ -8,7 +8,8 @@ time):
   protocol.py        what passes between the parent and the processes it runs
   signature.py       failure identity: FailureSignature and the one same-failure rule
   failure.py         a row of ``failures[]``: one compiler failure, classified
-  accuracy.py        the accuracy rule (DESIGN.md mechanism 8)
+  accuracy.py        the accuracy check (DESIGN.md mechanism 8): outcomes, judged
+  accuracy_rule.py   the accuracy rule, once; repro.py files carry its text, generated
   stack.py           the torch.compile stack as data: stages, subsystems, toggles
   configs.py         the compiler configuration as data
   record_format.py   records of frames that failed in Dynamo: the file format

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+# the rule itself: compiler/accuracy_rule.py (portable: repro.py files carry its text)
+from .accuracy_rule import compare_tensor as compare_tensor
 from .signature import FailureKind, FailureSignature
 
 if TYPE_CHECKING:
@@ -37,19 +38,6 @@ class AccuracyMode(str, enum.Enum):
     OFF = "off"  # failures that raise or crash only
     LOOSE = "loose"  # against eager and a float64 reference (--accuracy)
     STRICT = "strict"  # against eager directly, torch.testing's tolerances
-
-
-# rtol, atol per dtype for strict mode (torch.testing.assert_close's defaults); the
-# writers generate their checks from it (repro/program_harness.py, writer_full.py)
-STRICT_TOLERANCES = {
-    "torch.float16": (1e-3, 1e-5),
-    "torch.bfloat16": (1.6e-2, 1e-5),
-    "torch.float32": (1.3e-6, 1e-5),
-    "torch.float64": (1e-7, 1e-7),
-}
-_STRICT_TOL = STRICT_TOLERANCES  # the name repro.py's long form carries it under
-# non-strict: compiled error may be this many times eager's error against float64
-MULTIPLIER = 3.0
 
 
 @dataclasses.dataclass
@@ -201,115 +189,6 @@ def run_with_grads(
         grads = list(torch.autograd.grad(loss, leaves, allow_unused=True))
     outputs = [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]
     return Outcome(outputs, grads, mutated)
-
-
-def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
-    import torch
-
-    d = a.double() - b.double()
-    d = d[torch.isfinite(d)]
-    if d.numel() == 0:
-        return 0.0
-    return float(torch.sqrt(torch.mean(d * d)))
-
-
-def _rms(a: torch.Tensor) -> float:
-    import torch
-
-    a = a.double()
-    a = a[torch.isfinite(a)]
-    return float(torch.sqrt(torch.mean(a * a))) if a.numel() else 0.0
-
-
-def _eps(dtype: torch.dtype) -> float:
-    import torch
-
-    return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
-
-
-def compare_tensor(
-    ref: Any, res: Any, fp64: Any | None, *, strict: bool, coarse: Any = None
-) -> str | None:
-    """None when ``res`` is acceptable, else a short description of the mismatch.
-    ``coarse``: the lower precision of the program's autocast; a reference whose values
-    that precision holds exactly (the policy rounded them) gets that precision's floor."""
-    import torch
-
-    if not isinstance(ref, torch.Tensor) or not isinstance(res, torch.Tensor):
-        if isinstance(ref, torch.Tensor) != isinstance(res, torch.Tensor):
-            return f"type {type(res).__name__} where eager gives {type(ref).__name__}"
-        try:
-            same = bool(ref == res)
-        except Exception:
-            same = True
-        return None if same else f"{res!r} where eager gives {ref!r}"
-    if ref.shape != res.shape:
-        return f"shape {tuple(res.shape)} where eager gives {tuple(ref.shape)}"
-    if ref.dtype != res.dtype:
-        return f"dtype {res.dtype} where eager gives {ref.dtype}"
-    res = res.detach().cpu()
-    ref = ref.detach().cpu()
-    if not ref.is_floating_point() and not ref.is_complex():
-        if torch.equal(ref, res):
-            return None
-        n = int((ref != res).sum())
-        return f"{n} of {ref.numel()} {ref.dtype} elements differ"
-    if ref.is_complex():
-        ref, res = torch.view_as_real(ref), torch.view_as_real(res)
-        fp64 = (
-            torch.view_as_real(fp64)
-            if isinstance(fp64, torch.Tensor) and fp64.is_complex()
-            else None
-        )
-    nan_ref, nan_res = ~torch.isfinite(ref), ~torch.isfinite(res)
-    if not torch.equal(nan_ref, nan_res):
-        # Eager overflowing (or NaN-ing) where the compiled kernel, computing in a wider
-        # type, stays finite and agrees with the float64 reference is the compiled
-        # kernel being *better*: those elements are not held against it.
-        better = None
-        if not strict and isinstance(fp64, torch.Tensor) and fp64.shape == ref.shape:
-            f64 = fp64.detach().cpu()
-            close = (res.double() - f64).abs() <= 8 * _eps(ref.dtype) * f64.abs() + 1e-30
-            better = nan_ref & ~nan_res & torch.isfinite(f64) & close
-        if better is None or not torch.equal(nan_ref & ~better, nan_res):
-            differ = (nan_ref != nan_res) if better is None else ((nan_ref & ~better) != nan_res)
-            return f"{int(differ.sum())} non-finite values differ from eager"
-        keep = ~better
-        ref, res, nan_ref = ref[keep], res[keep], nan_ref[keep]
-        fp64 = fp64[keep]
-        if ref.numel() == 0:
-            return None
-    if strict:
-        rtol, atol = _STRICT_TOL.get(str(ref.dtype), (1.3e-6, 1e-5))
-        if torch.allclose(res, ref, rtol=rtol, atol=atol, equal_nan=True):
-            return None
-        diff = float((res.double() - ref.double()).abs().nan_to_num(0).max())
-        return f"max |compiled - eager| = {diff:.3g} (strict: rtol={rtol:g}, atol={atol:g})"
-    usable64 = (
-        isinstance(fp64, torch.Tensor)
-        and fp64.shape == ref.shape
-        and torch.equal(~torch.isfinite(fp64.cpu()), nan_ref)
-    )
-    if not usable64:
-        # No float64 reference: fall back to a loose comparison with eager.
-        rtol, atol = _STRICT_TOL.get(str(ref.dtype), (1.3e-6, 1e-5))
-        if torch.allclose(res, ref, rtol=rtol * 100, atol=atol * 100, equal_nan=True):
-            return None
-        diff = float((res.double() - ref.double()).abs().nan_to_num(0).max())
-        return f"max |compiled - eager| = {diff:.3g} (no float64 reference)"
-    fp64 = fp64.detach().cpu()
-    ref_err = _rmse(ref, fp64)
-    res_err = _rmse(res, fp64)
-    eps = _eps(ref.dtype)
-    if coarse is not None and torch.equal(fp64.to(coarse).double(), fp64.double()):
-        eps = max(eps, _eps(coarse))
-    floor = 16 * eps * (_rms(fp64) + 1e-30)
-    if res_err <= MULTIPLIER * ref_err + floor or math.isclose(res_err, ref_err):
-        return None
-    return (
-        f"RMSE vs float64 {res_err:.3g} compiled, {ref_err:.3g} eager "
-        f"(allowed {MULTIPLIER:g}x eager + {floor:.2g})"
-    )
 
 
 def compare(

@@ -31,7 +31,7 @@ class FailureKind(str, enum.Enum):
     TIMEOUT = "timeout"  # the process ran past --timeout
 
 
-_SCRUBS: list[tuple[re.Pattern[str], str]] = [
+SCRUBS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
     (re.compile(r"(/[\w.\-+]+)+/"), "<path>/"),  # directories of absolute paths
     (re.compile(r"\b[a-z0-9]{20,}\b"), "<hash>"),  # cache keys, kernel hashes
@@ -53,7 +53,7 @@ def normalize_message(message: str, limit: int = 300) -> str:
     lines = [ln for ln in message.strip().splitlines() if ln.strip()]
     # The first line names the error; generated-code dumps and hints follow it.
     text = lines[0] if lines else ""
-    for pattern, repl in _SCRUBS:
+    for pattern, repl in SCRUBS:
         text = pattern.sub(repl, text)
     return text.strip()[:limit]
 
@@ -66,7 +66,7 @@ def scrub_guards(reasons: list[str]) -> list[str]:
     for text in reasons:  # a reason's first line; a user stack trace may follow it
         line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
         line = re.split(r"\s+#\s", line, maxsplit=1)[0]
-        for pattern, repl in _SCRUBS:
+        for pattern, repl in SCRUBS:
             line = pattern.sub(repl, line)
         if line.strip():
             out.append(line.strip())
@@ -235,13 +235,13 @@ class FailureSignature:
         return cls(
             stage=stage,
             kind=str(getattr(kind, "value", kind)),
-            exc_type=_qualified_type(real),
+            exc_type=qualified_type(real),
             message=normalize_message(str(real)),
             frame=innermost_frame(real),
         )
 
 
-def _qualified_type(exc: BaseException) -> str:
+def qualified_type(exc: BaseException) -> str:
     t = type(exc)
     mod = t.__module__
     if mod in ("builtins", "__main__"):

@@ -38,7 +38,7 @@ def plain_tensor(x: Any) -> bool:
     )
 
 
-def _as_input(leaf: Any, exact: Any) -> Any:
+def as_input(leaf: Any, exact: Any) -> Any:
     """``exact`` (same values as ``leaf``, the program's layout) as a non-leaf whose
     gradient flows to ``leaf``."""
     import torch
@@ -140,7 +140,7 @@ class Snapshot:
                 if not (t.is_floating_point() or t.is_complex()):
                     continue
                 leaf = t.detach().clone().requires_grad_()
-                out[i] = _as_input(leaf, t)
+                out[i] = as_input(leaf, t)
                 leaves.append(leaf)
         return out, leaves
 

@@ -27,6 +27,8 @@ from .graph import (
     copy_graph,
     drop_unused_inputs,
     eliminate_dead_code,
+    node_values,
+    output_node,
     output_values,
     rebuild,
 )
@@ -143,6 +145,51 @@ def delete_nodes(problem: Problem, case: Case) -> Case | None:
     return problem.ddmin(case, items, without, "delete_nodes")
 
 
+def bypass_ops(problem: Problem, case: Case) -> Case | None:
+    """Take out every application of one op at once, its users reading the op's input
+    instead.  Unlike :func:`remove_node_set` (which feeds the rest eager's value), the
+    chain stays connected, so an error made upstream still reaches the ops that
+    amplify it, and the ordinary ops between those go.  Only nodes whose value has
+    their first input's shape, dtype and device (an elementwise step); one candidate
+    per op, most applications first, for ops applied at least 3 times in a graph of at
+    least 8 nodes (smaller ones are what truncate, cut and ddmin leave: every op there
+    is usually needed, and a candidate would only spend a call proving it)."""
+    nodes = compute_nodes(case.graph)
+    if len(nodes) < 8:
+        return None
+    try:
+        values = node_values(case)
+    except Exception:  # the graph does not run here (a collective, a device): no guesses
+        return None
+    groups: dict[str, list[str]] = {}
+    for n in nodes:
+        src = next((a for a in n.args if isinstance(a, fx.Node)), None)
+        mine, theirs = values.get(n.name), values.get(src.name) if src is not None else None
+        if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
+            continue
+        if (mine.shape, mine.dtype, mine.device) == (theirs.shape, theirs.dtype, theirs.device):
+            groups.setdefault(str(n.target), []).append(n.name)
+    for members in sorted(groups.values(), key=len, reverse=True):
+        if len(members) >= 3 and (found := problem.try_one(bypassed(case, members), "bypass_ops")):
+            return found
+    return None
+
+
+def bypassed(case: Case, names: list[str]) -> Case | None:
+    """``case`` with these nodes taken out, each one's users reading its first input."""
+    g = copy_graph(case.graph)
+    gone = set(names)
+    for n in list(g.nodes):
+        if n.name in gone:
+            src = next(a for a in n.args if isinstance(a, fx.Node))
+            n.replace_all_uses_with(src)
+            g.erase_node(n)
+    out = output_node(g)
+    if not any(isinstance(v, fx.Node) and v.op != "placeholder" for v in out.all_input_nodes):
+        return None  # nothing left to compile
+    return eliminate_dead_code(Case(case.root, g, case.inputs))
+
+
 def drop_outputs(problem: Problem, case: Case) -> Case | None:
     """ddmin over the outputs."""
 
@@ -249,6 +296,7 @@ DEFAULT_SCHEDULE: tuple[PassFn, ...] = (
     truncate_suffix,
     cut_prefix,
     delete_nodes,
+    bypass_ops,
     drop_outputs,
     consolidate_inputs,
     params_to_inputs,

@@ -19,7 +19,7 @@ from tcompile.compiler.literals import py_literal
 from .writer import _header
 
 # tcompile's FailureSignature for a capture failure, in a few lines (signature.py:
-# root_cause, _qualified_type, normalize_message)
+# root_cause, qualified_type, normalize_message)
 _SIGNATURE = """
 def signature(exc):  # as tcompile names a failure: stage/kind: type: first line, scrubbed
     while isinstance(inner := getattr(exc, "inner_exception", None) or getattr(exc, "real_exception", None), BaseException):
@@ -179,7 +179,7 @@ def capture_repro(
     kwargs = {"backend": "eager", "fullgraph": bool(options.get("fullgraph"))}
     if options.get("dynamic") is not None:
         kwargs["dynamic"] = options["dynamic"]
-    scrubs = ", ".join(f"({p.pattern!r}, {r!r})" for p, r in _sig._SCRUBS)
+    scrubs = ", ".join(f"({p.pattern!r}, {r!r})" for p, r in _sig.SCRUBS)
     header = _header(env, signature).replace("[--backend eager]", "[--no-compile]")
     out = [
         header,

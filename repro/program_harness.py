@@ -7,10 +7,10 @@
   the compiled code runs eager first (on copies of the tensor arguments, from the same
   RNG state -- ``torch.random.fork_rng``: CPU and CUDA -- with ``fallback_random`` so
   that both draw the same numbers) and raises
-  ``AssertionError`` when the compiled result is beyond the dtype's tolerance
-  (torch.testing.assert_close's, unless the check was strict: times 100 for 32 and 64
-  bits, where a reordered sum differs by more than it allows; times 4 for 16 bits,
-  whose tolerance is already one or two of its steps -- 100 would accept anything).
+  ``AssertionError`` when the compiled result is beyond the dtype's tolerance against
+  eager (``eager_tolerance``, generated from compiler/accuracy_rule.py: assert_close's,
+  unless the check was strict times 100 for 32 and 64 bits, where a reordered sum
+  differs by more than it allows, and times 4 for 16 bits).
   The program starts from ``torch.manual_seed(0)``: a wrong value within tolerance
   for some random inputs (a shape cut to one element) would otherwise make candidates
   and repro.py fail by chance; seeded, each is judged on the same values.  It is the
@@ -28,7 +28,7 @@ import ast
 import datetime
 from typing import TYPE_CHECKING
 
-from tcompile.compiler.accuracy import STRICT_TOLERANCES
+from tcompile.compiler import accuracy_rule
 
 if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
@@ -61,13 +61,14 @@ _ACCURACY = """import functools, torch, torch._inductor.config  # the check of e
 torch._inductor.config.fallback_random = True  # compiled code draws eager's random numbers
 torch.manual_seed(0)  # the same values in every run: a wrong value can hang on them
 _compile = torch.compile
-_TOL = TOLERANCES  # (rtol, atol): assert_close's xSCALE, xHALF in 16 bits
+_STRICT = STRICTNESS  # tcompile's rule (compiler/accuracy_rule.py), generated below
+EAGER_TOLERANCE
 def _differ(a, b):
     if isinstance(a, (list, tuple)):
         return len(a) != len(b) or any(map(_differ, a, b))
     if not torch.is_tensor(a) or not a.is_floating_point():
         return torch.is_tensor(a) and not torch.equal(a, b)
-    tol = _TOL.get(a.dtype, DEFAULT)
+    tol = eager_tolerance(str(a.dtype), _STRICT)
     return a.shape != b.shape or not torch.allclose(a.detach().cpu(), b.detach().cpu(), *tol, True)
 def _checked(compiled, eager):  # each call: eager first, on copies of the inputs, same RNG state
     def call(*args, **kwargs):
@@ -90,12 +91,6 @@ def _compile_checked(model=None, **options):  # torch.compile, every call checke
 torch.compile = _compile_checked
 """
 
-# torch.testing.assert_close's (rtol, atol) by dtype, as the strict check has them
-# (compiler/accuracy.py); float32's is the default
-_ASSERT_CLOSE = {k: v for k, v in STRICT_TOLERANCES.items() if k != "torch.float32"}
-_FLOAT32 = STRICT_TOLERANCES["torch.float32"]
-
-
 # the failure the accuracy check raises (program.ProgramFailure compares its type and
 # its raising line, the ``raise`` above)
 ACCURACY_FAILURE = "AssertionError: torch.compile's result differs from eager"
@@ -103,21 +98,8 @@ ACCURACY_FAILURE = "AssertionError: torch.compile's result differs from eager"
 
 def accuracy_check(strict: bool = False) -> str:
     """The prelude that turns a wrong value into an exception (see the module notes)."""
-    scale, half = (1, 1) if strict else (100, 4)
-
-    def times(tol: tuple[float, float], k: int) -> str:
-        return f"({tol[0] * k:.3g}, {tol[1] * k:.3g})"
-
-    table = ", ".join(
-        f"{dtype}: {times(tol, half if '16' in dtype else scale)}"
-        for dtype, tol in _ASSERT_CLOSE.items()
-    )
-    return (
-        _ACCURACY.replace("TOLERANCES", "{" + table + "}")
-        .replace("DEFAULT", times(_FLOAT32, scale))
-        .replace("SCALE", str(scale))
-        .replace("HALF", str(half))
-    )
+    rule = accuracy_rule.portable_source("eager_tolerance").strip()
+    return _ACCURACY.replace("STRICTNESS", repr(strict)).replace("EAGER_TOLERANCE", rule)
 
 
 def prelude_for(signature: str | None) -> str:

@@ -2,14 +2,17 @@
 needs it (an accuracy check for an accuracy failure, gradients when a gradient
 differs, a child process when the bug kills the process, ...).
 
-They restate, in a few lines each, how tcompile names and judges a failure
-(compiler/signature.py, compiler/accuracy.py); tests/test_repro_short.py checks that
-they agree with tcompile on a battery of exceptions and tensors.  When a short repro
+They restate, in a few lines each, how tcompile names a failure (compiler/signature.py);
+how it judges numbers is not restated but generated from the rule itself
+(compiler/accuracy_rule.py).  tests/test_repro_short.py checks that they agree with
+tcompile on a battery of exceptions and tensors.  When a short repro
 does not reproduce in a fresh interpreter, the job falls back to the long form
 (writer_full.py), which carries tcompile's own helpers.
 """
 
 from __future__ import annotations
+
+from tcompile.compiler import accuracy_rule
 
 # How tcompile names a failure: stage/kind: ExcType: the error's first line, scrubbed of
 # addresses, paths, hashes and numbers (signature.py: root_cause, normalize_message).
@@ -27,29 +30,11 @@ def signature(kind, exc):  # as tcompile names a failure: stage/kind: type: firs
     return f"{STAGE}/{kind}: {name}" + (f": {text}" if text else "")
 """
 
-# How tcompile judges compiled numbers (accuracy.py, non-strict): worse than eager
-# against a float64 reference by more than 3x eager's error plus 16 ulp.
-LOOSE = """
-def differs(ref, res, ref64):  # tcompile's rule: RMSE to float64 over 3x eager's + 16 ulp
-    if ref.shape != res.shape or ref.dtype != res.dtype or not ref.is_floating_point():
-        return ref.shape != res.shape or ref.dtype != res.dtype or not torch.equal(ref, res)
-    finite = ref.isfinite()
-    if not torch.equal(finite, res.isfinite()):
-        return True
-    exact = ref64.double()[finite]
-    rms = lambda d: d.pow(2).mean().sqrt().item() if d.numel() else 0.0  # noqa: E731
-    ulp = 16 * torch.finfo(ref.dtype).eps * rms(exact) + 1e-30
-    return rms(res.double()[finite] - exact) > 3 * rms(ref.double()[finite] - exact) + ulp
-"""
+# How tcompile judges compiled numbers: generated from the rule itself
+# (compiler/accuracy_rule.py, its short form), never restated here.
+LOOSE = "\n" + accuracy_rule.portable_source("differs_loose")
 
-STRICT = """
-def differs(ref, res, ref64):  # tcompile's strict rule: torch.testing's tolerances against eager
-    try:
-        torch.testing.assert_close(res, ref, equal_nan=True, check_device=False)
-        return False
-    except AssertionError:
-        return True
-"""
+STRICT = "\n" + accuracy_rule.portable_source("differs_strict")
 
 # outputs, and the gradients of a fixed random projection of them (accuracy.run_with_grads)
 GRADS = """

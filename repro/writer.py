@@ -51,7 +51,7 @@ def _header(env: dict[str, Any], signature: str) -> str:
 
 
 def _scrubs() -> str:
-    items = ", ".join(f"({p.pattern!r}, {r!r})" for p, r in _sig._SCRUBS)
+    items = ", ".join(f"({p.pattern!r}, {r!r})" for p, r in _sig.SCRUBS)
     return f"SCRUBS = [{items}]"
 
 
@@ -94,6 +94,7 @@ def short_repro(
         + (["contextlib"] if autocast else [])
         + ["os"]
         + (["re"] if uses_signature or kind == "crash" else [])
+        + (["math"] if checking and accuracy != AccuracyMode.STRICT else [])
     )
     std += ["signal", "subprocess"] if kind == "crash" else []
     out.append("".join(f"import {m}\n" for m in sorted(std)) + "\nimport torch\n")
@@ -182,16 +183,9 @@ def _with_autocast(
         helpers = [h.replace("fn(*args)", "forward(fn, args)") for h in helpers]
         helpers.append(snippets.AUTOCAST.replace("{autocast}", f"[{pairs}]"))
         check = check.replace(f"{_call_of(check)}(*inputs)", f"forward({_call_of(check)}, inputs)")
-        if rounded:  # the autocast's precision for values it rounded (accuracy.py)
+        if rounded and snippets.LOOSE in helpers:  # the autocast's precision as the floor
             coarse = autocast[0][1]
-            helpers = [
-                h.replace(
-                    "torch.finfo(ref.dtype).eps",
-                    f"torch.finfo({coarse} if torch.equal(ref64.to({coarse}).double(), "
-                    "ref64.double()) else ref.dtype).eps",
-                )
-                for h in helpers
-            ]
+            check = check.replace("differs_loose(a, b, c)", f"differs_loose(a, b, c, {coarse})")
     if checking and accuracy != AccuracyMode.STRICT and (rounded or autocast or _casts(gm)):
         # the float64 reference as tcompile computes it: every value taken to float64
         # (a cast in the graph cannot pull it back), autocast's roundings kept
@@ -395,7 +389,7 @@ def _check(
         f"    res = run({call}, inputs)[{int(pick == 'grads')}]\n"
         f"{sync.replace('        ', '    ')}"
         f"    exact = {exact}\n"
-        "    if any(differs(a, b, c) for a, b, c in zip(ref, res, exact)):\n"
+        f"    if any(differs_{'strict' if strict else 'loose'}(a, b, c) for a, b, c in zip(ref, res, exact)):\n"
         f'        return f"{{STAGE}}/accuracy: {"StrictAccuracyError" if strict else "AccuracyError"}: {what}"\n'
         "    return None\n"
     )

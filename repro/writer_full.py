@@ -4,8 +4,10 @@ reproduce, and the form for AOT-level graphs.
 Layout of the generated file (DESIGN.md mechanism 9): a header saying where it comes
 from; the configuration that differs from torch's defaults; the user's backend or
 pass, when the failure needs one; the minimal module; its inputs; the compile call;
-and the check.  The helpers that judge accuracy and name failures are copied from
-tcompile's own source (inspect.getsource), so the repro and tcompile agree exactly.
+and the check.  The accuracy rule is generated from compiler/accuracy_rule.py (its
+portable text); the helpers that name failures and run the graph are copied from
+tcompile's own public functions (inspect.getsource), so the repro and tcompile agree
+exactly (tests/test_layers.py: no private name is copied).
 
 The check runs in a child process of the repro itself, so a failure that kills the
 process (a C++ throw in generated code) is still reported: exit 1 and
@@ -22,6 +24,7 @@ from typing import Any
 import torch.fx as fx
 
 from tcompile.compiler import accuracy as _acc
+from tcompile.compiler import accuracy_rule
 from tcompile.compiler import float64 as _f64
 from tcompile.compiler import signature as _sig
 from tcompile.compiler import snapshot as _snap
@@ -35,31 +38,27 @@ from .writer import SIDECAR_SUFFIX, compile_kwargs_of
 def _helpers() -> str:
     """Accuracy and signature helpers, copied from tcompile's own modules."""
     parts = [
-        "_SCRUBS = " + _scrubs_literal(),
+        "SCRUBS = " + _scrubs_literal(),
         inspect.getsource(_sig.normalize_message),
         inspect.getsource(_sig.root_cause),
-        inspect.getsource(_sig._qualified_type),
+        inspect.getsource(_sig.qualified_type),
         "CUDA_FATAL = " + repr(_sig.CUDA_FATAL),
         inspect.getsource(_sig.cuda_fatal_message),
-        "_STRICT_TOL = " + repr(_acc._STRICT_TOL),
-        f"MULTIPLIER = {_acc.MULTIPLIER!r}",
         inspect.getsource(_acc.Outcome).replace(
             "@dataclasses.dataclass\n", "@dataclasses.dataclass\n"
         ),
         inspect.getsource(_acc.Mismatch),
         inspect.getsource(_acc.RngState),
         inspect.getsource(_snap.plain_tensor),
-        inspect.getsource(_snap._as_input),
+        inspect.getsource(_snap.as_input),
         inspect.getsource(_snap.Snapshot),
         inspect.getsource(_snap.exact_copies),
         inspect.getsource(_snap.changed),
         inspect.getsource(_acc.clone_input),
         inspect.getsource(_acc.flatten),
         inspect.getsource(_acc.run_with_grads),
-        inspect.getsource(_acc._rmse),
-        inspect.getsource(_acc._rms),
-        inspect.getsource(_acc._eps),
-        inspect.getsource(_acc.compare_tensor),
+        # the accuracy rule, generated from the rule itself (its portable text)
+        accuracy_rule.portable_source("compare_tensor"),
         inspect.getsource(_acc.compare),
         inspect.getsource(_f64.to_float64),
     ]
@@ -69,7 +68,7 @@ def _helpers() -> str:
 
 
 def _scrubs_literal() -> str:
-    items = ", ".join(f"(re.compile({p.pattern!r}), {r!r})" for p, r in _sig._SCRUBS)
+    items = ", ".join(f"(re.compile({p.pattern!r}), {r!r})" for p, r in _sig.SCRUBS)
     return f"[{items}]"
 
 
@@ -137,7 +136,7 @@ def check(backend):
         if fatal:
             return f"{{STAGE}}/crash: CUDAError: {{normalize_message(fatal)}}"
         message = normalize_message(str(real))
-        return f"{{STAGE}}/{{kind}}: {{_qualified_type(real)}}" + (f": {{message}}" if message else "")
+        return f"{{STAGE}}/{{kind}}: {{qualified_type(real)}}" + (f": {{message}}" if message else "")
 
     if LEVEL == "aot" and backend == STAGE:
         # an AOT graph: compiled the way inductor compiles the graphs it is handed

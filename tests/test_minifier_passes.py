@@ -19,6 +19,7 @@ from tcompile.minifier.graph import (
     rebuild,
 )
 from tcompile.minifier.passes import (
+    bypass_ops,
     consolidate_inputs,
     cut_prefix,
     delete_nodes,
@@ -113,6 +114,51 @@ def test_delete_nodes_ddmin_on_a_diamond():
     case = make_case(build(spec), [torch.randn(4)])
     out = delete_nodes(problem(case, has(torch.relu)), case)
     assert targets(out) == [torch.relu]
+
+
+def _spread(n_mul=4, gap=3):
+    """sigmoid, then n_mul multiplications with ``gap`` additions between each."""
+    spec, prev = [("s", torch.sigmoid, ["x0"])], "s"
+    for i in range(n_mul):
+        for j in range(gap):
+            spec.append((f"a{i}_{j}", torch.add, [prev, 0.1]))
+            prev = f"a{i}_{j}"
+        spec.append((f"m{i}", torch.mul, [prev, 3.0]))
+        prev = f"m{i}"
+    return spec
+
+
+def _needs_sigmoid_and_muls(k):
+    def oracle(gm, inputs):
+        ts = targets(gm)
+        return torch.sigmoid in ts and ts.count(torch.mul) >= k
+
+    return oracle
+
+
+def test_bypass_ops_takes_one_ops_applications_out_keeping_the_chain():
+    case = make_case(build(_spread()), [torch.randn(4)])
+    oracle = Recording(_needs_sigmoid_and_muls(4))
+    out = bypass_ops(problem(case, oracle), case)
+    assert targets(out) == [torch.sigmoid] + [torch.mul] * 4  # the 12 adds went
+    assert len(oracle.seen) == 1  # one candidate: the most applied op (add) first
+    x = case.inputs[0]
+    assert torch.allclose(out.gm(*out.inputs)[0], torch.sigmoid(x) * 81)  # still connected
+    # the whole search ends there too, where ddmin over nodes alone kept the adds
+    assert targets(minify(case.gm, list(case.inputs), _needs_sigmoid_and_muls(4)).gm) == (
+        [torch.sigmoid] + [torch.mul] * 4
+    )
+
+
+def test_bypass_ops_leaves_small_graphs_and_shape_changes_alone():
+    small = make_case(build(_spread(n_mul=2, gap=2)), [torch.randn(4)])  # 7 nodes
+    oracle = Recording(lambda gm, inputs: True)
+    assert bypass_ops(problem(small, oracle), small) is None and not oracle.seen
+    spec = [("s", torch.sigmoid, ["x0"])] + [
+        (f"r{i}", torch.sum, ["s" if i == 0 else f"r{i - 1}", -1]) for i in range(8)
+    ]
+    reductions = make_case(build(spec), [torch.randn(*[2] * 9)])  # each sum drops a dim
+    assert bypass_ops(problem(reductions, oracle), reductions) is None and not oracle.seen
 
 
 def test_drop_outputs_keeps_the_one_that_matters():

@@ -5,6 +5,7 @@ most 60 lines and 4 KB with no paths and no user or host names."""
 from __future__ import annotations
 
 import getpass
+import math
 import re
 import socket
 import subprocess
@@ -26,8 +27,8 @@ from tcompile.repro.writer import short_repro, write_text
 
 
 def _namespace(stage="inductor"):
-    items = ", ".join(f"({p.pattern!r}, {r!r})" for p, r in sigmod._SCRUBS)
-    ns = {"torch": torch, "re": re, "STAGE": stage}
+    items = ", ".join(f"({p.pattern!r}, {r!r})" for p, r in sigmod.SCRUBS)
+    ns = {"torch": torch, "re": re, "math": math, "STAGE": stage}
     exec(f"SCRUBS = [{items}]\nWRAPPERS = ('BackendCompilerFailed', 'InductorError')", ns)
     exec(snippets.SIGNATURE, ns)
     exec(snippets.LOOSE, ns)
@@ -85,7 +86,7 @@ def test_loose_snippet_agrees_with_tcompile(seed):
     compiled = (exact + scale * torch.randn(32, generator=g, dtype=torch.float64)).float()
     ns = _namespace()
     tcompile_says = accuracy.compare_tensor(eager, compiled, exact, strict=False) is not None
-    assert ns["differs"](eager, compiled, exact) == tcompile_says
+    assert ns["differs_loose"](eager, compiled, exact) == tcompile_says
 
 
 def test_run_snippets_see_every_output_tensor_even_nested():
@@ -221,8 +222,10 @@ def test_one_node_repro_is_short_and_anonymous(tmp_path, case):
     path = _write(tmp_path, case)
     text = path.read_text()
     # 60 lines before test_fn() and TORCH_COMPILE_BACKEND (PyPI triage conventions), and
-    # test_fn's Dynamo reset (CompilerBisector calls it again and again: issue 40)
-    assert text.count("\n") <= 67, text
+    # test_fn's Dynamo reset (CompilerBisector calls it again and again: issue 40); an
+    # accuracy repro carries tcompile's own rule, generated (issue 36: 12 lines more
+    # than the 10-line restatement it had)
+    assert text.count("\n") <= (79 if CASES[case][1] != "off" else 67), text
     assert len(text.encode()) <= 4400
     assert not re.search(r"['\"](/[\w.-]+){2,}", text)  # no absolute paths in strings
     for name in {getpass.getuser(), socket.gethostname()} - {"root", "localhost", ""}:
