@@ -21,6 +21,8 @@ import os
 import sys
 from typing import Any
 
+from . import layout
+
 VERSION = 1
 
 
@@ -218,9 +220,9 @@ def save_graph(gm: Any, path: str | os.PathLike[str]) -> None:
     """Atomically (a reader never sees half a file)."""
     import torch
 
-    tmp = f"{os.fspath(path)}.tmp"
-    torch.save(to_data(gm), tmp)
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    torch.save(to_data(gm), buf)
+    layout.write_file(path, buf.getvalue())
 
 
 def load_graph(path: str | os.PathLike[str] | io.BytesIO) -> Any:

@@ -255,7 +255,7 @@ def main(look: Any = None) -> int:
         doc = (look or trace)(repro, work)
     except Exception as exc:  # reported to the parent, which says it
         doc = {"error": f"{type(exc).__name__}: {str(exc).strip()[:300]}"}
-    Path(work, layout.KERNEL_DOC).write_text(json.dumps(doc, indent=1, default=str))
+    layout.write_file(Path(work, layout.KERNEL_DOC), json.dumps(doc, indent=1, default=str))
     return 0
 
 

@@ -5,9 +5,14 @@ Users, scripts and other jobs find files by these names (``merge`` reads ``RESUL
 minify's ``--json`` names ``REPRO``), so they are part of the public interface: add
 names, never rename one.  The minifier's checkpoint (minifier/checkpoint.py) keeps its
 own name: the pure search imports nothing of tcompile.
+
+Every artifact is written through ``write_file``: atomically, deleted on failure
+(tests/test_layers.py keeps other writes out of the writers).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 # the folder of each job, under --out
 FOLDERS = ("run", "bisect", "minify", "report", "replay", "explain", "launcher")
@@ -62,3 +67,27 @@ TRIAGE_JSON = "triage.json"
 TRIAGE_CACHE = "cache"
 TRIAGE_REPROS = "repros"
 TRIAGE_SCRIPTS = "scripts"
+
+
+def write_file(path: Any, data: str | bytes, *, mode: int | None = None) -> Any:
+    """Write one artifact the one way every writer does (as coverage.py's reporters):
+    whole or not at all -- into a temporary file beside it, then renamed over it; if
+    anything fails the temporary file is deleted and ``path`` is untouched (never a
+    half-written file).  ``mode``: its permission bits (0o755 for scripts)."""
+    import os
+    import threading
+    from pathlib import Path
+
+    path = Path(path)
+    # one temporary name per process and thread (the umask's permissions, as any file)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

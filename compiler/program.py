@@ -222,7 +222,7 @@ class ProgramOracle:
         path = d / self.script_name
         facts = d / layout.OBSERVED
         t = self.target
-        path.write_text(with_prelude(t.prelude, instrumented(str(facts))))
+        layout.write_file(path, with_prelude(t.prelude, instrumented(str(facts))))
         with self._lock:
             self.observations += 1
         got = program_failure(
@@ -248,7 +248,7 @@ class ProgramOracle:
         d = self._slot()
         path = d / self.script_name
         t = self.target
-        path.write_text(with_prelude(t.prelude, source))
+        layout.write_file(path, with_prelude(t.prelude, source))
         start = time.monotonic()
         got = program_failure(
             self.run(

@@ -46,7 +46,7 @@ import pickletools
 from pathlib import Path
 from typing import Any
 
-from . import trust
+from . import layout, trust
 
 MAGIC = b"TCOMPILE-RECORD"
 FORMAT = 2
@@ -98,12 +98,7 @@ def write_record(
     if sign:
         meta["hmac"] = trust.sign(_canonical(meta))
     header = json.dumps(meta, sort_keys=True).encode()
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(MAGIC + b" %d\n" % FORMAT)
-        f.write(header + b"\n")
-        f.write(payload)
-    os.replace(tmp, path)
+    layout.write_file(path, MAGIC + b" %d\n" % FORMAT + header + b"\n" + payload)
 
 
 def read_info(path: str | os.PathLike[str]) -> RecordInfo:

@@ -29,6 +29,7 @@ from collections import deque
 from pathlib import Path
 from typing import IO, Any
 
+from . import layout
 from .exitcodes import UsageError
 from .observer import NullObserver, Observer
 from .procs import RUN_ENV, dump_stacks, kill_run
@@ -473,7 +474,4 @@ def new_run_dir(out: str | None, prefix: str = "run") -> str:
 
 def write_json(path: str | os.PathLike[str], data: Any) -> None:
     """Write JSON atomically: a reader never sees half a file."""
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, default=str)
-    os.replace(tmp, path)
+    layout.write_file(path, json.dumps(data, indent=2, default=str))

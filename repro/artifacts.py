@@ -173,7 +173,7 @@ def _kernel(art: Artifacts, cache: Path, gm: Any, run_dir: Path) -> None:
     from .kernel import collect, graph_ops
 
     for name, code in collect(cache, graph_ops(gm)).items():
-        (run_dir / name).write_text(code)
+        layout.write_file(run_dir / name, code)
         art.kernel = str(run_dir / name)
         return
 

@@ -287,9 +287,9 @@ def write_kernel_repro(
         out = repro.parent / layout.KERNEL_REPRO
         tmp = repro.parent / ".kernel_repro.py.part"
         if compile_failure:
-            tmp.write_text(render_compile(doc, __version__))
+            layout.write_file(tmp, render_compile(doc, __version__))
         else:
-            tmp.write_text(render(doc, __version__))
+            layout.write_file(tmp, render(doc, __version__))
             shutil.copyfile(
                 work / layout.KERNEL_TENSORS, repro.parent / layout.KERNEL_REPRO_TENSORS
             )

@@ -83,10 +83,7 @@ def write_launcher(
         meta=pprint.pformat(data, indent=1, width=100),
     )
     compile(text, str(path), "exec")
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
+    return layout.write_file(path, text)
 
 
 def _sha256(path: Path) -> str:

@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import UsageError
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.program import (
@@ -81,7 +82,7 @@ def baseline(run: ProgramRun, source: str, work: Path) -> tuple[ProgramTarget, f
     )
     path = work / "baseline" / run.script.name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(with_prelude(run.prelude, source))
+    layout.write_file(path, with_prelude(run.prelude, source))
 
     def compiled(target: ProgramTarget, name: str) -> ProgramFailure | None:
         config = HookConfig(

@@ -165,7 +165,7 @@ def _search(
 
     def progress(best: str, calls: int) -> None:
         found.append(best)
-        best_path.write_text(best)
+        layout.write_file(best_path, best)
         observer.status(
             f"{best.strip().count(chr(10)) + 1} lines after {calls} candidate program(s)"
         )
@@ -382,10 +382,7 @@ def _why_not(said: str) -> str:
 
 def _write(path: Path, text: str) -> None:
     compile(text, str(path), "exec")  # never a repro that does not parse
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    os.chmod(path, 0o755)
+    layout.write_file(path, text, mode=0o755)
 
 
 def _report(run: ProgramRun, code: int, message: str, t0: float, **kw: Any) -> MinifyReport:

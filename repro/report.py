@@ -149,11 +149,11 @@ def write_report(run_dir: Path, bugs: list[dict[str, Any]], *, base_seconds: flo
     )
     text = "\n".join(parts)
     if len(text) > GITHUB_LIMIT:
-        (run_dir / layout.REPORT_FULL).write_text(text)
+        layout.write_file(run_dir / layout.REPORT_FULL, text)
         note = "\n\n(cut to GitHub's limit: the whole report is report-full.md beside it)\n"
         text = text[: GITHUB_LIMIT - len(note)] + note
     path = run_dir / layout.REPORT
-    path.write_text(text)
+    layout.write_file(path, text)
     return Report(
         ExitCode.COMPILER_FAILURE,
         f"{len(bugs)} bug(s) reported in {path}",

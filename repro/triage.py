@@ -262,9 +262,7 @@ def _place_repro(base: Path, r: dict[str, Any]) -> None:
     dest = base / layout.TRIAGE_REPROS / f"{Path(r['path']).stem}-{r['key'][:8]}.py"
     dest.parent.mkdir(exist_ok=True)
     if not dest.is_file() or dest.read_text() != text:
-        tmp = dest.with_suffix(".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, dest)
+        layout.write_file(dest, text)
     r["repro"] = str(dest)
 
 

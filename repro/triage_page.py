@@ -26,10 +26,7 @@ _COLOURS = {
 
 
 def _atomic(path: Path, text: str) -> str:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return str(path)
+    return str(layout.write_file(path, text))
 
 
 def _rel(base: Path, p: str | None) -> str:

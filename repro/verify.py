@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tcompile.compiler import layout
+
 if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
 
@@ -62,7 +64,7 @@ def repro_output(
         from tcompile.compiler.program import launch_on_free_port
 
         guard = Path(repro).resolve().with_name(".run_as_a_stranger.py")
-        guard.write_text(_NO_TCOMPILE)
+        layout.write_file(guard, _NO_TCOMPILE)
         head = [*launch_on_free_port(launcher), str(guard)]
     args = (
         [*head, str(Path(repro).resolve())]

@@ -17,7 +17,6 @@ graph, or a short repro that does not reproduce, falls back to the long form
 from __future__ import annotations
 
 import datetime
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -400,10 +399,6 @@ def write_text(path: Path, text: str, sidecar: list[Any] | None = None) -> Path:
     import torch
 
     compile(text, str(path), "exec")  # never write a script that does not parse
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
     if sidecar:
         torch.save(sidecar, path.with_name(path.stem + SIDECAR_SUFFIX))
-    os.replace(tmp, path)
-    os.chmod(path, 0o755)
-    return path
+    return layout.write_file(path, text, mode=0o755)

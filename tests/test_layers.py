@@ -205,6 +205,51 @@ def test_one_module_owns_the_run_folders_layout():
     assert offenders == []
 
 
+def test_every_artifact_is_written_one_way():
+    """The writers (repro/) and the parent's modules write files only through
+    layout.write_file: whole or not at all, deleted on failure (the child, in the
+    user's process, writes its event stream as it goes)."""
+    offenders = []
+    for name, path in MODULES.items():
+        if (
+            name == "tcompile.compiler.layout"
+            or ".child." in name
+            or name.startswith("tcompile.cli")
+        ):
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#")[0]
+            if re.search(r"\.write_(text|bytes)\(|os\.replace\(|open\([^)]*[\"']w", code):
+                offenders.append(f"{name}:{i} {line.strip()}")
+    allowed = {  # not artifacts, each for its reason
+        "tcompile.compiler.classify": "a finished run's file moved, not written",
+        "tcompile.compiler.pool": "a worker's log and pipe: streams",
+        "tcompile.compiler.program": "os.devnull",
+        "tcompile.compiler.trust": "the key, created 0600 through os.open",
+        "tcompile.minifier.checkpoint": "the pure search imports nothing of tcompile",
+        "tcompile.minifier.observe": "written inside the candidate program, as it runs",
+    }
+    assert [o for o in offenders if o.split(":")[0] not in allowed] == []
+
+
+def test_write_file_is_whole_or_nothing(tmp_path, monkeypatch):
+    import os
+
+    from tcompile.compiler import layout
+
+    path = layout.write_file(tmp_path / "repro.py", "print(1)\n", mode=0o755)
+    assert path.read_text() == "print(1)\n" and os.access(path, os.X_OK)
+
+    def fail(*a):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError):
+        layout.write_file(path, "print(2)\n")
+    assert path.read_text() == "print(1)\n"  # untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repro.py"]  # no temporary left
+
+
 def test_the_cli_composes_nothing():
     """Each command calls one job: no CLI module imports two of them (bisect's minify
     and report.md, minify's record / launcher / program are repro/pipelines.py's)."""
