@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tcompile.compiler.signature import FailureKind
+
 
 def console(stderr: bool = False) -> Console:
     """A console for people; piped or redirected output is never cut to 80 columns
@@ -380,7 +382,7 @@ def run_result(report: Any, console: Console) -> None:
             f"Graph {in_graph[0].graph} never finished compiling ({in_graph[0].kind} while "
             f"{in_graph[0].phase or 'compiling'} it)."
         )
-    elif any(f.kind == "capture" for f in report.failures):
+    elif any(f.kind == FailureKind.CAPTURE for f in report.failures):
         console.print("No graph was compiled: TorchDynamo failed before capturing one.")
     elif getattr(report, "records", None):  # Dynamo was tracing a call when it died
         console.print(

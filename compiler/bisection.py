@@ -37,6 +37,7 @@ from .guided import guesses
 from .observer import NullObserver, Observer
 from .probe import Bisector, Item, describe, items_of, prefix_config
 from .runner import command_args, new_run_dir
+from .signature import FailureKind
 from .stack import LADDER
 
 
@@ -184,7 +185,7 @@ class _Bisection:
         b.target = target.signature
         b.doubtful = b.in_doubt(target)  # a confirmation run at the end, or not
         b.graphless = target.graph is None
-        if target.kind == "capture":
+        if target.kind == FailureKind.CAPTURE:
             return self.capture(target)
         self.partial = dict(
             stage=target.stage,

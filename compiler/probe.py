@@ -17,7 +17,7 @@ from .failure import Failure
 from .observer import NullObserver, Observer
 from .protocol import Event, HookConfig
 from .runner import CANCEL, run_process
-from .signature import FailureSignature
+from .signature import FailureKind, FailureSignature
 from .stack import SUBSYSTEMS, TOGGLES
 
 # an accuracy failure's message (accuracy.py): how far off, and what is allowed
@@ -77,7 +77,7 @@ class Bisector:
         """A failure that may not show on every run (a crash: heap corruption in
         generated code shows in most runs, not all; a timeout)."""
         t = self.target
-        return t is not None and t.kind in ("crash", "timeout")
+        return t is not None and t.kind in (FailureKind.CRASH, FailureKind.TIMEOUT)
 
     def tries_for(self) -> int:
         """How many runs a configuration gets before it counts as passing: ``repeat``
@@ -96,9 +96,9 @@ class Bisector:
         dtype or shape mismatch, or values off by more than 100 times what is allowed
         (a false pass would need the error to shrink a hundredfold); yes for a crash,
         a timeout, a runtime error and a wrong value near its tolerance."""
-        if failure.kind == "compile":
+        if failure.kind == FailureKind.COMPILE:
             return False
-        if failure.kind != "accuracy":
+        if failure.kind != FailureKind.ACCURACY:
             return True
         if failure.signature.exc_type in ("DtypeMismatch", "ShapeMismatch"):
             return False

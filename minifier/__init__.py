@@ -5,6 +5,9 @@ and imports nothing of tcompile.
 
   verdict.py          the oracle's answer (no torch import: compiler/ judges with it)
   interval.py         the one interval search (no torch): bisect, passes, numerics, inputs
+  gate.py             the one gate before an oracle, for every case type: limits, the
+                      verdict cache, calls, candidates judged jobs at a time, per-pass
+                      statistics (graphs, source, a graph's inputs)
 
 Graphs (the graph-level minify):
 
@@ -35,11 +38,12 @@ from typing import Any
 
 _EXPORTS = {
     "Case": "graph",
+    "Gate": "gate",
     "MinifyError": "engine",
     "MinifyResult": "engine",
     "Progress": "engine",
     "Step": "engine",
-    "Stop": "engine",
+    "Stop": "gate",
     "Verdict": "verdict",
     "minify": "reduce",
 }

@@ -12,14 +12,16 @@ depends on ``jobs``.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .gate import Gate, Stop
 from .graph import Case, own_copy
 from .interval import first_failing_tree, gallop, next_round_points
-from .verdict import Verdict, as_verdict
+from .verdict import Verdict
+
+__all__ = ["Gate", "MinifyError", "MinifyResult", "Problem", "Progress", "Step", "Stop"]
 
 
 class MinifyError(Exception):
@@ -33,20 +35,6 @@ class MinifyError(Exception):
 
 class Stopped(Exception):
     pass
-
-
-@dataclasses.dataclass(frozen=True)
-class Stop:
-    """Limits: stop after ``max_calls`` oracle calls or at ``deadline`` (time.monotonic())."""
-
-    max_calls: int | None = None
-    deadline: float | None = None
-
-    @classmethod
-    def after(cls, seconds: float | None = None, calls: int | None = None) -> Stop:
-        return cls(
-            max_calls=calls, deadline=None if seconds is None else time.monotonic() + seconds
-        )
 
 
 @dataclasses.dataclass
@@ -78,6 +66,8 @@ class MinifyResult:
     stopped: bool = False
     verified: bool = True
     final_verdict: Verdict = Verdict.SAME_FAILURE
+    # per pass: oracle calls, candidates kept, seconds (the gate's statistics)
+    passes: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 Oracle = Callable[[Any, list[Any]], Any]
@@ -98,40 +88,47 @@ class Problem:
         self.smallest_seen = start
         self.oracle = oracle
         self.jobs = max(1, int(jobs))
-        self.stop = stop
         self.on_progress = on_progress
         self.checkpoint = checkpoint
-        self.cache: dict[str, Verdict] = {}
+        # the one gate (minifier/gate.py): limits, the verdict cache, calls, statistics;
+        # oracles may mutate their inputs: each call gets its own copies
+        self.gate = Gate(
+            lambda c: oracle(c.gm, [own_copy(x) for x in c.inputs]), limits=stop, jobs=self.jobs
+        )
         self._rechecks: dict[str, Any] = {}  # key -> future of a second, independent run
         self._sanity_done: set[str] = set()
-        self.calls = 0
-        self.cache_hits = 0
         self.history: list[Step] = []
-        self.pass_name = "start"
         self._pool = ThreadPoolExecutor(self.jobs) if self.jobs > 1 else None
 
-    # ---- the gate -----------------------------------------------------------
+    # ---- the gate (the format's part: smaller than the best) -------------------
+    @property
+    def cache(self) -> dict[str, Verdict]:
+        return self.gate.cache
+
+    @property
+    def calls(self) -> int:
+        return self.gate.calls
+
+    @property
+    def cache_hits(self) -> int:
+        return self.gate.cache_hits
+
+    @property
+    def pass_name(self) -> str:
+        return self.gate.pass_name
+
+    @pass_name.setter
+    def pass_name(self, name: str) -> None:
+        self.gate.pass_name = name
+
     def _admissible(self, case: Case | None) -> bool:
         return case is not None and case.order_key() < self.best.order_key()
 
     def _should_stop(self) -> bool:
-        s = self.stop
-        if s is None:
-            return False
-        if isinstance(s, Stop):
-            if s.max_calls is not None and self.calls >= s.max_calls:
-                return True
-            return s.deadline is not None and time.monotonic() >= s.deadline
-        return bool(s())
+        return self.gate.exhausted()
 
     def _call_oracle(self, case: Case) -> Verdict:
-        inputs = [own_copy(x) for x in case.inputs]  # oracles may mutate their inputs
-        try:
-            return as_verdict(self.oracle(case.gm, inputs))
-        except TypeError:
-            raise
-        except Exception:  # an oracle that raises: the candidate is broken, not interesting
-            return Verdict.INVALID
+        return self.gate.call(case)
 
     def evaluate(self, cases: Sequence[Case | None | Callable[[], Case | None]]) -> list[bool]:
         """Test cases (concurrently when jobs > 1); True where the same failure shows."""
@@ -161,9 +158,8 @@ class Problem:
                 getters.append(_const(False))
                 continue
             assert c is not None
-            if c.key in self.cache:
-                self.cache_hits += 1
-                getters.append(_const(self.cache[c.key] is Verdict.SAME_FAILURE))
+            if (known := self.gate.known(c.key)) is not None:
+                getters.append(_const(known is Verdict.SAME_FAILURE))
                 continue
             if c.key not in pending:
                 if self._should_stop():
@@ -174,14 +170,14 @@ class Problem:
                 else:
                     job = _Done(self._call_oracle(c))
                 pending[c.key] = (job, c)
-                self.calls += 1
+                self.gate.count()
             getters.append(self._getter(c.key, pending[c.key][0], sanity, c))
         busy = len(pending) + (1 if sanity is not None else 0)
         if self._pool is not None and pending and busy < self.jobs:
             smallest = min((entry[1] for entry in pending.values()), key=lambda c: c.order_key())
             if smallest.key not in self._rechecks:
                 self._rechecks[smallest.key] = self._pool.submit(self._call_oracle, smallest)
-                self.calls += 1
+                self.gate.count()
         if pending:
             if while_waiting is not None and self._pool is not None:
                 while_waiting()  # the workers are busy: prepare what comes next
@@ -209,7 +205,7 @@ class Problem:
         early = self._rechecks.get(case.key)
         if early is not None:
             return early.result()
-        self.calls += 1
+        self.gate.count()
         return self._call_oracle(case)
 
     # The sanity check (does the start fail?) runs alone with jobs=1, and alongside
@@ -220,7 +216,7 @@ class Problem:
         case, self._sanity_case = self._sanity_case, None
         if case is None:
             return None
-        self.calls += 1
+        self.gate.count()
         if self._pool is not None:
             return self._pool.submit(self._call_oracle, case)
         return _Done(self._call_oracle(case))
@@ -247,6 +243,7 @@ class Problem:
     def accept(self, case: Case) -> None:
         before = self.best.size
         self.best = case
+        self.gate.taken()
         self.history.append(Step(self.pass_name, before, case.size, self.calls))
         if self.checkpoint is not None:
             self.checkpoint(case, self.history, self.calls)

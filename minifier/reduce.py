@@ -100,6 +100,7 @@ def minify(
             stopped=stopped,
             verified=final is Verdict.SAME_FAILURE and not stopped,
             final_verdict=final,
+            passes=problem.gate.stats_json(),
         )
     finally:
         problem.close()

@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .verdict import Verdict, as_verdict
+from .gate import Gate
+from .verdict import Verdict
 
 SourceOracle = Callable[[str], Any]
 BINDINGS, INPUTS = "__bindings__", "__inputs__"
@@ -82,14 +83,24 @@ class Search:
         self.oracle, self.name, self.max_calls, self.stop = oracle, name, max_calls, stop
         self.jobs = max(1, jobs)
         self.keep = [k for k in keep or [] if k]
-        self.calls = 0
-        self.seen: dict[str, bool] = {}
+        # the one gate (minifier/gate.py): limits, the verdict cache by source, calls
+        self.gate = Gate(
+            oracle,
+            limits=lambda: self.gate.calls >= self.max_calls or stop(),
+            jobs=self.jobs,
+            on_error=Verdict.OTHER_FAILURE,
+            reraise=(),
+        )
         self.history: list[str] = []
         self.taken = 0  # the index of the proposal taken last
         self.pause_at: int | None = None  # a pass stops at this many calls (its caller's)
 
+    @property
+    def calls(self) -> int:
+        return self.gate.calls
+
     def exhausted(self) -> bool:
-        return self.calls >= self.max_calls or self.stop()
+        return self.gate.exhausted()
 
     def scope(self, tree: ast.Module) -> ast.AST:
         """What the passes work on: the function, or the whole program."""
@@ -117,12 +128,6 @@ class Search:
                 return None  # an anchor's op is gone: it cannot fail the same way
         return src
 
-    def _judge(self, src: str) -> bool:
-        try:
-            return as_verdict(self.oracle(src)) is Verdict.SAME_FAILURE
-        except Exception:
-            return False
-
     def run(self, proposals: Proposals, best: str) -> str | None:
         """The first proposal (in order) that is smaller and fails the same way."""
         batch: list[tuple[str, Proposal]] = []
@@ -132,8 +137,8 @@ class Search:
             src = self._gate(proposal, best)
             if src is None or any(src == b for b, _ in batch):
                 continue
-            if src in self.seen:
-                if self.seen[src] and not batch:
+            if (known := self.gate.known(src)) is not None:
+                if known is Verdict.SAME_FAILURE and not batch:
                     return self._take(src, proposal)
                 continue
             batch.append((src, proposal))
@@ -145,26 +150,14 @@ class Search:
         return self._flush(batch) if batch and not self.stop() else None
 
     def _flush(self, batch: list[tuple[str, Proposal]]) -> str | None:
-        if len(batch) == 1 or self.jobs == 1:
-            verdicts = []
-            for src, _ in batch:
-                self.calls += 1
-                verdicts.append(self._judge(src))
-                if verdicts[-1]:
-                    break
-        else:
-            self.calls += len(batch)
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(len(batch)) as pool:
-                verdicts = list(pool.map(self._judge, [src for src, _ in batch]))
-        for (src, proposal), ok in zip(batch, verdicts):
-            self.seen[src] = ok
-            if ok:
+        verdicts = self.gate.judge_all([(src, src) for src, _ in batch])
+        for (src, proposal), verdict in zip(batch, verdicts):
+            if verdict is Verdict.SAME_FAILURE:
                 return self._take(src, proposal)
         return None
 
     def _take(self, src: str, proposal: Proposal) -> str:
+        self.gate.taken()
         self.history.append(proposal.what)
         self.taken = proposal.index
         return src

@@ -13,6 +13,7 @@ from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.runner import write_json
+from tcompile.compiler.signature import FailureKind
 from tcompile.minifier.verdict import Verdict
 
 from .minify_search import Interrupts, inputs_json, read_capture, search_graph, shrink_minimal
@@ -71,7 +72,7 @@ def minify_captured(job: Job) -> MinifyReport:
             if not result.stopped and not job.real_inputs:
                 shrunk = shrink_minimal(job, pool, result, meta, interrupts.event)
             numerics = None
-            if job.signature.kind == "accuracy" and not result.stopped:
+            if job.signature.kind == FailureKind.ACCURACY and not result.stopped:
                 numerics = numerics_of(job, pool, (gm, inputs), (result.gm, result.inputs))
     finally:
         pool.close()
@@ -125,6 +126,7 @@ def minify_captured(job: Job) -> MinifyReport:
         interrupted=result.stopped or cut,
         worker_restarts=pool.restarts,
         history=[dataclasses.asdict(h) for h in result.history],
+        passes=result.passes,
         kernel_repro=kernel_repro,
         source_lines=user_lines(result.gm),
         **(numerics or {}),
@@ -147,7 +149,7 @@ def _kernel_repro(
         return None
     if not (device or "").startswith("cuda"):
         return None
-    compile_failure = kind == "compile"
+    compile_failure = kind == FailureKind.COMPILE
     if compile_failure:
         job.observer.status("compiling the repro's Triton kernels: writing kernel_repro.py")
         return write_kernel_repro(repro, compile_failure=True)

@@ -29,7 +29,7 @@ from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.protocol import HookConfig, ServeSpec
 from tcompile.compiler.runner import is_distributed_launch, new_run_dir, write_json
-from tcompile.compiler.signature import FailureSignature
+from tcompile.compiler.signature import FailureKind, FailureSignature
 
 from .minify_graph import minify_captured
 from .minify_target import choose_target, graphless_report
@@ -190,7 +190,7 @@ def _minify_in(
     if target.graph is None:
         return _without_graph(target, run_dir, t0, timeout, observer, command, program, level)
     sig = target.signature
-    if sig.kind == "accuracy" and accuracy == AccuracyMode.OFF:
+    if sig.kind == FailureKind.ACCURACY and accuracy == AccuracyMode.OFF:
         # wrong values found without --accuracy (a failure outside any graph that a
         # checked run tied to this graph): judge candidates and the repro as it did
         accuracy = "strict" if sig.exc_type == "StrictAccuracyError" else "loose"
@@ -297,7 +297,7 @@ def _without_graph(
     """A failure with no graph: a frame Dynamo could not capture is minified from its
     record (its code); anything else -- a failure outside any graph, wrong results of
     Dynamo's own -- at the program level (program_job.py)."""
-    if target.kind == "capture" and target.record:
+    if target.kind == FailureKind.CAPTURE and target.record:
         from .capture_job import minify_capture
 
         report = minify_capture(
@@ -305,7 +305,7 @@ def _without_graph(
         )
         report.seconds = time.monotonic() - t0
         return report
-    if target.kind == "capture" or asked == Level.GRAPH:
+    if target.kind == FailureKind.CAPTURE or asked == Level.GRAPH:
         return graphless_report(target, run_dir, t0)
     from .program_job import minify_program
 
@@ -388,7 +388,7 @@ def _first_worker(
         after == After.AUTO
         and ready.get("transform")
         and sig.stage == "inductor"
-        and sig.kind in ("compile", "runtime", "crash")
+        and sig.kind in (FailureKind.COMPILE, FailureKind.RUNTIME, FailureKind.CRASH)
     ):
         pool.close()
         shutil.rmtree(run_dir / "capture", ignore_errors=True)  # the Dynamo graph's

@@ -10,6 +10,7 @@ from typing import Any
 
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.failure import Failure
+from tcompile.compiler.signature import FailureKind
 
 from .minify_types import After, MinifyReport
 
@@ -26,7 +27,7 @@ def pick_failure(failures: list[Failure], graph: int | None, match: str | None) 
 
 def graphless_report(target: Failure, run_dir: Path, t0: float) -> MinifyReport:
     """A failure with no graph to minify: outside any graph, or in Dynamo's capture."""
-    if target.kind != "capture":
+    if target.kind != FailureKind.CAPTURE:
         return MinifyReport(
             ExitCode.COMPILER_FAILURE,
             "the failure shows outside any compiled graph (the program fails with "

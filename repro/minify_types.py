@@ -54,6 +54,8 @@ class MinifyReport:
     interrupted: bool = False
     worker_restarts: int = 0
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # the graph search, per pass: oracle calls, candidates kept, seconds
+    passes: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     record: str | None = None  # a capture failure's frame, for `tcompile replay`
     repro_form: str | None = None  # short | long (the long form carries tcompile's helpers)
     repro_lines: int | None = None

@@ -23,6 +23,7 @@ from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import group
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import new_run_dir
+from tcompile.compiler.signature import FailureKind
 
 GITHUB_LIMIT = 65_536  # characters in an issue body
 _TAGS = {
@@ -111,7 +112,7 @@ def run_report(
             bug["bisect"] = bis.to_json()
             args = bis.minify_args() or {"graph": first.graph, "backend": None}
             args["level"] = level  # source: a user-level repro beside the graph's
-        elif first.kind == "capture":
+        elif first.kind == FailureKind.CAPTURE:
             bugs.append(bug)
             continue
         # a failure no graph holds is minified at the program level (program_job.py)

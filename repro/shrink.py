@@ -24,7 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..minifier.gate import Gate
 from ..minifier.interval import find_integer
+from ..minifier.verdict import Verdict
 from .inputs import INLINE_LIMIT, InputSpec, build, spec_of, total_numel, with_values
 
 Oracle = Callable[[Any, list[Any]], bool]  # True: the same failure shows
@@ -42,25 +44,36 @@ class Shrunk:
 
 
 class _Search:
+    """The inputs' search through the minifier's one gate (minifier/gate.py): its
+    limits (a budget of calls, a deadline, the job's stop) and its call count; no
+    cache, each step proposes inputs not tried before."""
+
     def __init__(
         self, gm: Any, oracle: Oracle, budget: int, stop: Callable[[], bool], deadline: float | None
     ) -> None:
-        self.gm, self.oracle, self.budget, self.stop = gm, oracle, budget, stop
-        self.deadline = deadline
-        self.calls = 0
+        def out_of_time() -> bool:
+            return deadline is not None and time.monotonic() > deadline
+
+        self.gate = Gate(
+            lambda inputs: oracle(gm, inputs),
+            limits=lambda: self.gate.calls >= budget or stop() or out_of_time(),
+            on_error=Verdict.OTHER_FAILURE,
+            reraise=(),
+        )
         self.steps: list[str] = []
 
+    @property
+    def calls(self) -> int:
+        return self.gate.calls
+
     def fails(self, inputs: list[Any], what: str) -> bool:
-        if self.calls >= self.budget or self.stop():
+        if self.gate.exhausted():
             return False
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            return False
-        self.calls += 1
-        try:
-            ok = bool(self.oracle(self.gm, inputs))
-        except Exception:
-            ok = False
+        self.gate.pass_name = what.split(" ")[0]
+        self.gate.count()
+        ok = self.gate.call(inputs) is Verdict.SAME_FAILURE
         if ok:
+            self.gate.taken()
             self.steps.append(what)
         return ok
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import layout
+from tcompile.compiler.signature import FailureKind
 
 if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
@@ -162,7 +163,7 @@ def verify_program_repro(
     else:
         proc, plain = repro_output(repro, **kw), None
     said = next((ln for ln in proc.stdout.splitlines() if ln.startswith("REPRODUCED: ")), "")
-    if failure.kind == "crash":
+    if failure.kind == FailureKind.CRASH:
         ok = proc.returncode < 0
     else:
         # the type, or named in the message of the error the user sees (inductor's

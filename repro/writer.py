@@ -28,6 +28,7 @@ from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.configs import AOT_COMPILE_SOURCE, FAKE_PG, config_source
 from tcompile.compiler.crash import _DYING_WORDS
 from tcompile.compiler.literals import py_literal
+from tcompile.compiler.signature import FailureKind
 
 from . import snippets
 from .inputs import InputSpec, compact_source
@@ -73,7 +74,7 @@ def short_repro(
 ) -> str | None:
     """The text of a short repro.py, or None when this failure needs the long form."""
     stage, kind = _kind(signature)
-    checking = kind == "accuracy"
+    checking = kind == FailureKind.ACCURACY
     aot = meta.get("level", "dynamo") == "aot"
     if aot and (checking or stage != "inductor"):
         return None
@@ -83,7 +84,7 @@ def short_repro(
     config_lines, extra = config_source(meta.get("config") or {})
     own = meta.get("backend_source") if stage == meta.get("user_backend") else None
     kwargs = compile_kwargs_of(meta, accuracy, stage, gm, specs)
-    uses_signature = not checking and kind != "crash"
+    uses_signature = not checking and kind != FailureKind.CRASH
 
     autocast = [] if aot else [(d, t) for d, t in meta.get("autocast") or []]
     rounded = _rounded(module_src, imports, specs, sidecar, autocast) if checking else {}
@@ -92,10 +93,10 @@ def short_repro(
         ["sys"]
         + (["contextlib"] if autocast else [])
         + ["os"]
-        + (["re"] if uses_signature or kind == "crash" else [])
+        + (["re"] if uses_signature or kind == FailureKind.CRASH else [])
         + (["math"] if checking and accuracy != AccuracyMode.STRICT else [])
     )
-    std += ["signal", "subprocess"] if kind == "crash" else []
+    std += ["signal", "subprocess"] if kind == FailureKind.CRASH else []
     out.append("".join(f"import {m}\n" for m in sorted(std)) + "\nimport torch\n")
     out.append("".join(f"{i}\n" for i in imports))
     if aot:
@@ -107,11 +108,11 @@ def short_repro(
     )
     if kwargs:
         out.append(f"KWARGS = {py_literal(kwargs)} if BACKEND == STAGE else {{}}\n")
-    if uses_signature or kind == "crash":
+    if uses_signature or kind == FailureKind.CRASH:
         out.append(_scrubs() + "\n")
     if uses_signature:
         out.append('WRAPPERS = ("BackendCompilerFailed", "InductorError")\n')
-    if kind == "crash":
+    if kind == FailureKind.CRASH:
         out.append(f"DYING = {_DYING_WORDS!r}\n")
     if sidecar:
         out.append(
@@ -140,7 +141,7 @@ def short_repro(
     helpers = []
     if uses_signature:
         helpers.append(snippets.SIGNATURE)
-    if kind == "crash":
+    if kind == FailureKind.CRASH:
         helpers.append(snippets.SCRUB)
     if not checking and meta.get("graph_kind") == "backward" and not aot:
         helpers.append(snippets.GRADS)
@@ -152,7 +153,7 @@ def short_repro(
     out[-1] = "\n\n" + check
     for h in helpers:
         out.append(h)
-    out.append(snippets.CRASH_MAIN if kind == "crash" else snippets.MAIN)
+    out.append(snippets.CRASH_MAIN if kind == FailureKind.CRASH else snippets.MAIN)
     return re.sub(r"\n{3,}", "\n\n", "".join(out))  # one blank line between definitions
 
 
@@ -288,7 +289,7 @@ def _aot_check(kind: str, cuda: bool) -> str:
         '        STEP[0] = "runtime"\n'
         "        return compiled(list(inputs))\n"
     )
-    if kind == "crash":
+    if kind == FailureKind.CRASH:
         return (
             'STEP = ["compile"]\n\n\n'
             "def compiled_call(mod, inputs):\n" + body + "\n\n"
@@ -326,7 +327,7 @@ def _check(
         backend = f"{fn} if BACKEND == STAGE else BACKEND"
     call = f"torch.compile(mod, backend={backend}{', **KWARGS' if kwargs else ''})"
     sync = "        torch.cuda.synchronize()  # a kernel that faults shows here\n" if cuda else ""
-    if kind == "crash":  # the check dies of the bug (a C++ throw aborts); main tells
+    if kind == FailureKind.CRASH:  # the check dies of the bug (a C++ throw aborts); main tells
         return (
             "def check():\n"
             "    mod, inputs = Repro(), make_inputs()\n"
@@ -337,7 +338,7 @@ def _check(
             "        pass\n"
             "    return None\n"
         )
-    if kind != "accuracy":
+    if kind != FailureKind.ACCURACY:
         backward = meta.get("graph_kind") == "backward"
         first = (
             f"run({call}, inputs)  # the failure is in the backward"

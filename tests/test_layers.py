@@ -178,10 +178,17 @@ def test_the_oracle_and_the_writers_import_no_job(mod):
 
 
 def test_the_search_problem_imports_no_format():
-    """minifier/engine.py and interval.py know cases only through their interface."""
+    """minifier/engine.py and interval.py know cases only through their interface; the
+    one gate (gate.py) knows no case at all, and every search goes through it: the graph
+    engine, the source engine and input shrinking."""
     for mod in ("tcompile.minifier.engine", "tcompile.minifier.interval"):
         assert set(GRAPH[mod]) <= {"tcompile.minifier.graph", "tcompile.minifier.interval",
-                              "tcompile.minifier.verdict"}, (mod, GRAPH[mod])  # fmt: skip
+                                   "tcompile.minifier.gate",
+                                   "tcompile.minifier.verdict"}, (mod, GRAPH[mod])  # fmt: skip
+    assert set(GRAPH["tcompile.minifier.gate"]) <= {"tcompile.minifier.verdict"}
+    for search in ("engine", "source_case"):
+        assert "tcompile.minifier.gate" in GRAPH[f"tcompile.minifier.{search}"]
+    assert "tcompile.minifier.gate" in GRAPH["tcompile.repro.shrink"]
 
 
 def test_one_module_owns_the_run_folders_layout():
@@ -248,6 +255,22 @@ def test_write_file_is_whole_or_nothing(tmp_path, monkeypatch):
         layout.write_file(path, "print(2)\n")
     assert path.read_text() == "print(1)\n"  # untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repro.py"]  # no temporary left
+
+
+def test_failure_kinds_and_accuracy_modes_are_compared_as_their_enums():
+    """A failure's kind is a FailureKind and --accuracy an AccuracyMode from the CLI to
+    the writers: no module compares one with a string of its own."""
+    kinds = "crash|capture|accuracy|compile|runtime|timeout"
+    pattern = re.compile(
+        rf'kind (==|!=) "({kinds})"|kind in \("({kinds})"|accuracy (==|!=) "(off|loose|strict)"'
+    )
+    offenders = [
+        f"{name}:{i}"
+        for name, path in MODULES.items()
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []
 
 
 def test_the_cli_composes_nothing():

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from ..graph_io import load_graph, save_graph
 from ..protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, HookConfig
-from ..signature import FailureSignature
+from ..signature import FailureKind, FailureSignature
 from .global_state import isolated
 from .graphs import has_collectives, holds_transform
 from .judge import CompileSpec, Target, judge
@@ -195,7 +195,7 @@ def _wrong_gradient(target: Target, inputs: list[Any]) -> bool:
     sig = target.signature
     grads = "grad" in (sig.message or "") or target.graph_kind == "backward"
     needs = any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
-    return target.level != "aot" and sig.kind == "accuracy" and grads and needs
+    return target.level != "aot" and sig.kind == FailureKind.ACCURACY and grads and needs
 
 
 def judge_error(exc: BaseException) -> tuple[Any, dict[str, Any]]:
