@@ -37,6 +37,8 @@ class BisectReport:
     report: str | None = None  # --report: report.md
     repeat: int | None = None  # runs a configuration gets before it counts as passing
     rank: int | None = None  # a distributed job: the rank the culprit was found on
+    # ... and its probes compiled on that rank alone (the others ran eagerly)
+    rank_only: bool = False
     # an accuracy failure: the first node whose values go wrong, in the baseline run
     divergence: dict[str, Any] | None = None
     forked: dict[str, Any] | None = None  # forked probes, and the check run (probe.py)

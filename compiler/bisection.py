@@ -263,13 +263,16 @@ class _Bisection:
         graph, graph_kind = target.graph, target.graph_kind
         self.partial.update(stage=culprit_stage, graph=graph, graph_kind=graph_kind)
         stage_arg = None if culprit_stage == top and top not in LADDER else culprit_stage
+        # 2b. a launched job: only the failing rank compiles from here on
+        ranked, gate, counts = self.one_rank(target, graphs, culprit_stage, stage_arg, counts)
         # 3-5 guided by the first divergent node, when there is one (guided.py)
         guess = dict(divergence or {})  # a gradient's node names no lowering: not a guide
         op = None if guess.get("grads") else guess.get("op")
         found = self.guided(culprit_stage, stage_arg, counts, op)
         if found is None:
             # 3. graph
-            gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)
+            if not ranked:
+                gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)
             # 4. inside the stage, 5. confirmation
             found = self.inside_stage(culprit_stage, stage_arg, gate, counts)
         where = f"stage {culprit_stage}" + (
@@ -291,6 +294,7 @@ class _Bisection:
             graph_kind=graph_kind,
             signature=sig_text,
             rank=target.rank,
+            rank_only=self.b.gate_rank is not None,
             divergence=divergence,
             **found,
         )
@@ -314,6 +318,37 @@ class _Bisection:
             counts = info["counts"]
             self.partial["stage"] = culprit
         return culprit, target, counts
+
+    def one_rank(
+        self,
+        target: Failure,
+        graphs: list[dict[str, Any]],
+        culprit_stage: str,
+        stage_arg: str | None,
+        counts: dict[str, list[str]],
+    ) -> tuple[bool, list[int] | None, dict[str, list[str]]]:
+        """2b. A launched job whose failure a rank shows: does it show with only that
+        rank compiling (and, with several graphs there, only its failing graph)?  Then
+        every later probe asks that rank's question alone: the other ranks run their
+        graphs eagerly and compile nothing.  Otherwise (the failure needs the other
+        ranks' compiled code), or when a graph holds a collective, nothing changes."""
+        rank, graph = target.rank, target.graph
+        if rank is None or any(g.get("collectives") for g in graphs):
+            # a graph that holds a collective: the other ranks' compiled code takes
+            # part in it (compiled on one rank and eager on the other, NCCL can hang)
+            return False, None, counts
+        mine = [g for g in graphs if g.get("level") == "dynamo" and g.get("rank", rank) == rank]
+        gate = [graph] if graph is not None and len(mine) > 1 else None
+        what = f"only rank {rank}" + (f"'s graph {graph}" if gate else "")
+        self.b.observer.status(f"rank: does compiling {what} reproduce it?")
+        self.b.gate_rank = rank
+        failed, info = self.b.probe(
+            f"{what} compiled with {culprit_stage}", stage=stage_arg, gate=gate
+        )
+        if not failed:
+            self.b.gate_rank = None
+            return False, None, counts
+        return True, gate, info["counts"]
 
     def only_graph(
         self,

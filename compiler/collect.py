@@ -45,6 +45,7 @@ def collect(
         if kind == Event.GRAPH:
             g = {k: e.get(k) for k in _GRAPH_FIELDS}
             g.update(level="dynamo", gated=bool(e.get("gated")), failed=bool(e.get("failed")))
+            g["collectives"] = bool(e.get("collectives"))
             dynamo[(pid, e.get("index"))] = g | ({"pid": pid} if multi else {}) | dist_of(e)
         elif kind == Event.AOT_GRAPH:
             g = {k: e.get(k) for k in ("index", "kind", "nodes", "stage", "compile_seconds")}

@@ -65,6 +65,8 @@ class Bisector:
         self.guided = True  # guided.py: the first divergent op's applications first
         self.peers: Any = None  # peers.Peers: the other nodes of a job bisecting too
         self._lock = threading.Lock()
+        # a launched job whose failure is one rank's: only that rank compiles (bisection)
+        self.gate_rank: int | None = None
         # forked probes (forkserver.py): None until the first probe decides (a ForkPool
         # when the program forked fails as the fresh baseline did), then kept or False
         self.fork: Any = None
@@ -123,7 +125,7 @@ class Bisector:
     ) -> tuple[bool, dict[str, Any]]:
         """Run the program under a configuration: does the target failure show?  A
         configuration where it does not show is run again, up to ``tries_for()``."""
-        key = repr((stage, gate, bisect))
+        key = repr((stage, gate, self.gate_rank, bisect))
         if reuse and key in self._known:
             return self._known[key], {"reused": True}
         tries = self.tries_for()
@@ -153,6 +155,7 @@ class Bisector:
             stage=stage,
             accuracy=self.accuracy,
             gate=gate,
+            gate_rank=self.gate_rank,
             bisect=bisect if bisect is not None else {"limits": {}, "toggles": {}},
             stop_on=t.to_json(),
         )

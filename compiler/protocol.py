@@ -110,6 +110,9 @@ class HookConfig:
     accuracy: str = "off"  # off | loose | strict
     disable: bool = False  # torch.compile becomes a no-op (is it a compiler bug at all?)
     gate: list[int] | None = None  # only these graph indices use the stage; others eager
+    # a launched job: the gate is this rank's; the other ranks compile nothing (bisect
+    # asks the failing rank's question only)
+    gate_rank: int | None = None
     check_calls: int = 1  # accuracy-check the first N calls of each graph
     # be a minifier worker at the first call of graph serve.graph (child/serve.py)
     serve: ServeSpec | None = None

@@ -122,6 +122,7 @@ def test_bisect_a_bug_on_rank_1_only(tmp_path):
     assert doc["rank"] == 1 and doc["graph"] == 0 and doc["graph_kind"] == "forward"
     assert (doc["stage"], doc["subsystem"], doc["detail"]) == ("inductor", "lowerings", "relu")
     assert doc["forked"]["probes"] == 0  # torchrun's ranks are never forked
+    assert doc["rank_only"]  # after the stage, only rank 1 compiled
     assert _left_running(str(tmp_path)) == []
 
 

@@ -18,6 +18,7 @@ every failure.
 from __future__ import annotations
 
 import copy
+import os
 import time
 from typing import Any
 
@@ -35,6 +36,7 @@ from .graphs import (
     describe_graph,
     expected_outputs,
     frame_from_stack_trace,
+    has_collectives,
 )
 from .judge import CompileSpec
 from .recorder import PHASE_COMPILE, PHASE_IDLE, serves
@@ -77,11 +79,13 @@ class TcompileBackend:
         stage = self.stage
         session.graph_stage[index] = stage
         base = dict(index=index, kind="dynamo", nodes=count_compute(gm), **describe_graph(gm))
+        base["collectives"] = has_collectives(gm)  # it talks to the other ranks itself
         bucket = ddp_bucket()
         if bucket is not None:  # one bucket of a graph DDPOptimizer split
             base.update(_bucket_fields(gm, bucket))
-        gate = session.config.gate
-        if gate is not None and index not in gate:
+        gate, gate_rank = session.config.gate, session.config.gate_rank
+        other_rank = gate_rank is not None and int(os.environ.get("RANK", "0")) != gate_rank
+        if other_rank or (gate is not None and index not in gate):
             rec.emit(Event.GRAPH, stage=Stage.EAGER.value, gated=True, compile_seconds=0.0, **base)
             return gm.forward
         reference = copy.deepcopy(gm)
