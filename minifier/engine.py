@@ -86,7 +86,6 @@ class Problem:
     ) -> None:
         self.best = start
         self.smallest_seen = start
-        self.oracle = oracle
         self.jobs = max(1, int(jobs))
         self.on_progress = on_progress
         self.checkpoint = checkpoint

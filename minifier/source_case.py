@@ -80,7 +80,7 @@ class Search:
         jobs: int = 1,
         keep: list[frozenset[str]] | None = None,
     ) -> None:
-        self.oracle, self.name, self.max_calls, self.stop = oracle, name, max_calls, stop
+        self.name, self.max_calls, self.stop = name, max_calls, stop
         self.jobs = max(1, jobs)
         self.keep = [k for k in keep or [] if k]
         # the one gate (minifier/gate.py): limits, the verdict cache by source, calls
