@@ -20,6 +20,7 @@ time):
   literals.py        values written into repro.py as source, bit for bit
   layout.py          the run folder's layout: every file a job writes, named once
   trust.py           the key that signs records (HMAC-SHA256)
+  collectives.py     a graph's collectives: recorded on its rank, replayed in one process
 
 ``child/``: what runs inside the user's interpreter, installed at start-up by
 ``bootstrap/sitecustomize.py`` (its own docstring lists its modules).

@@ -48,6 +48,8 @@ TARGET = "target.json"  # program-level minify's oracle target (benchmarks read 
 CAPTURE_GRAPH = "graph.pt"
 CAPTURE_INPUTS = "inputs.pt"
 CAPTURE_META = "capture.json"
+# what each collective of the captured graph returned on that rank (collectives.py)
+CAPTURE_COLLECTIVES = "collectives.pt"
 # a kernel traced for kernel_repro.py (kernel_trace.py writes, kernel_repro.py reads)
 KERNEL_TENSORS = "kernel.pt"
 KERNEL_DOC = "kernel.json"

@@ -55,6 +55,7 @@ class Event(str, enum.Enum):
 CAPTURE_GRAPH = layout.CAPTURE_GRAPH
 CAPTURE_INPUTS = layout.CAPTURE_INPUTS
 CAPTURE_META = layout.CAPTURE_META
+CAPTURE_COLLECTIVES = layout.CAPTURE_COLLECTIVES
 # The program `tcompile replay` runs (child/replay_driver.py): from `-c`, not as a
 # script or `-m`, so that the recorded frame's globals can go into an empty __main__.
 REPLAY_DRIVER = (

@@ -20,7 +20,7 @@ from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.observer import Observer
-from tcompile.compiler.protocol import CAPTURE_META, HookConfig, ServeSpec
+from tcompile.compiler.protocol import CAPTURE_COLLECTIVES, CAPTURE_META, HookConfig, ServeSpec
 from tcompile.compiler.runner import run_process
 
 from .minify_types import MinifyReport
@@ -75,6 +75,7 @@ def minify_rank(
             seconds=time.monotonic() - t0,
         )
     gm, inputs, meta = read_capture(capture_dir)
+    gm, inputs, meta = _replay_collectives(capture_dir, gm, inputs, meta, observer)
     launcher = write_launcher(
         run_dir / layout.LAUNCHER,
         gm=gm,
@@ -94,3 +95,34 @@ def minify_rank(
     report.rank = target.rank
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _replay_collectives(
+    capture_dir: Path, gm: Any, inputs: list[Any], meta: dict[str, Any], observer: Observer
+) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The captured graph with what its collectives returned in the job added back
+    (compiler/collectives.py): the single process then computes the job's values."""
+    import torch
+
+    from tcompile.compiler.collectives import replay
+    from tcompile.compiler.configs import fake_process_group
+
+    path = capture_dir / CAPTURE_COLLECTIVES
+    if not meta.get("collectives"):
+        return gm, inputs, meta
+    if not path.exists():
+        observer.status(
+            "the collectives of the captured graph were not recorded (the other ranks did "
+            "not make the same ones in time): the fake process group answers them from "
+            "this rank's values alone"
+        )
+        return gm, inputs, meta
+    recorded = torch.load(path, weights_only=True)  # tensors only
+    with fake_process_group(meta.get("rank", 0), meta.get("world_size", 2)):
+        gm, inputs, added = replay(gm, inputs, recorded)
+    if added:
+        observer.status(
+            f"{len(added)} collective result(s) replayed as the job computed them "
+            f"({', '.join(added)}: what the other ranks contributed)"
+        )
+    return gm, inputs, {**meta, "replayed_collectives": added}

@@ -25,6 +25,7 @@ from tcompile.compiler import accuracy as _acc
 from tcompile.compiler import layout
 from tcompile.compiler import signature as _sig
 from tcompile.compiler.accuracy import AccuracyMode
+from tcompile.compiler.collectives import has_collectives
 from tcompile.compiler.configs import AOT_COMPILE_SOURCE, FAKE_PG, config_source
 from tcompile.compiler.crash import _DYING_WORDS
 from tcompile.compiler.literals import py_literal
@@ -121,7 +122,7 @@ def short_repro(
         )
     if meta.get("grad_enabled", True) is False:
         out.append("torch.set_grad_enabled(False)  # as in the program when the graph ran\n")
-    if meta.get("collectives"):
+    if meta.get("collectives") and has_collectives(gm):  # the minimal graph's
         out.append(
             "\n" + FAKE_PG.format(rank=meta.get("rank", 0), world_size=meta.get("world_size", 2))
         )

@@ -28,6 +28,7 @@ from tcompile.compiler import accuracy_rule
 from tcompile.compiler import float64 as _f64
 from tcompile.compiler import signature as _sig
 from tcompile.compiler import snapshot as _snap
+from tcompile.compiler.collectives import has_collectives
 from tcompile.compiler.configs import AOT_COMPILE_SOURCE, FAKE_PG, config_source
 
 from .inputs import InputSpec, compact_source
@@ -261,7 +262,7 @@ def full_repro(
     compile_kwargs = compile_kwargs_of(meta, accuracy, stage, gm, specs)
     dynamic = compile_kwargs.pop("dynamic", None)
     fake_pg = ""
-    if meta.get("collectives"):
+    if meta.get("collectives") and has_collectives(gm):  # the minimal graph's
         fake_pg = FAKE_PG.format(rank=meta.get("rank", 0), world_size=meta.get("world_size", 2))
     extra_source = "\n\n".join(x for x in (fake_pg, extra, backend_fn) if x)
     text = _TEMPLATE.format(

@@ -244,10 +244,35 @@ def test_a_job_that_compiles_nothing_says_so_and_why(tmp_path):
 
 def test_a_rank_specific_bug_in_a_graph_with_collectives_minifies_to_its_node(tmp_path):
     """Row-parallel layer, relu wrong on rank 1 only: the failure is rank 1's, and the
-    graph (matmul, all_reduce, wait, sub, relu) shrinks to the relu -- the parent
+    graph (matmul, all_reduce, wait, sub, relu; and the add of the other rank's recorded
+    part) shrinks to the relu -- the parent
     computes its intermediate values against the workers' fake process group (it built
     no cut_prefix candidate before: 5 -> 5 nodes)."""
     job = [*_torchrun("tp_rowparallel_relu.py"), "--only-rank", "1"]
     r, doc = _json("minify", "--accuracy", "--json", "--out", str(tmp_path), *job)
     assert r.returncode == 1 and doc["verified"], doc["message"]
+    # matmul, all_reduce, wait, sub, relu, and the replay's add of rank 0's part
+    assert doc["rank"] == 1 and doc["nodes_before"] == 6 and doc["ops"] == ["relu"], doc
+
+
+def test_a_failure_that_needs_the_other_ranks_values_minifies_in_one_process(tmp_path):
+    """Issue 37: the ranks' partial products are large and cancel; relu's error of 1
+    shows on the sum, not on rank 1's partial alone (float32 rounding hides it there).
+    The capturing rank records what the all_reduce returned in the job and the single
+    process adds the other ranks' part back: the graph minifies to its relu, verified,
+    with plain python.  Before, the graph passed on its own under the fake group and
+    minify fell back to the program level under torchrun."""
+    job = [*_torchrun("tp_partials_cancel.py"), "--only-rank", "1"]
+    r, doc = _json("minify", "--accuracy", "--json", "--out", str(tmp_path), *job)
+    assert r.returncode == 1 and doc["verified"], doc["message"]
+    # matmul, all_reduce, wait, relu, and the replay's add of rank 0's part
     assert doc["rank"] == 1 and doc["nodes_before"] == 5 and doc["ops"] == ["relu"], doc
+    assert "from_other_ranks_0" in r.stderr  # the replay said so
+    alone = subprocess.run(
+        [sys.executable, doc["repro"]],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
+    )
+    assert alone.returncode == 1 and "REPRODUCED" in alone.stdout, alone.stdout + alone.stderr

@@ -82,6 +82,7 @@ def test_bisect_names_the_culprit_and_the_rank(job, tmp_path):
     "job",
     [
         ("tp_rowparallel_relu.py", "--only-rank", "1"),
+        ("tp_partials_cancel.py", "--only-rank", "1"),
         ("fsdp2_block_compile.py", "--only-rank", "1"),
     ],
     ids=str,

@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from ..collectives import has_collectives  # noqa: F401 - the one rule, re-exported
+
 COMPUTE_OPS = ("call_function", "call_method", "call_module")
 # node metadata of the trace a graph came from: fake tensors of another fake mode
 _TRACE_META = ("example_value", "val", "tensor_meta", "grapharg")
@@ -14,17 +16,6 @@ _TRACE_META = ("example_value", "val", "tensor_meta", "grapharg")
 def count_compute(gm: torch.fx.GraphModule) -> int:
     """The number of compute nodes (what tcompile reports as a graph's ``nodes``)."""
     return sum(1 for n in gm.graph.nodes if n.op in COMPUTE_OPS)
-
-
-# the namespaces of collective ops (all_reduce, all_gather, ... as Dynamo traces them)
-_COLLECTIVES = ("_c10d_functional.", "c10d_functional.", "c10d.", "_dtensor.")
-
-
-def has_collectives(gm: torch.fx.GraphModule) -> bool:
-    """The graph communicates with other ranks (a traced all_reduce, say)."""
-    return any(
-        n.op == "call_function" and str(n.target).startswith(_COLLECTIVES) for n in gm.graph.nodes
-    )
 
 
 # what a functorch transform (vmap, jacfwd, jvp, grad) leaves in a Dynamo graph

@@ -15,8 +15,15 @@ import os
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..collectives import record
 from ..graph_io import load_graph, save_graph
-from ..protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, HookConfig
+from ..protocol import (
+    CAPTURE_COLLECTIVES,
+    CAPTURE_GRAPH,
+    CAPTURE_INPUTS,
+    CAPTURE_META,
+    HookConfig,
+)
 from ..signature import FailureKind, FailureSignature
 from .global_state import isolated
 from .graphs import has_collectives, holds_transform
@@ -54,7 +61,13 @@ def serve(
     if not (cap / CAPTURE_META).exists():
         meta = _capture_meta(graph, index, stage, forward_kind, spec, level)
         meta.update(meta_extra or {})
-        _write_capture(cap, graph, inputs, meta)
+        recorded = None
+        if serve_spec.capture_only and meta["collectives"] and _real_group():
+            # the job's collective results, for the single process that replays them
+            # (collectives.py); this eager call stands in for the compiled one
+            recorded = record(graph, Snapshot(args).values())
+            meta["recorded_collectives"] = sorted(recorded) if recorded is not None else None
+        _write_capture(cap, graph, inputs, meta, recorded)
     if serve_spec.capture_only:
         # one rank of a distributed job: the capture is all the parent needs (workers
         # then serve it in single processes); it stops every process of the run
@@ -114,16 +127,29 @@ def _capture_meta(
     }
 
 
-def _write_capture(cap: Path, graph: Any, inputs: list[Any], meta: dict[str, Any]) -> None:
+def _write_capture(
+    cap: Path, graph: Any, inputs: list[Any], meta: dict[str, Any], recorded: Any = None
+) -> None:
     """Atomically: the parent reads the capture once capture.json exists."""
     import torch
 
     cap.mkdir(parents=True, exist_ok=True)
+    names = [CAPTURE_GRAPH, CAPTURE_INPUTS]
     save_graph(graph, cap / (CAPTURE_GRAPH + ".tmp"))
     torch.save(inputs, cap / (CAPTURE_INPUTS + ".tmp"))
+    if recorded:
+        torch.save({k: v.cpu() for k, v in recorded.items()}, cap / (CAPTURE_COLLECTIVES + ".tmp"))
+        names.append(CAPTURE_COLLECTIVES)
     (cap / (CAPTURE_META + ".tmp")).write_text(json.dumps(meta, indent=2, default=str))
-    for name in (CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META):
+    for name in (*names, CAPTURE_META):
         os.replace(cap / (name + ".tmp"), cap / name)
+
+
+def _real_group() -> bool:
+    """A process group of the job's own (not the fake one of a single process)."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_backend() != "fake"
 
 
 def _answer(fds: list[int], target: Target, ready: dict[str, Any]) -> None:
