@@ -78,7 +78,11 @@ def one(exe: list[str], command: str, job: list[str], timeout: float) -> tuple[s
         try:
             doc = json.loads(p.stdout)
         except json.JSONDecodeError:
-            return f"no JSON (exit {p.returncode}): {p.stderr.strip()[-200:]}", seconds, p.returncode
+            return (
+                f"no JSON (exit {p.returncode}): {p.stderr.strip()[-200:]}",
+                seconds,
+                p.returncode,
+            )
         return said(command, doc), seconds, p.returncode
 
 
