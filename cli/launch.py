@@ -11,7 +11,7 @@ def launch_main(path: str, data: dict[str, Any], argv: list[str]) -> int:
     """``python minifier_launcher.py [run]``.  ``data`` is the launcher's own literal;
     the launcher file is read again (and checked) by the job."""
     from tcompile.compiler.exitcodes import ExitCode, UsageError
-    from tcompile.repro.launcher_job import launch
+    from tcompile.repro.jobs.launcher_job import launch
 
     del data
     try:

@@ -109,7 +109,7 @@ def run(
     """
 
     def job() -> Any:
-        from tcompile.compiler.classify import run_and_classify
+        from tcompile.repro.jobs.classify import run_and_classify
 
         return run_and_classify(
             args.program(argv, backend),
@@ -152,7 +152,7 @@ def explain(
     """Graph breaks, recompilations and compile time of SCRIPT [ARGS] (or -- COMMAND ...)."""
 
     def job() -> Any:
-        from tcompile.compiler.explain import explain as run_explain
+        from tcompile.repro.jobs.explain import explain as run_explain
 
         return run_explain(
             args.command_from_args(argv),
@@ -221,7 +221,7 @@ def replay(
     unless you pass --trust.  --info executes and unpickles nothing.
     """
     if info:
-        from tcompile.compiler.replay import load_info
+        from tcompile.repro.jobs.replay import load_info
 
         from .render_replay import record_info
 
@@ -233,7 +233,7 @@ def replay(
 
     def job() -> Any:
         from tcompile.compiler.runner import check_backend
-        from tcompile.repro.pipelines import replay_then
+        from tcompile.repro.jobs.pipelines import replay_then
 
         check_backend(backend)
         return replay_then(
@@ -312,7 +312,7 @@ def bisect(
     """Find the stage, graph, inductor pass or lowering that breaks SCRIPT [ARGS] (or -- COMMAND ...)."""
 
     def job() -> Any:
-        from tcompile.repro.pipelines import bisect_then
+        from tcompile.repro.jobs.pipelines import bisect_then
 
         return bisect_then(
             args.command_from_args(argv),
@@ -392,7 +392,7 @@ def report(
     """
 
     def job() -> Any:
-        from tcompile.repro.report import run_report
+        from tcompile.repro.jobs.report import run_report
 
         return run_report(
             args.command_from_args(argv),

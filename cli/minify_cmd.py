@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..repro.minify_types import After
+from ..repro.jobs.minify_types import After
 from . import app, args
 from .options import (
     PROGRAM,
@@ -96,7 +96,7 @@ def minify(
     """
 
     def job() -> Any:
-        from tcompile.repro.pipelines import minify_start
+        from tcompile.repro.jobs.pipelines import minify_start
 
         return minify_start(
             list(argv),

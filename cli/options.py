@@ -2,7 +2,7 @@
 ``TCOMPILE_*`` environment defaults on every command that takes them.
 
 Choices are ``str`` enums owned by the library, which compares with them end to end:
-``AccuracyMode`` (compiler/accuracy.py) and minify's ``After`` (repro/minify_types.py).
+``AccuracyMode`` (compiler/accuracy.py) and minify's ``After`` (repro/jobs/minify_types.py).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def merge(as_json: bool, dirs: tuple[str, ...]) -> None:
     """
 
     def job() -> Any:
-        from tcompile.compiler.merge import merge as merge_runs
+        from tcompile.repro.jobs.merge import merge as merge_runs
 
         return merge_runs(list(dirs))
 

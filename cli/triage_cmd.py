@@ -95,7 +95,7 @@ def triage(
     """
 
     def job() -> Any:
-        from tcompile.repro.triage import run_triage
+        from tcompile.repro.jobs.triage import run_triage
 
         return run_triage(
             list(paths),

@@ -29,7 +29,6 @@ The parent, tcompile's own process (never importing child/):
 
   runner.py          running a command under the hooks, once
   collect.py         a finished run's events as graphs, failures and notes
-  classify.py        ``tcompile run``: every graph, every failure
   faithful.py        the passive run: checks never change the program's outcome
   dead.py            processes that died or hung, classified from what they left
   procs.py           every process of one run: found, asked, killed
@@ -37,14 +36,7 @@ The parent, tcompile's own process (never importing child/):
   forkserver.py      candidate programs forked from a process with torch imported
   capture_pool.py    the worker that judges candidate sources of a recorded frame
   probe.py           one run of the program under a configuration: does it fail?
-  guided.py          bisect's first guesses, at the culprit op's applications
-  bisection.py       ``tcompile bisect``: stage, graph, pass, application
-  bisect_report.py   bisect's report, as the CLI renders it
-  peers.py           the nodes of one distributed job bisecting together
   program.py         judging a candidate program (the program-level minify's oracle)
-  replay.py          ``tcompile replay``: re-run only the recorded frame
-  explain.py         ``tcompile explain``: breaks, recompiles, compile time
-  merge.py           ``tcompile merge``: one distributed job's runs, one per node
   trace.py           ``run --trace``: torch's structured trace of the run
   debug_artifacts.py inductor's debug artifacts per graph
   graph_io.py        FX graphs saved and loaded between processes, exactly

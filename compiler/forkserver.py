@@ -13,7 +13,7 @@ What a fork does not give a fresh run -- modules imported before the program's o
 ``import torch`` (and the configuration torch read from the environment then) -- is
 checked, not assumed: the oracle runs the original program through the server once and
 uses it only when that run fails exactly as the fresh baseline did
-(repro/program_job.py).  Baselines and the final verification always run fresh.
+(repro/jobs/program_job.py).  Baselines and the final verification always run fresh.
 
 Parent side (here): ``ForkServer`` (one request at a time; a pool holds several).
 Server side: ``python -m tcompile.compiler.child.forkserve``: JSON lines on

@@ -24,7 +24,7 @@ exit -- also when the program dies of its failure:
 A spec is ``{"shape", "dtype", "device", "grad", "made", "lo", "hi"}`` for a tensor
 (``made``: autograd made it -- it has a ``grad_fn``; ``lo``/``hi``: its range, integer
 tensors), ``{"seq": [spec, ...]}`` for a tuple or list, or
-``{"type": name}``.  Pure AST here; the oracle's side runs it (repro/program_job.py).
+``{"type": name}``.  Pure AST here; the oracle's side runs it (repro/jobs/program_job.py).
 """
 
 from __future__ import annotations

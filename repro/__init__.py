@@ -1,24 +1,12 @@
-"""tcompile.repro: the minify and report jobs, and the artifacts they make.
+"""tcompile.repro: the artifacts the jobs make, and the jobs (``jobs/``, its docstring
+lists them: every command, one job each).
 
-Jobs:
+Writers never import a job; each writes once, atomically (``layout.write_file``).
 
-  minify_job.py         ``tcompile minify``: from a failing program to a verified repro.py
-  minify_target.py      which failure minify works on (``--graph``, the first, a rank's)
-  minify_graph.py       the graph search, from a worker that serves the graph
-  minify_search.py      the two searches (graph, inputs) behind the workers' oracle
-  minify_types.py       the job's state and outcome (minify's ``--json``)
-  dist_minify.py        a failing graph of one rank of a distributed job
-  launcher_job.py       minifying again from a minifier_launcher.py
-  capture_job.py        a capture failure: the frame's function, shrunk
-  source_level.py       ``--level source``: the failing graph's frame as source
-  program_job.py        program-level minify: the user's script, shrunk
-  program_baseline.py   the program level's start: what runs, and the target
+Helpers the jobs use:
+
   program_files.py      a program split into files, as one
-  shrink.py             a minimal graph's inputs, shrunk
-  report.py             ``tcompile report``: a bug report for PyTorch's tracker
-  pipelines.py          what bisect and minify run after their first job (the CLI composes nothing)
-  triage.py             ``tcompile triage``: many scripts, cached, on a local pool or Ray
-  triage_one.py         one script of a triage: verdict, culprit, verified repro
+  shrink.py             a minimal graph's inputs, shrunk (a format of the one search)
   triage_cluster.py     duplicates by culprit and minimal graph (pure)
 
 Writers and what they write:

@@ -4,10 +4,10 @@ run, or only on some."""
 
 import random
 
-from tcompile.compiler.bisection import _Bisection
 from tcompile.compiler.observer import NullObserver
 from tcompile.compiler.probe import Bisector, items_of
 from tcompile.compiler.signature import FailureSignature
+from tcompile.repro.jobs.bisection import _Bisection
 
 COUNTS = {"lowerings": [f"op{i}" for i in range(40)]}
 ITEMS = items_of("inductor", COUNTS)

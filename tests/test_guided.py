@@ -1,8 +1,8 @@
-"""Bisect guided by the first divergent op (compiler/guided.py), on pure probes."""
+"""Bisect guided by the first divergent op (repro/jobs/guided.py), on pure probes."""
 
-from tcompile.compiler.guided import candidates, guesses
 from tcompile.compiler.probe import Item
 from tcompile.minifier.interval import first_failing
+from tcompile.repro.jobs.guided import candidates, guesses
 
 ITEMS = [
     Item("toggle", "fallback_random", value=True),

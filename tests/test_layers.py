@@ -101,13 +101,41 @@ def test_one_interval_search():
 
 
 def test_dependency_direction():
-    """cli -> {repro, compiler}; repro -> {compiler, minifier}; nothing -> cli (but the
-    entry point, ``python -m tcompile``, as the ``tcompile`` script)."""
+    """cli -> jobs -> {repro, compiler, minifier}; repro -> {compiler, minifier};
+    nothing -> cli (but the entry point, ``python -m tcompile``, as the ``tcompile``
+    script); nothing but cli -> jobs (every command is one job, in jobs/)."""
     for mod, deps in GRAPH.items():
         if not mod.startswith("tcompile.cli") and mod != "tcompile.__main__":
             assert not any(d.startswith("tcompile.cli") for d in deps), (mod, deps)
-        if not mod.startswith(("tcompile.cli", "tcompile.repro")):
+        if not mod.startswith(("tcompile.cli", "tcompile.repro.jobs")):
+            assert not any(d.startswith("tcompile.repro.jobs") for d in deps), (mod, deps)
+        if not mod.startswith(("tcompile.cli", "tcompile.repro.jobs", "tcompile.repro")):
             assert not any(d.startswith("tcompile.repro") for d in deps), (mod, deps)
+
+
+def test_every_job_is_in_jobs():
+    """The CLI runs a command through one job of jobs/; below them it reaches only for
+    the contract's types and for argument checks (each allowed module says why)."""
+    allowed = {
+        "tcompile": "the version",
+        "tcompile.compiler.accuracy": "AccuracyMode, an option's type",
+        "tcompile.compiler.exitcodes": "exit codes",
+        "tcompile.compiler.failure": "Failure rows, rendered",
+        "tcompile.compiler.signature": "FailureKind, rendered",
+        "tcompile.compiler.stack": "the torch version warning",
+        "tcompile.compiler.runner": "check_script / check_backend: bad input, before any job",
+        "tcompile.repro.environment": "`tcompile env` prints the environment, no job",
+    }
+    below = {
+        d
+        for m, deps in GRAPH.items()
+        if m.startswith("tcompile.cli")
+        for d in deps
+        if not d.startswith(("tcompile.cli", "tcompile.repro.jobs"))
+    }
+    assert below <= set(allowed), sorted(below - set(allowed))
+    src = "".join(MODULES[m].read_text() for m in MODULES if m.startswith("tcompile.cli"))
+    assert "run_process" not in src and "Pool(" not in src  # no program run outside a job
 
 
 def test_parent_side_imports_no_torch():
@@ -116,7 +144,13 @@ def test_parent_side_imports_no_torch():
         for m in MODULES
         if m.startswith(("tcompile.compiler", "tcompile.cli", "tcompile.minifier.verdict"))
         and not m.startswith("tcompile.compiler.child")
-    ] + ["tcompile.repro.minify_job", "tcompile.repro.verify"]
+    ] + [
+        f"tcompile.repro.jobs.{m}"
+        for m in (
+            "classify", "bisection", "bisect_report", "peers", "guided", "replay", "explain",
+            "merge", "minify_job",
+        )
+    ] + ["tcompile.repro.verify"]  # fmt: skip
     code = (
         "import importlib, json, sys\n"
         f"bad = [m for m in {parent!r} if importlib.import_module(m) and 'torch' in sys.modules]\n"
@@ -132,7 +166,9 @@ def test_sizes():
     assert [f for f in funcs if f[0] > 100] == []
 
 
-@pytest.mark.parametrize("package", ["cli", "compiler", "compiler/child", "minifier", "repro"])
+@pytest.mark.parametrize(
+    "package", ["cli", "compiler", "compiler/child", "minifier", "repro", "repro/jobs"]
+)
 def test_package_docstrings_list_their_modules(package):
     """A newcomer reads a package's docstring first: it names every module in it."""
     import ast
@@ -144,18 +180,8 @@ def test_package_docstrings_list_their_modules(package):
     assert listed == present, (sorted(present - listed), sorted(listed - present))
 
 
-# The jobs: what a command runs.  The oracle and the writers sit below them.
-JOBS = {
-    *(f"tcompile.compiler.{m}" for m in ("classify", "bisection", "replay", "explain", "merge")),
-    *(
-        f"tcompile.repro.{m}"
-        for m in (
-            "minify_job", "launcher_job", "capture_job", "source_level", "program_job",
-            "dist_minify", "report", "minify_graph", "minify_search", "minify_target",
-            "program_baseline", "triage", "triage_one", "pipelines",
-        )
-    ),
-}  # fmt: skip
+# The jobs: what a command runs, all in jobs/.  The oracle and the writers sit below them.
+JOBS = {m for m in MODULES if m.startswith("tcompile.repro.jobs")}
 ORACLE = [
     f"tcompile.compiler.{m}"
     for m in ("signature", "accuracy", "collect", "program", "probe", "pool", "capture_pool")
@@ -229,7 +255,7 @@ def test_every_artifact_is_written_one_way():
             if re.search(r"\.write_(text|bytes)\(|os\.replace\(|open\([^)]*[\"']w", code):
                 offenders.append(f"{name}:{i} {line.strip()}")
     allowed = {  # not artifacts, each for its reason
-        "tcompile.compiler.classify": "a finished run's file moved, not written",
+        "tcompile.repro.jobs.classify": "a finished run's file moved, not written",
         "tcompile.compiler.pool": "a worker's log and pipe: streams",
         "tcompile.compiler.program": "os.devnull",
         "tcompile.compiler.trust": "the key, created 0600 through os.open",
@@ -275,9 +301,9 @@ def test_failure_kinds_and_accuracy_modes_are_compared_as_their_enums():
 
 def test_the_cli_composes_nothing():
     """Each command calls one job: no CLI module imports two of them (bisect's minify
-    and report.md, minify's record / launcher / program are repro/pipelines.py's)."""
+    and report.md, minify's record / launcher / program are repro/jobs/pipelines.py's)."""
     for name in ("tcompile.cli.main", "tcompile.cli.minify_cmd"):
         deps = set(GRAPH[name])
-        assert not deps & {"tcompile.repro.minify_job", "tcompile.repro.report_after",
-                           "tcompile.repro.launcher_job", "tcompile.repro.capture_job"}, (
+        assert not deps & {"tcompile.repro.jobs.minify_job", "tcompile.repro.report_after",
+                           "tcompile.repro.jobs.launcher_job", "tcompile.repro.jobs.capture_job"}, (
             name, sorted(deps & JOBS))  # fmt: skip

@@ -90,7 +90,7 @@ def test_unbound_names_are_seen_without_running():
 
 
 def test_local_modules_are_pasted_in(tmp_path):
-    from tcompile.repro.program_job import inline_modules
+    from tcompile.repro.jobs.program_job import inline_modules
 
     helper = tmp_path / "helpers.py"
     helper.write_text("def double(x):\n    return 2 * x\nK = 3\n")
@@ -104,7 +104,7 @@ def test_local_modules_are_pasted_in(tmp_path):
 
 def test_the_program_repro_harness(tmp_path):
     from tcompile.compiler.program import ProgramFailure
-    from tcompile.repro.program_job import program_repro
+    from tcompile.repro.jobs.program_job import program_repro
 
     failure = ProgramFailure("exception", "AssertionError", "stale", "assert x == 2", "x")
     for body, code, said in (
@@ -161,8 +161,8 @@ def test_the_accuracy_check_turns_a_wrong_value_into_the_failure(tmp_path):
     torch.compile'd code (functions and modules) against eager; a backend off by 1 is
     REPRODUCED, off by 1e-9 is not, and with torch.compile off nothing is checked."""
     from tcompile.compiler.program import ProgramFailure
+    from tcompile.repro.jobs.program_job import program_repro, verify_program_repro
     from tcompile.repro.program_harness import ACCURACY_FAILURE, prelude_for
-    from tcompile.repro.program_job import program_repro, verify_program_repro
 
     assert prelude_for("inductor/runtime: RuntimeError: x") == ""
     prelude = prelude_for("inductor/accuracy: AccuracyError: inference output differs")
@@ -181,7 +181,7 @@ def test_the_accuracy_check_turns_a_wrong_value_into_the_failure(tmp_path):
 def test_a_report_carries_the_user_level_repro_beside_the_graph_one(tmp_path):
     """Issue 23: report.md of a --level source minify shows the aten-level repro, the
     program's lines the graph came from, and the user-level repro."""
-    from tcompile.repro.report import write_report
+    from tcompile.repro.jobs.report import write_report
 
     (tmp_path / "repro.py").write_text("# the aten-level repro\n")
     (tmp_path / "user.py").write_text("# the user-level repro\nprint(torch.relu(x))\n")
@@ -590,7 +590,7 @@ def test_one_layer_lists_and_plain_instances_are_taken_apart():
 
 def test_a_pass_that_raises_is_skipped_and_said(monkeypatch):
     """A pass's own bug on an unusual program costs that pass, not the search: the
-    others go on, the history names it (repro/program_job.py puts it in --json)."""
+    others go on, the history names it (repro/jobs/program_job.py puts it in --json)."""
     from tcompile.minifier import program_passes
 
     def broken(search, best, hints):

@@ -119,9 +119,9 @@ def test_a_function_torch_makes_inside_another_crosses_by_name():
 def test_a_launched_jobs_failure_is_the_first_rank_that_raised():
     """Issue 37: a job's failure outside any graph is the first rank's exception (by
     time), with every rank that raised -- not torchrun's ChildFailedError (rank null)."""
-    from tcompile.compiler.classify import _graphless_failure
     from tcompile.compiler.collect import dying_exception
     from tcompile.compiler.runner import ProcessResult
+    from tcompile.repro.jobs.classify import _graphless_failure
 
     def exc(t, rank, text):
         sig = {"stage": "script", "kind": "exception", "exc_type": text.split(":")[0],

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tcompile.repro.triage import discover, script_key
+from tcompile.repro.jobs.triage import discover, script_key
 from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of, scores
 from tcompile.repro.triage_page import markdown, page
 

@@ -16,13 +16,12 @@ import shlex
 import sys
 from typing import IO, Any
 
-from . import layout
-from .classify import RunReport, run_and_classify
-from .exitcodes import ExitCode, InternalError, UsageError
-from .failure import Failure
-from .observer import NullObserver, Observer
-from .protocol import REPLAY_DRIVER
-from .record_format import (
+from tcompile.compiler import layout
+from tcompile.compiler.exitcodes import ExitCode, InternalError, UsageError
+from tcompile.compiler.failure import Failure
+from tcompile.compiler.observer import NullObserver, Observer
+from tcompile.compiler.protocol import REPLAY_DRIVER
+from tcompile.compiler.record_format import (
     RecordError,
     RecordInfo,
     check_payload,
@@ -30,8 +29,10 @@ from .record_format import (
     read_info,
     read_payload,
 )
-from .runner import new_run_dir
-from .signature import FailureSignature
+from tcompile.compiler.runner import new_run_dir
+from tcompile.compiler.signature import FailureSignature
+
+from .classify import RunReport, run_and_classify
 
 
 @dataclasses.dataclass

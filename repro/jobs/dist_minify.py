@@ -42,7 +42,8 @@ def minify_rank(
     stdout: Any = None,
     stderr: Any = None,
 ) -> MinifyReport:
-    from .launcher import write_launcher
+    from tcompile.repro.launcher import write_launcher
+
     from .launcher_job import launch
     from .minify_search import read_capture
 

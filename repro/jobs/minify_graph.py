@@ -81,9 +81,9 @@ def minify_captured(job: Job) -> MinifyReport:
         "calls; writing and verifying repro.py"
     )
     from tcompile.compiler.autotune import pinned_choice
+    from tcompile.repro.artifacts import write_verified
+    from tcompile.repro.kernel import graph_ops
 
-    from .artifacts import write_verified
-    from .kernel import graph_ops
     from .source_level import user_lines
 
     art = write_verified(
@@ -142,7 +142,7 @@ def _kernel_repro(
     """kernel_repro.py beside repro.py: the Triton kernel that writes the wrong value,
     or whose compile fails, alone (repro/kernel_repro.py); on CUDA (tritonparse
     installed, for a wrong value)."""
-    from .kernel_repro import available, write_kernel_repro
+    from tcompile.repro.kernel_repro import available, write_kernel_repro
 
     kind = job.signature.kind
     if kind not in ("accuracy", "compile") or meta["stage"] != "inductor":
@@ -323,7 +323,7 @@ def _message(verified: bool, stopped: bool, cut: bool, repro: Path) -> str:
 
 
 def _write_launcher(job: Job, gm: Any, inputs: list[Any], meta: dict[str, Any]) -> str:
-    from .launcher import write_launcher
+    from tcompile.repro.launcher import write_launcher
 
     path = write_launcher(
         job.run_dir / layout.LAUNCHER,

@@ -15,15 +15,27 @@ import shutil
 import time
 from typing import IO, Any
 
-from . import faithful, layout
-from .accuracy import AccuracyMode
-from .collect import collect, dying_exception, fails_the_same_way, last_counts, ranks_that_raised
-from .exitcodes import ExitCode, InternalError
-from .failure import Failure, dist_of, group, rank_summary
-from .observer import NullObserver, Observer
-from .protocol import STOP_EXIT, Event, HookConfig, read_events
-from .runner import ProcessResult, command_args, new_run_dir, run_process, write_json
-from .signature import FailureKind, FailureSignature
+from tcompile.compiler import faithful, layout
+from tcompile.compiler.accuracy import AccuracyMode
+from tcompile.compiler.collect import (
+    collect,
+    dying_exception,
+    fails_the_same_way,
+    last_counts,
+    ranks_that_raised,
+)
+from tcompile.compiler.exitcodes import ExitCode, InternalError
+from tcompile.compiler.failure import Failure, dist_of, group, rank_summary
+from tcompile.compiler.observer import NullObserver, Observer
+from tcompile.compiler.protocol import STOP_EXIT, Event, HookConfig, read_events
+from tcompile.compiler.runner import (
+    ProcessResult,
+    command_args,
+    new_run_dir,
+    run_process,
+    write_json,
+)
+from tcompile.compiler.signature import FailureKind, FailureSignature
 
 
 @dataclasses.dataclass
@@ -130,7 +142,7 @@ def run_and_classify(
         keep=out is not None or trace is not None,
     )
     if trace is not None:
-        from .trace import trace_summary
+        from tcompile.compiler.trace import trace_summary
 
         observer.status("turning the trace into pages (tlparse)")
         report.trace = trace_summary(trace, report.graphs, report.failures)
@@ -191,7 +203,7 @@ def classify_result(
     verdict, explanation, exit_code = _verdict(failures, graphs, accuracy, not_ours)
     debug_index = None
     if debug_dir:
-        from .debug_artifacts import index_debug_dir
+        from tcompile.compiler.debug_artifacts import index_debug_dir
 
         debug_index = index_debug_dir(debug_dir)
     keep = keep or exit_code == ExitCode.COMPILER_FAILURE or bool(records)

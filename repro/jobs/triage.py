@@ -35,11 +35,11 @@ from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import write_json
+from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of
+from tcompile.repro.triage_page import write_pages
 
-from .triage_cluster import cluster, culprit_of, minimal_of
 from .triage_one import Interrupted, stop_all, triage_one
 from .triage_one import also as repro_under
-from .triage_page import write_pages
 
 DEFAULT_OUT = "tcompile-triage"
 _SKIP = {"__init__.py", "setup.py", "conftest.py"}

@@ -33,13 +33,13 @@ from tcompile.compiler.program import (
     ProgramTarget,
 )
 from tcompile.compiler.runner import write_json
+from tcompile.repro.program_files import inline_modules, program_files
+from tcompile.repro.program_harness import accuracy_check, program_repro
+from tcompile.repro.verify import verify_program_repro
 
 from .minify_types import MinifyReport
 from .program_baseline import ProgramRun, script_of
 from .program_baseline import baseline as run_baseline
-from .program_files import inline_modules, program_files
-from .program_harness import accuracy_check, program_repro
-from .verify import verify_program_repro
 
 MAX_CALLS = 400  # candidate programs judged at most
 CALLS_PER_LINE = 4  # ... or this many per non-blank line of a longer program

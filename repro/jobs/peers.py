@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .exitcodes import UsageError
-from .runner import CANCEL, write_json
+from tcompile.compiler.exitcodes import UsageError
+from tcompile.compiler.runner import CANCEL, write_json
 
 WAIT_SECONDS = 1800.0  # how long a node waits for the others at one step
 

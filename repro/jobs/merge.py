@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import layout
+from tcompile.compiler import layout
+from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.failure import Failure, group
+
 from .classify import RunReport
-from .exitcodes import ExitCode, UsageError
-from .failure import Failure, group
 
 
 def result_files(dirs: list[str]) -> list[Path]:

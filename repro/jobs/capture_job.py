@@ -61,7 +61,7 @@ def minify_capture(
     """Minify the frame in ``record`` (a record this user's tcompile signed, or one
     the user trusts with ``trust``)."""
     from tcompile.compiler.capture_pool import CapturePool, CaptureWorkerError
-    from tcompile.compiler.replay import check_trust, check_versions, load_info
+    from tcompile.repro.jobs.replay import check_trust, check_versions, load_info
 
     observer = observer or NullObserver()
     t0 = time.monotonic()
@@ -243,11 +243,10 @@ def _write(
     observer: Observer,
 ) -> MinifyReport:
     from tcompile.minifier.source import function_lines
-
-    from .capture_writer import capture_repro
-    from .environment import environment
-    from .verify import check_repro, repro_output
-    from .writer import write_text
+    from tcompile.repro.capture_writer import capture_repro
+    from tcompile.repro.environment import environment
+    from tcompile.repro.verify import check_repro, repro_output
+    from tcompile.repro.writer import write_text
 
     fn_lines = function_lines(final, found.name)
     found_json = {

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from tcompile.compiler.observer import NullObserver
+from tcompile.repro.program_harness import prelude_for
 
 from .minify_types import MinifyReport
-from .program_harness import prelude_for
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>.*)')
 
@@ -91,8 +91,8 @@ def anchors(lines: list[dict[str, Any]], source: str) -> list[frozenset[str]]:
 def with_source_level(command: list[str], report: MinifyReport, kw: dict[str, Any]) -> MinifyReport:
     """The graph's report, with the user-level repro made from the program."""
     from tcompile.compiler.exitcodes import UsageError
+    from tcompile.repro.program_files import program_files
 
-    from .program_files import program_files
     from .program_job import minify_program, script_of
 
     report.level = "source"

@@ -90,8 +90,7 @@ def shrink_minimal(
     import torch
 
     from tcompile.minifier.verdict import Verdict
-
-    from .shrink import shrink_inputs
+    from tcompile.repro.shrink import shrink_inputs
 
     plain = (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, type(None))
     if not all(isinstance(x, plain) for x in result.inputs):

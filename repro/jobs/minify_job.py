@@ -24,12 +24,12 @@ from typing import Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
-from tcompile.compiler.classify import run_and_classify
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.protocol import HookConfig, ServeSpec
 from tcompile.compiler.runner import is_distributed_launch, new_run_dir, write_json
 from tcompile.compiler.signature import FailureKind, FailureSignature
+from tcompile.repro.jobs.classify import run_and_classify
 
 from .minify_graph import minify_captured
 from .minify_target import choose_target, graphless_report
@@ -66,7 +66,8 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
         return with_source_level(command, _run_minify(command, **{**kw, "level": Level.GRAPH}), kw)
     report = _run_minify(command, **kw)
     if report.alone_passes and asked == Level.AUTO and report.run_dir:
-        from .program_harness import prelude_for
+        from tcompile.repro.program_harness import prelude_for
+
         from .program_job import minify_program
 
         try:
@@ -340,8 +341,8 @@ def _first_worker(
 ) -> MinifyReport | _AotInstead | Any:
     """The minify job on the graph the first worker served, or, when it served none,
     the classified run (a RunReport)."""
-    from tcompile.compiler.classify import classify_result
     from tcompile.compiler.pool import NotServed, WorkerPool
+    from tcompile.repro.jobs.classify import classify_result
 
     config = HookConfig(
         dir=str(run_dir / "workers" / "events"),

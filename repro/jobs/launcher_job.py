@@ -30,7 +30,7 @@ def launch(
     trust: bool = False,
 ) -> MinifyReport:
     """Minify again from a launcher (``run``: only check that the failure reproduces)."""
-    from .launcher import check_files, read_launcher
+    from tcompile.repro.launcher import check_files, read_launcher
 
     argv = argv or []
     try:

@@ -13,11 +13,11 @@ import os
 from collections import Counter
 from typing import Any
 
-from .debug_artifacts import index_debug_dir
-from .limitations import documented_limitation
-from .observer import Observer
-from .protocol import Event, HookConfig, read_events
-from .runner import new_run_dir, run_process
+from tcompile.compiler.debug_artifacts import index_debug_dir
+from tcompile.compiler.limitations import documented_limitation
+from tcompile.compiler.observer import Observer
+from tcompile.compiler.protocol import Event, HookConfig, read_events
+from tcompile.compiler.runner import new_run_dir, run_process
 
 
 @dataclasses.dataclass

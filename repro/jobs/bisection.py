@@ -28,17 +28,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..minifier.interval import first_failing
+from tcompile.compiler.exitcodes import ExitCode
+from tcompile.compiler.failure import Failure
+from tcompile.compiler.observer import NullObserver, Observer
+from tcompile.compiler.probe import Bisector, Item, describe, items_of, prefix_config
+from tcompile.compiler.runner import command_args, new_run_dir
+from tcompile.compiler.signature import FailureKind
+from tcompile.compiler.stack import LADDER
+from tcompile.minifier.interval import first_failing
+
 from .bisect_report import BisectReport
 from .classify import RunReport, base_counts, run_and_classify
-from .exitcodes import ExitCode
-from .failure import Failure
 from .guided import guesses
-from .observer import NullObserver, Observer
-from .probe import Bisector, Item, describe, items_of, prefix_config
-from .runner import command_args, new_run_dir
-from .signature import FailureKind
-from .stack import LADDER
 
 
 def run_bisect(

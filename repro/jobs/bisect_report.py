@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .exitcodes import ExitCode
+from tcompile.compiler.exitcodes import ExitCode
 
 
 @dataclasses.dataclass

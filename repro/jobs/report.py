@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from tcompile.compiler import layout
-from tcompile.compiler.bisection import baseline_run, run_bisect
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import group
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import new_run_dir
 from tcompile.compiler.signature import FailureKind
+from tcompile.repro.jobs.bisection import baseline_run, run_bisect
 
 GITHUB_LIMIT = 65_536  # characters in an issue body
 _TAGS = {
@@ -130,7 +130,7 @@ def _match(signature: str) -> str:
 
 
 def write_report(run_dir: Path, bugs: list[dict[str, Any]], *, base_seconds: float = 0.0) -> Report:
-    from .environment import full_environment
+    from tcompile.repro.environment import full_environment
 
     versions = versions_of(full_environment())
     for bug in bugs:

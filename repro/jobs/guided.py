@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from .probe import Item
+from tcompile.compiler.probe import Item
 
 
 def _base(name: str) -> str:
