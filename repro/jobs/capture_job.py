@@ -31,7 +31,7 @@ from tcompile.compiler.signature import FailureSignature
 from tcompile.minifier.verdict import Verdict
 
 from .minify_search import Interrupts
-from .minify_types import MinifyReport
+from .minify_types import CaptureSummary, MinifyReport
 
 MAX_CALLS = 300  # oracle calls for the source search
 SHRINK_CALLS = 24  # and for the inputs
@@ -61,7 +61,8 @@ def minify_capture(
     """Minify the frame in ``record`` (a record this user's tcompile signed, or one
     the user trusts with ``trust``)."""
     from tcompile.compiler.capture_pool import CapturePool, CaptureWorkerError
-    from tcompile.repro.jobs.replay import check_trust, check_versions, load_info
+
+    from .replay import check_trust, check_versions, load_info
 
     observer = observer or NullObserver()
     t0 = time.monotonic()
@@ -249,15 +250,17 @@ def _write(
     from tcompile.repro.writer import write_text
 
     fn_lines = function_lines(final, found.name)
-    found_json = {
-        "entry": found.name,
-        "where": found.where,
-        "lines_before": found.lines_before,
-        "function_lines": fn_lines,
-        "oracle_calls": pool.calls,
-        "history": found.history,
-        "source_from": found.source_from,
-    }
+    found_json = CaptureSummary(
+        **{
+            "entry": found.name,
+            "where": found.where,
+            "lines_before": found.lines_before,
+            "function_lines": fn_lines,
+            "oracle_calls": pool.calls,
+            "history": found.history,
+            "source_from": found.source_from,
+        }
+    )
     text = capture_repro(
         source=final,
         name=found.name,

@@ -29,11 +29,11 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.protocol import HookConfig, ServeSpec
 from tcompile.compiler.runner import is_distributed_launch, new_run_dir, write_json
 from tcompile.compiler.signature import FailureKind, FailureSignature
-from tcompile.repro.jobs.classify import run_and_classify
 
+from .classify import run_and_classify
 from .minify_graph import minify_captured
 from .minify_target import choose_target, graphless_report
-from .minify_types import After, Job, Level, MinifyReport
+from .minify_types import After, Job, Level, MinifyOptions, MinifyReport
 
 __all__ = ["Job", "MinifyReport", "minify_captured", "minify_next", "run_minify"]
 
@@ -58,13 +58,16 @@ def minify_next(command: list[str], then: dict[str, Any], **kw: Any) -> MinifyRe
 def run_minify(command: list[str], **kw: Any) -> MinifyReport:
     """``tcompile minify``: the failing graph, or the program itself when no single graph
     holds the failure (a graph that fails in the program but passes alone included);
-    ``level="source"``: the graph, then a user-level repro from the program too."""
-    asked = Level(kw.get("level", Level.AUTO))
+    ``level="source"``: the graph, then a user-level repro from the program too.  The
+    keywords are :class:`MinifyOptions`' fields (an unknown one is a TypeError)."""
+    opts = MinifyOptions(**kw)
+    asked = Level(opts.level)
     if asked == Level.SOURCE:
         from .source_level import with_source_level
 
-        return with_source_level(command, _run_minify(command, **{**kw, "level": Level.GRAPH}), kw)
-    report = _run_minify(command, **kw)
+        graph_only = dataclasses.replace(opts, level=Level.GRAPH)
+        return with_source_level(command, _run_minify(command, graph_only), opts)
+    report = _run_minify(command, opts)
     if report.alone_passes and asked == Level.AUTO and report.run_dir:
         from tcompile.repro.program_harness import prelude_for
 
@@ -74,12 +77,12 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
             program = minify_program(
                 command,
                 Path(report.run_dir),
-                backend=kw.get("backend"),
-                jobs=kw.get("jobs", 1),
-                timeout=kw.get("timeout"),
-                observer=kw.get("observer") or NullObserver(),
+                backend=opts.backend,
+                jobs=opts.jobs,
+                timeout=opts.timeout,
+                observer=opts.observer or NullObserver(),
                 t0=time.monotonic() - report.seconds,
-                include=kw.get("include"),
+                include=opts.include,
                 reason=f"graph {report.graph} passes on its own",
                 prelude=prelude_for(report.signature),
             )
@@ -91,33 +94,17 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
     return report
 
 
-def _run_minify(
-    command: list[str],
-    *,
-    after: str = "auto",
-    accuracy: str = "off",
-    backend: str | None = None,
-    graph: int | None = None,
-    match: str | None = None,
-    jobs: int = 1,
-    timeout: float | None = None,
-    real_inputs: bool = False,
-    out: str | None = None,
-    observer: Observer | None = None,
-    stdout: Any = None,
-    stderr: Any = None,
-    level: Level = Level.AUTO,
-    include: list[str] | None = None,
-) -> MinifyReport:
-    observer = observer or NullObserver()
+def _run_minify(command: list[str], o: MinifyOptions) -> MinifyReport:
+    observer = o.observer or NullObserver()
     t0 = time.monotonic()
-    _check_match(match)
-    run_dir = Path(new_run_dir(out, "minify"))
+    _check_match(o.match)
+    run_dir = Path(new_run_dir(o.out, "minify"))
     try:
         return _minify_in(
-            command, run_dir, observer, t0, after=after, accuracy=accuracy, backend=backend,
-            graph=graph, match=match, jobs=jobs, timeout=timeout, real_inputs=real_inputs,
-            stdout=stdout, stderr=stderr, level=Level(level), include=include,
+            command, run_dir, observer, t0, after=o.after, accuracy=o.accuracy,
+            backend=o.backend, graph=o.graph, match=o.match, jobs=o.jobs, timeout=o.timeout,
+            real_inputs=o.real_inputs, stdout=o.stdout, stderr=o.stderr, level=Level(o.level),
+            include=o.include,
         )  # fmt: skip
     except KeyboardInterrupt:  # before any search began (a search keeps its best itself)
         report = MinifyReport(
@@ -342,7 +329,8 @@ def _first_worker(
     """The minify job on the graph the first worker served, or, when it served none,
     the classified run (a RunReport)."""
     from tcompile.compiler.pool import NotServed, WorkerPool
-    from tcompile.repro.jobs.classify import classify_result
+
+    from .classify import classify_result
 
     config = HookConfig(
         dir=str(run_dir / "workers" / "events"),

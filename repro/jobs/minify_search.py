@@ -14,6 +14,8 @@ from typing import Any
 
 from tcompile.compiler.protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, Event
 
+from .minify_types import InputsSummary
+
 
 class Interrupts:
     """Ctrl-C or SIGTERM during the search stops it: the best graph so far is kept,
@@ -113,14 +115,16 @@ def shrink_minimal(
     return shrunk
 
 
-def inputs_json(shrunk: Any) -> dict[str, Any] | None:
+def inputs_json(shrunk: Any) -> InputsSummary | None:
     if shrunk is None:
         return None
-    return {
-        "numel_before": shrunk.numel_before,
-        "numel_after": shrunk.numel_after,
-        "values": shrunk.values,
-        "calls": shrunk.calls,
-        "seconds": round(getattr(shrunk, "seconds", 0.0), 2),
-        "steps": shrunk.steps,
-    }
+    return InputsSummary(
+        **{
+            "numel_before": shrunk.numel_before,
+            "numel_after": shrunk.numel_after,
+            "values": shrunk.values,
+            "calls": shrunk.calls,
+            "seconds": round(getattr(shrunk, "seconds", 0.0), 2),
+            "steps": shrunk.steps,
+        }
+    )

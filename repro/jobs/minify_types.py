@@ -6,7 +6,7 @@ import dataclasses
 import enum
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.protocol import HookConfig
@@ -30,6 +30,65 @@ class Level(str, enum.Enum):
     GRAPH = "graph"  # the failing graph only
     PROGRAM = "program"  # the program's own source
     SOURCE = "source"  # the graph, then the program shrunk around its source lines
+
+
+# The sub-records of minify's --json, typed: each kind of minify fills its own (the
+# others stay None).  TypedDicts are dicts at run time: the JSON is unchanged.
+
+
+class InputsSummary(TypedDict):
+    """``inputs``: the minimal graph's inputs, shrunk (repro/shrink.py)."""
+
+    numel_before: int
+    numel_after: int
+    values: Any
+    calls: int
+    seconds: float
+    steps: Any
+
+
+class CaptureSummary(TypedDict):
+    """``capture``: a capture failure's frame function, minified (capture_job.py)."""
+
+    entry: str
+    where: Any
+    lines_before: int
+    function_lines: int
+    oracle_calls: int
+    history: list[str]
+    source_from: Any
+
+
+class ProgramSummary(TypedDict, total=False):
+    """``program``: the program level (program_job.py); the second group is added
+    once the search ends."""
+
+    lines_before: int
+    lines_after: int
+    seconds_per_run: float
+    control: str
+    fallback: int
+    runs: int
+    single_process: bool
+    launcher: list[str] | None
+    includes: list[str]
+    forked: bool
+    observations: int
+    passes: dict[str, Any]
+    pass_errors: list[str]
+
+
+class SourceSummary(ProgramSummary, total=False):
+    """``source``: ``--level source``, the user-level repro made from the program
+    (source_level.py): its own fields and the program level's; or only ``error``."""
+
+    repro: str | None
+    verified: bool
+    repro_lines: int | None
+    calls: int
+    seconds: float
+    message: str
+    error: str
 
 
 @dataclasses.dataclass
@@ -62,19 +121,19 @@ class MinifyReport:
     repro_bytes: int | None = None
     sidecar: bool = False  # real input values too large to embed, beside the repro
     kernel: str | None = None  # inductor's generated code for the minimal graph
-    inputs: dict[str, Any] | None = None  # input shrinking: numel before/after, calls, seconds
+    inputs: InputsSummary | None = None  # input shrinking: numel before/after, calls, seconds
     ops: list[str] | None = None  # the ops of the minimal graph (its culprit, for one node)
     device: str | None = None  # where the repro's tensors live
     repro_output: str | None = None  # what the verified repro printed
     pinned_choice: str | None = None  # the autotune choice the repro compiles with alone
     report: str | None = None  # --report: report.md
     repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
-    capture: dict[str, Any] | None = None  # a capture failure: the function minified
+    capture: CaptureSummary | None = None  # a capture failure: the function minified
     rank: int | None = None  # a distributed job: the rank whose graph was minified
     # what was minified: a graph (dynamo/aot, see ``after``), a capture failure's
     # function, or the program itself (program_job.py)
     level: str = "graph"
-    program: dict[str, Any] | None = None  # the program level: lines, runs, control
+    program: ProgramSummary | None = None  # the program level: lines, runs, control
     # the graph failed in the program but passes alone (the failure needs what ran before)
     alone_passes: bool = False
     # an accuracy failure: the first node whose values go wrong, in the full and the
@@ -88,10 +147,31 @@ class MinifyReport:
     source_lines: list[dict[str, Any]] | None = None
     # --level source: the user-level repro made from the program (repro, verified,
     # repro_lines, calls, seconds, lines_before, lines_after, ...; or error)
-    source: dict[str, Any] | None = None
+    source: SourceSummary | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class MinifyOptions:
+    """What ``tcompile minify`` was asked (its options, typed once): run_minify's
+    keywords, passed down as one value."""
+
+    after: str = "auto"
+    accuracy: str = "off"
+    backend: str | None = None
+    graph: int | None = None
+    match: str | None = None
+    jobs: int = 1
+    timeout: float | None = None
+    real_inputs: bool = False
+    out: str | None = None
+    observer: Observer | None = None
+    stdout: Any = None
+    stderr: Any = None
+    level: Level = Level.AUTO
+    include: list[str] | None = None
 
 
 @dataclasses.dataclass

@@ -26,7 +26,7 @@ def bisect_then(
 ) -> Any:
     """``tcompile bisect``: the bisection, then the culprit graph minified where asked
     (in the bisect's run folder), then report.md where asked."""
-    from tcompile.repro.jobs.bisection import run_bisect
+    from .bisection import run_bisect
 
     report = run_bisect(command, accuracy=accuracy, jobs=jobs, **kw)
     then = report.minify_args() if then_minify else None
@@ -102,7 +102,7 @@ def replay_then(
     """``tcompile replay``: the recorded frame run again, then, with ``--minify``, what
     it showed minified (the frame's source, or the graph it compiled).  ``warn`` says
     the replay's warnings as they come, ``say`` that there is nothing to minify."""
-    from tcompile.repro.jobs.replay import replay as run_replay
+    from .replay import replay as run_replay
 
     report = run_replay(record, backend=backend, accuracy=accuracy, trust=trust, **kw)
     for warning in report.warnings:

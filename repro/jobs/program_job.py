@@ -37,7 +37,7 @@ from tcompile.repro.program_files import inline_modules, program_files
 from tcompile.repro.program_harness import accuracy_check, program_repro
 from tcompile.repro.verify import verify_program_repro
 
-from .minify_types import MinifyReport
+from .minify_types import MinifyReport, ProgramSummary
 from .program_baseline import ProgramRun, script_of
 from .program_baseline import baseline as run_baseline
 
@@ -132,7 +132,8 @@ def minify_program(
     report = _finish(run, target, best, source, calls, history, interrupted, t0, seconds, found)
     # a pass that raised (tcompile's bug) was skipped, the search went on: said, not hidden
     errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
-    report.program.update(  # type: ignore[union-attr]
+    assert report.program is not None  # _finish filled it
+    report.program.update(
         runs=oracle.runs,
         single_process=distributed and target.one_process,
         launcher=target.launcher,
@@ -339,13 +340,15 @@ def _finish(
         repro_output=said,
         interrupted=interrupted,
         history=[{"step": h} for h in history],
-        program={
-            "lines_before": lines_before,
-            "lines_after": best.strip().count("\n") + 1,
-            "seconds_per_run": round(seconds, 2),
-            "control": target.control,
-            "fallback": back,
-        },
+        program=ProgramSummary(
+            **{
+                "lines_before": lines_before,
+                "lines_after": best.strip().count("\n") + 1,
+                "seconds_per_run": round(seconds, 2),
+                "control": target.control,
+                "fallback": back,
+            }
+        ),
     )
     return report
 

@@ -23,7 +23,8 @@ from tcompile.compiler.failure import group
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import new_run_dir
 from tcompile.compiler.signature import FailureKind
-from tcompile.repro.jobs.bisection import baseline_run, run_bisect
+
+from .bisection import baseline_run, run_bisect
 
 GITHUB_LIMIT = 65_536  # characters in an issue body
 _TAGS = {

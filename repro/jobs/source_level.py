@@ -26,7 +26,7 @@ from typing import Any
 from tcompile.compiler.observer import NullObserver
 from tcompile.repro.program_harness import prelude_for
 
-from .minify_types import MinifyReport
+from .minify_types import MinifyOptions, MinifyReport, SourceSummary
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>.*)')
 
@@ -88,7 +88,9 @@ def anchors(lines: list[dict[str, Any]], source: str) -> list[frozenset[str]]:
     return out
 
 
-def with_source_level(command: list[str], report: MinifyReport, kw: dict[str, Any]) -> MinifyReport:
+def with_source_level(
+    command: list[str], report: MinifyReport, opts: MinifyOptions
+) -> MinifyReport:
     """The graph's report, with the user-level repro made from the program."""
     from tcompile.compiler.exitcodes import UsageError
     from tcompile.repro.program_files import program_files
@@ -100,9 +102,9 @@ def with_source_level(command: list[str], report: MinifyReport, kw: dict[str, An
         return report  # no graph holds it (said already), or nothing was minified
     try:
         script, _, _ = script_of(command)
-        files = program_files(script, kw.get("include"))
+        files = program_files(script, opts.include)
     except UsageError as exc:
-        report.source = {"error": str(exc)}
+        report.source = SourceSummary(error=str(exc))
         return report
     keep: list[frozenset[str]] = []
     lines: list[dict[str, Any]] = []
@@ -115,35 +117,37 @@ def with_source_level(command: list[str], report: MinifyReport, kw: dict[str, An
         if mine:
             keep += anchors(mine, f.read_text())
             lines += mine
-    observer = kw.get("observer") or NullObserver()
+    observer = opts.observer or NullObserver()
     t0 = time.monotonic()
     try:
         prog = minify_program(
             command,
             Path(report.run_dir) / "source",
-            backend=kw.get("backend"),
-            jobs=kw.get("jobs", 1),
-            timeout=kw.get("timeout"),
+            backend=opts.backend,
+            jobs=opts.jobs,
+            timeout=opts.timeout,
             observer=observer,
             t0=t0,
-            include=kw.get("include"),
+            include=opts.include,
             reason=f"a repro in user-level PyTorch for graph {report.graph}",
             keep=keep,
             prelude=prelude_for(report.signature),
         )
     except UsageError as exc:
-        report.source = {"error": str(exc)}
+        report.source = SourceSummary(error=str(exc))
         return report
     report.source_lines = lines
-    report.source = {
-        "repro": prog.repro,
-        "verified": prog.verified,
-        "repro_lines": prog.repro_lines,
-        "calls": prog.calls,
-        "seconds": round(prog.seconds, 1),
-        "message": prog.message,
-        **(prog.program or {}),
-    }
+    report.source = SourceSummary(
+        **{
+            "repro": prog.repro,
+            "verified": prog.verified,
+            "repro_lines": prog.repro_lines,
+            "calls": prog.calls,
+            "seconds": round(prog.seconds, 1),
+            "message": prog.message,
+            **(prog.program or {}),
+        }
+    )
     report.seconds += prog.seconds
     if prog.interrupted:
         report.interrupted = True
