@@ -102,25 +102,12 @@ def minify_captured(job: Job) -> MinifyReport:
     report = job.report(
         ExitCode.INTERRUPTED if result.stopped or cut else ExitCode.COMPILER_FAILURE,
         _message(verified, result.stopped, cut, repro),
-        repro=str(repro),
         launcher=launcher,
         nodes_before=result.nodes_before,
         nodes_after=result.nodes_after,
         calls=result.calls,
-        verified=verified,
-        eager_passes=art.eager_passes,
-        real_inputs=art.real_inputs,
-        repro_form=art.form,
-        repro_lines=art.lines,
-        repro_bytes=art.bytes,
-        sidecar=art.sidecar,
-        kernel=art.kernel,
         inputs=inputs_json(shrunk),
-        repro_before=art.before,
         ops=graph_ops(result.gm),
-        device=art.device,
-        repro_output=art.output.strip() or None,
-        pinned_choice=art.pinned,
         graph_kind=job.graph_kind,
         stage=meta["stage"],
         interrupted=result.stopped or cut,
@@ -129,11 +116,31 @@ def minify_captured(job: Job) -> MinifyReport:
         passes=result.passes,
         kernel_repro=kernel_repro,
         source_lines=user_lines(result.gm),
+        **artifact_fields(art),
         **(numerics or {}),
     )
     doc = report.to_json()
     write_json(job.run_dir / layout.MINIFY, {k: doc[k] for k in MINIFY_JSON_FIELDS})
     return report
+
+
+def artifact_fields(art: Any) -> dict[str, Any]:
+    """The report's fields that say what repro.py is (artifacts.write_verified)."""
+    return {
+        "repro": str(art.repro),
+        "verified": art.verified,
+        "eager_passes": art.eager_passes,
+        "real_inputs": art.real_inputs,
+        "repro_form": art.form,
+        "repro_lines": art.lines,
+        "repro_bytes": art.bytes,
+        "sidecar": art.sidecar,
+        "kernel": art.kernel,
+        "repro_before": art.before,
+        "device": art.device,
+        "repro_output": art.output.strip() or None,
+        "pinned_choice": art.pinned,
+    }
 
 
 def _kernel_repro(
