@@ -28,13 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CASES = [
     ("ddp_rank1", ["ddp_rank1_bug.py"], ("run", "bisect", "minify")),
     ("ddp_device_ids_rank1", ["ddp_device_ids_rank1.py"], ("run",)),
-    ("ddp_every_rank", ["ddp_every_rank_bug.py"], ("run",)),
+    ("ddp_every_rank", ["ddp_every_rank_bug.py"], ("run", "bisect", "minify")),
     ("ddp_compiled_outside", ["ddp_compiled_outside.py"], ("run",)),
-    ("tp_every_rank", ["tp_rowparallel_relu.py"], ("run",)),
+    ("tp_every_rank", ["tp_rowparallel_relu.py"], ("run", "minify")),
     ("tp_rank1", ["tp_rowparallel_relu.py", "--only-rank", "1"], ("run", "bisect", "minify")),
     ("tp_cancel_rank1", ["tp_partials_cancel.py", "--only-rank", "1"], ("run", "minify")),
-    ("fsdp2_every_rank", ["fsdp2_block_compile.py"], ("run",)),
-    ("fsdp2_rank1", ["fsdp2_block_compile.py", "--only-rank", "1"], ("run", "minify")),
+    ("fsdp2_every_rank", ["fsdp2_block_compile.py"], ("run", "minify")),
+    ("fsdp2_rank1", ["fsdp2_block_compile.py", "--only-rank", "1"], ("run", "bisect", "minify")),
 ]
 
 
@@ -59,6 +59,8 @@ def said(command: str, doc: dict) -> str:
     size = f"{doc.get('nodes_before')} -> {doc.get('nodes_after')} nodes"
     if doc.get("program"):
         size = f"{doc['program'].get('lines_before')} -> {doc['program'].get('lines_after')} lines"
+    if not doc.get("verified") and not doc.get("nodes_after") and not doc.get("program"):
+        return f"no repro: {doc.get('message', '')[:160]}"
     return (
         f"{level} level, {size}, ops {doc.get('ops')}, {doc.get('calls')} calls, verified "
         f"{doc.get('verified')}, rank {doc.get('rank')}"
