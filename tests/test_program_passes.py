@@ -416,7 +416,7 @@ def test_a_repro_that_does_not_reproduce_falls_back_to_an_earlier_program(tmp_pa
 
     from tcompile.compiler.observer import NullObserver
     from tcompile.compiler.program import ProgramFailure, ProgramTarget
-    from tcompile.repro import program_job
+    from tcompile.repro.jobs import program_job
 
     tried: list[str] = []
 
