@@ -268,6 +268,7 @@ def test_a_failure_that_needs_the_other_ranks_values_minifies_in_one_process(tmp
     # matmul, all_reduce, wait, relu, and the replay's add of rank 0's part
     assert doc["rank"] == 1 and doc["nodes_before"] == 5 and doc["ops"] == ["relu"], doc
     assert "from_other_ranks_0" in r.stderr  # the replay said so
+    assert doc["replayed_collectives"] == ["from_other_ranks_0"]
     alone = subprocess.run(
         [sys.executable, doc["repro"]],
         capture_output=True,

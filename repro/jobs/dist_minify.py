@@ -94,6 +94,7 @@ def minify_rank(
     report.graph = target.graph
     report.graph_kind = target.graph_kind
     report.rank = target.rank
+    report.replayed_collectives = meta.get("replayed_collectives")
     report.seconds = time.monotonic() - t0
     return report
 
@@ -112,15 +113,26 @@ def _replay_collectives(
     if not meta.get("collectives"):
         return gm, inputs, meta
     if not path.exists():
-        observer.status(
-            "the collectives of the captured graph were not recorded (the other ranks did "
-            "not make the same ones in time): the fake process group answers them from "
-            "this rank's values alone"
-        )
+        if meta.get("recorded_collectives") is None:  # [] : no collective result to keep
+            observer.status(
+                "the collective results of the captured graph could not be recorded (its "
+                "eager run on the capturing rank raised, or the other ranks did not make "
+                "the same collectives within 120 s): the fake process group answers them "
+                "from this rank's values alone"
+            )
         return gm, inputs, meta
     recorded = torch.load(path, weights_only=True)  # tensors only
-    with fake_process_group(meta.get("rank", 0), meta.get("world_size", 2)):
-        gm, inputs, added = replay(gm, inputs, recorded)
+    try:
+        with fake_process_group(meta.get("rank", 0), meta.get("world_size", 2)):
+            gm, inputs, added = replay(gm, inputs, recorded)
+    except Exception as exc:  # noqa: BLE001 - tcompile's own shortfall, said; the search goes on
+        from .minify_search import read_capture
+
+        observer.status(
+            f"warning: replaying the recorded collective results failed ({type(exc).__name__}:"
+            f" {exc}): the fake process group answers them from this rank's values alone"
+        )
+        return read_capture(capture_dir)  # the capture as it was
     if added:
         observer.status(
             f"{len(added)} collective result(s) replayed as the job computed them "

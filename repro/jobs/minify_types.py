@@ -130,6 +130,10 @@ class MinifyReport:
     repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
     capture: CaptureSummary | None = None  # a capture failure: the function minified
     rank: int | None = None  # a distributed job: the rank whose graph was minified
+    # a graph with collectives: the inputs that add back what the other ranks sent in
+    # the job (compiler/collectives.py), e.g. ["from_other_ranks_0"]; [] none needed;
+    # None: nothing replayed (no collectives, or none recorded: a status line says why)
+    replayed_collectives: list[str] | None = None
     # what was minified: a graph (dynamo/aot, see ``after``), a capture failure's
     # function, or the program itself (program_job.py)
     level: str = "graph"
