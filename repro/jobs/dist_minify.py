@@ -7,7 +7,9 @@ collective.  So the job runs once more with the failing rank told to capture the
 graph at its first call (its reference, its real inputs, the configuration in force:
 child/serve.py, ``capture_only``); the capture stops every process of the run.  The
 graph is then written as a minifier_launcher.py, and minified from it by workers that
-are plain single processes (launcher_job.py), like any launcher.
+are plain single processes (launcher_job.py), like any launcher.  A graph that holds
+collectives is minified against a fake process group, with what its collectives
+returned in the job added back (compiler/collectives.py).
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ def minify_rank(
         accuracy=accuracy,
         command=command,
     )
-    observer.status(f"minifying {where} in single processes (no process group)")
+    alone = "a fake process group answering its collectives" if meta.get("collectives") else ""
+    observer.status(f"minifying {where} in single processes ({alone or 'no process group'})")
     report = launch(
         str(launcher), jobs=jobs, out=str(run_dir), real_inputs=real_inputs, observer=observer
     )
