@@ -20,6 +20,8 @@ def _graph(kind: str) -> torch.fx.GraphModule:
     x = g.placeholder("x")
     if kind == "all_reduce":
         c = g.call_function(funcol_ops.all_reduce.default, (x, "sum", "0"))
+    elif kind == "reduce_scatter":
+        c = g.call_function(funcol_ops.reduce_scatter_tensor.default, (x, "sum", 2, "0"))
     else:
         c = g.call_function(funcol_ops.all_gather_into_tensor.default, (x, 2, "0"))
     w = g.call_function(funcol_ops.wait_tensor.default, (c,))
@@ -27,12 +29,16 @@ def _graph(kind: str) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(torch.nn.Module(), g)
 
 
-@pytest.mark.parametrize("kind", ["all_reduce", "all_gather"])
+@pytest.mark.parametrize("kind", ["all_reduce", "all_gather", "reduce_scatter"])
 def test_the_replayed_graph_computes_the_jobs_values(kind):
     """Rank 1 of 2: the job's collective returned ``job`` (rank 0's part included); in
     one process the fake group answers from rank 1's tensor alone."""
-    x = torch.tensor([-3.0, 1.0, 2.0])
-    job = torch.tensor([4.0, -5.0, 6.0]) if kind == "all_reduce" else torch.arange(-3.0, 3.0)
+    x = torch.tensor([-3.0, 1.0, 2.0, 5.0])
+    job = {
+        "all_reduce": torch.tensor([4.0, -5.0, 6.0, 7.0]),
+        "all_gather": torch.arange(-4.0, 4.0),
+        "reduce_scatter": torch.tensor([-8.0, 9.0]),
+    }[kind]
     with fake_process_group(1, 2):
         gm = _graph(kind)
         wait = next(n.name for n in gm.graph.nodes if "wait" in str(n.target))
@@ -43,7 +49,7 @@ def test_the_replayed_graph_computes_the_jobs_values(kind):
         assert not torch.equal(alone, torch.relu(job))  # which the fake group alone missed
         assert has_collectives(gm)  # the collective itself stays in the graph
         # a later input that differs changes the result through the collective
-        other = gm(torch.tensor([10.0, 10.0, 10.0]), inputs[1])[0]
+        other = gm(torch.full((4,), 10.0), inputs[1])[0]
         assert not torch.equal(other, torch.relu(job))
 
 
