@@ -92,7 +92,10 @@ class Problem:
         # the one gate (minifier/gate.py): limits, the verdict cache, calls, statistics;
         # oracles may mutate their inputs: each call gets its own copies
         self.gate = Gate(
-            lambda c: oracle(c.gm, [own_copy(x) for x in c.inputs]), limits=stop, jobs=self.jobs
+            lambda c: oracle(c.gm, [own_copy(x) for x in c.inputs]),
+            limits=stop,
+            jobs=self.jobs,
+            on_best=None if checkpoint is None else self._checkpoint,
         )
         self._rechecks: dict[str, Any] = {}  # key -> future of a second, independent run
         self._sanity_done: set[str] = set()
@@ -244,9 +247,12 @@ class Problem:
         self.best = case
         self.gate.taken()
         self.history.append(Step(self.pass_name, before, case.size, self.calls))
-        if self.checkpoint is not None:
-            self.checkpoint(case, self.history, self.calls)
+        self.gate.best(case)
         self._progress()
+
+    def _checkpoint(self, case: Case) -> None:
+        assert self.checkpoint is not None
+        self.checkpoint(case, self.history, self.calls)
 
     def _progress(self) -> None:
         if self.on_progress is not None:

@@ -4,8 +4,10 @@ a frame's or a program's source (source_case.Search), a graph's inputs
 
 What every search shares lives here once: the limits (calls, a deadline, a stop
 callable), the verdict cache by the case's key (a candidate tried before never reaches
-the oracle again), the call count, judging ``jobs`` candidates at a time, and
-statistics per pass (calls, candidates taken, seconds).  What differs stays with the
+the oracle again), the call count, judging ``jobs`` candidates at a time,
+statistics per pass (calls, candidates taken, seconds), and the best-so-far hook every
+checkpoint hangs on (``on_best``: the graph engine's checkpoint file, the program
+level's best.py).  What differs stays with the
 format: the case's key and size, what makes a candidate admissible (smaller than the
 best; for source, that it parses and keeps its anchors), and the search's order
 (speculative binary search and ddmin for graphs, a pass's proposals for source).  As
@@ -69,8 +71,10 @@ class Gate:
         jobs: int = 1,
         on_error: Verdict = Verdict.INVALID,
         reraise: tuple[type[BaseException], ...] = (TypeError,),
+        on_best: Callable[[Any], None] | None = None,
     ) -> None:
         self.oracle = oracle
+        self.on_best = on_best
         self.reraise = reraise
         self.limits = limits
         self.jobs = max(1, int(jobs))
@@ -152,6 +156,13 @@ class Gate:
     def taken(self) -> None:
         """The current pass's candidate was kept."""
         self._stats().taken += 1
+
+    # ---- the best so far (checkpoints) -------------------------------------------
+    def best(self, case: Any) -> None:
+        """The search's best case so far changed (the format says when: a graph on every
+        step, a program only when smaller than every earlier one): checkpoint it."""
+        if self.on_best is not None:
+            self.on_best(case)
 
     def _stats(self) -> PassStats:
         return self.stats.setdefault(self.pass_name, PassStats())

@@ -108,7 +108,15 @@ def minify_source(
     from .program_passes import PROGRAM_PHASES, RESUMABLE
 
     hints = hints or Hints()
-    search = Search(oracle, name, max_calls, stop, jobs=jobs, keep=hints.keep)
+    search = Search(
+        oracle,
+        name,
+        max_calls,
+        stop,
+        jobs=jobs,
+        keep=hints.keep,
+        on_best=None if progress_cb is None else (lambda src: progress_cb(src, search.calls)),
+    )
     best = ast.unparse(ast.parse(source)) + "\n"
     lines_before = source.strip().count("\n") + 1
     # a program: enabling steps (inlining) may grow it, and the passes after them may
@@ -162,8 +170,7 @@ def minify_source(
                     growth.step(search.calls, key, search.history[-1], smaller)
                     if smaller:
                         smallest = best
-                        if progress_cb is not None:
-                            progress_cb(best, search.calls)
+                        search.gate.best(best)  # the checkpoint: the smallest so far
                 gave_up = growth.given_up(search.calls)
                 if gave_up:
                     search.history.append(gave_up)

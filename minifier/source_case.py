@@ -79,6 +79,7 @@ class Search:
         stop: Callable[[], bool],
         jobs: int = 1,
         keep: list[frozenset[str]] | None = None,
+        on_best: Callable[[str], None] | None = None,
     ) -> None:
         self.name, self.max_calls, self.stop = name, max_calls, stop
         self.jobs = max(1, jobs)
@@ -90,6 +91,7 @@ class Search:
             jobs=self.jobs,
             on_error=Verdict.OTHER_FAILURE,
             reraise=(),
+            on_best=on_best,
         )
         self.history: list[str] = []
         self.taken = 0  # the index of the proposal taken last

@@ -81,3 +81,42 @@ def test_a_graph_search_accounts_for_every_call_per_pass():
     )
     assert sum(p["calls"] for p in r.passes.values()) == r.calls
     assert sum(p["taken"] for p in r.passes.values()) == len(r.history)
+
+
+def test_every_checkpoint_hangs_on_the_gates_best_so_far_hook(tmp_path):
+    """The graph engine's checkpoint file and the program level's best.py are both
+    written from ``Gate.best``: one per step taken for a graph, one per smaller program
+    for source."""
+    import torch
+
+    from tcompile.minifier import minify
+    from tcompile.minifier.source import minify_source
+
+    seen = []
+    gate = Gate(lambda c: True, on_best=seen.append)
+    gate.best("a")
+    assert seen == ["a"]
+
+    def fn(x):
+        for _ in range(4):
+            x = torch.sin(x) + 1
+        return torch.relu(x) * 2
+
+    r = minify(
+        torch.fx.symbolic_trace(fn),
+        [torch.randn(4)],
+        lambda g, i: any(n.target is torch.relu for n in g.graph.nodes),
+        checkpoint=tmp_path / "ckpt",
+    )
+    assert r.history and (tmp_path / "ckpt").exists()
+
+    program = "a = 1\nb = 2\nc = 3\nassert c != 3, 'boom'\n"
+    smaller = []
+    minify_source(
+        program,
+        None,
+        lambda src: Verdict.SAME_FAILURE if "c = 3" in src and "assert" in src else Verdict.PASS,
+        progress_cb=lambda best, calls: smaller.append(best),
+    )
+    assert smaller and all(len(b) < len(program) for b in smaller)
+    assert "a = 1" not in smaller[-1] and "c = 3" in smaller[-1]
