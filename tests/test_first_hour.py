@@ -67,6 +67,10 @@ def _interrupt_after(args, marker, tmp_path, sig=signal.SIGINT, timeout=300, del
             stderr=err,
             text=True,
             start_new_session=True,
+            # Ctrl-C as a terminal delivers it: an ignored SIGINT is inherited across exec.
+            # Seen once in the whole suite: both interrupted tcompile processes ignored
+            # SIGINT (/proc/PID/status SigIgn), the test process having started them
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         t0 = time.monotonic()
         while marker not in err_path.read_text() and time.monotonic() - t0 < timeout:
@@ -76,7 +80,11 @@ def _interrupt_after(args, marker, tmp_path, sig=signal.SIGINT, timeout=300, del
         time.sleep(delay)
         if proc.poll() is None:
             os.kill(proc.pid, sig)
-        out, _ = proc.communicate(timeout=120)
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # never left running after the test
+            raise
     return proc.returncode, out, err_path.read_text()
 
 
