@@ -28,6 +28,18 @@ def _json(*args, timeout=600):
     return r, json.loads(r.stdout)
 
 
+def _reproduces_alone(repro, cwd):
+    """repro.py run with plain python, no torchrun variables: it shows the failure."""
+    alone = subprocess.run(
+        [sys.executable, repro],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
+    )
+    assert alone.returncode == 1 and "REPRODUCED" in alone.stdout, alone.stdout + alone.stderr
+
+
 def _left_running(token_dir):
     """Processes whose TCOMPILE_RUN lies under ``token_dir`` (procs.RUN_ENV)."""
     needle = f"TCOMPILE_RUN={token_dir}".encode()
@@ -185,14 +197,7 @@ def test_a_graph_with_collectives_minifies_in_one_process_against_a_fake_group(t
     assert r.returncode == 1 and doc["verified"], doc["message"]
     text = open(doc["repro"]).read()
     assert "all_reduce" in text and 'init_process_group("fake"' in text and "world_size=2" in text
-    alone = subprocess.run(
-        [sys.executable, doc["repro"]],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
-    )
-    assert alone.returncode == 1 and "REPRODUCED" in alone.stdout, alone.stdout + alone.stderr
+    _reproduces_alone(doc["repro"], tmp_path)
 
 
 def test_ddp_bucket_graphs_are_judged_on_the_rank_that_fails(tmp_path):
@@ -269,11 +274,4 @@ def test_a_failure_that_needs_the_other_ranks_values_minifies_in_one_process(tmp
     assert doc["rank"] == 1 and doc["nodes_before"] == 5 and doc["ops"] == ["relu"], doc
     assert "from_other_ranks_0" in r.stderr  # the replay said so
     assert doc["replayed_collectives"] == ["from_other_ranks_0"]
-    alone = subprocess.run(
-        [sys.executable, doc["repro"]],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
-    )
-    assert alone.returncode == 1 and "REPRODUCED" in alone.stdout, alone.stdout + alone.stderr
+    _reproduces_alone(doc["repro"], tmp_path)
