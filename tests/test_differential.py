@@ -42,6 +42,7 @@ LAUNCHED = {
     "ddp_device_ids_rank1.py",
     "fsdp2_block_compile.py",
     "tp_rowparallel_relu.py",
+    "tp_partials_cancel.py",
 }
 ARGS = {"train_two_file/train.py": ["--steps", "3", "--bug", "accuracy"]}
 
@@ -164,13 +165,15 @@ MODES = {"run": [], "accuracy": ["--accuracy"], "strict": ["--strict-accuracy", 
 # A second fixture of a kind others cover in every mode: in the 30-minute suite the mode
 # that changes most -- run --accuracy -- alone; with TCOMPILE_TEST_EXTENDED=1 every mode,
 # as for the others.  Every mode still runs on a fixture of each kind: the planted
-# inductor bugs (cpp_relu_*, cpp_throw_crash, backward_only), capture
+# inductor bugs (a compile error: cpp_relu_compile_error; the backward: backward_only;
+# the runtime error, wrong values and a crash of the same relu are light), capture
 # (capture_fullgraph), recompiles (recompile_limit), decompositions (bad_decomposition),
 # custom passes (custom_graph_pass_bug), the program level
 # (program/dynamo_side_effect_dropped), random ops (numerics/random_dropout), clean
 # programs, the passive run (check_changes_program), and of the real bugs atan2's wrong
 # gradient.
 LIGHT = {
+    "cpp_relu_runtime_error.py", "cpp_relu_accuracy.py", "cpp_throw_crash.py",
     "capture_builtin.py", "capture_closure_global.py", "capture_deep_branch.py",
     "capture_dynamic_list_index.py", "capture_item_branch.py", "capture_module_slow.py",
     "capture_print.py", "capture_symbolic_guard.py", "recompile_limit_fullgraph.py",

@@ -96,7 +96,7 @@ def test_explain_shows_ddp_bucket_splits_as_graph_breaks(tmp_path):
 
 def test_a_hang_names_where_each_rank_waited_and_nothing_is_left(tmp_path):
     r, doc = _json(
-        "run", "--timeout", "30", "--json", "--out", str(tmp_path), *_torchrun("ddp_hang.py")
+        "run", "--timeout", "20", "--json", "--out", str(tmp_path), *_torchrun("ddp_hang.py")
     )
     # it hangs without torch.compile too: the program's own divergence, said with where
     assert r.returncode == 3, doc["explanation"]
@@ -247,6 +247,9 @@ def test_a_job_that_compiles_nothing_says_so_and_why(tmp_path):
     assert said and "skipfiles" in said[0], doc["notes"]
 
 
+# extended: the same path as test_a_failure_that_needs_the_other_ranks_values_... (a
+# rank-1 relu after an all_reduce, one process, the replay's add), whose graph has no sub
+@pytest.mark.extended
 def test_a_rank_specific_bug_in_a_graph_with_collectives_minifies_to_its_node(tmp_path):
     """Row-parallel layer, relu wrong on rank 1 only: the failure is rank 1's, and the
     graph (matmul, all_reduce, wait, sub, relu; and the add of the other rank's recorded
