@@ -7,20 +7,28 @@ and imports nothing of tcompile.
   interval.py         the one interval search (no torch): bisect, passes, numerics, inputs
   gate.py             the one gate before an oracle, for every case type: limits, the
                       verdict cache, calls, candidates judged jobs at a time, per-pass
-                      statistics (graphs, source, a graph's inputs)
+                      statistics, the best-so-far hook
+  problem.py          the one search problem over a case type's format: the best so
+                      far, candidates judged in order (speculatively), the primitives
+                      passes search with (first failing, bisect, ddmin)
+  fixpoint.py         its fixed point: rounds of a schedule, a pass's bug isolated,
+                      passes that resume, growth steps taken back
+
+Each case type is a format of the one problem: a graph (engine.py), a frame's or a
+program's source (source_case.py), a graph's inputs (repro/shrink.py).
 
 Graphs (the graph-level minify):
 
   graph.py            immutable cases and ``rebuild``, the one operation passes use
   passes.py           the passes, the rules for writing one, the schedule as data
-  engine.py           the problem: the best case so far and the one gate
-  reduce.py           ``minify()``: schedule, fixed point, checkpoints, the final check
+  engine.py           the graph format, and the problem over graphs
+  reduce.py           ``minify()``: the start, the schedule, checkpoints, the final check
   checkpoint.py       best-so-far checkpoints, to resume an interrupted search
 
 Source (a frame's function, or a whole program):
 
-  source.py           the source engine: candidates, growth steps taken back
-  source_case.py      a candidate of the source engine and the gate before its oracle
+  source.py           ``minify_source()``: phases, passes as proposals judged in order
+  source_case.py      the source format, and the problem over a module's source
   source_passes.py    the source engine's passes over a function
   program_passes.py   passes that shrink a whole program
   class_passes.py     taking the program's classes apart once inlining emptied them

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import checkpoint as ckpt
-from .engine import MinifyResult, Oracle, Problem, Progress, Step, Stop, Stopped
+from .engine import MinifyResult, Oracle, Problem, Progress, Step, Stop
+from .fixpoint import reduce as reduce_to_fixpoint
 from .graph import Case, make_case
 from .passes import DEFAULT_SCHEDULE
 from .verdict import Verdict
@@ -64,26 +65,11 @@ def minify(
         problem.pass_name = "sanity"
         if sanity == "first":
             problem.sanity_check(start, overlap=jobs > 1)
-        stopped = False
-        try:
-            for _ in range(max_rounds):
-                progress = False
-                for pass_fn in schedule or DEFAULT_SCHEDULE:
-                    problem.pass_name = pass_fn.__name__
-                    found = pass_fn(problem, problem.best)
-                    if found is not None and found.order_key() < problem.best.order_key():
-                        problem.accept(found)
-                        progress = True
-                if not progress:
-                    break
+        stopped = reduce_to_fixpoint(problem, [schedule or DEFAULT_SCHEDULE], max_rounds)
+        if not stopped:
             if sanity != "first" and not problem.history:
                 problem.sanity_check(start, overlap=False)  # nothing smaller failed: why?
             problem.finish_sanity()
-        except Stopped:
-            stopped = True
-            if problem.smallest_seen.order_key() < problem.best.order_key():
-                problem.pass_name += " (interrupted)"
-                problem.accept(problem.smallest_seen)
         best = problem.best
         final = Verdict.SAME_FAILURE
         if final_check and not stopped and best is not start:

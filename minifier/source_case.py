@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .gate import Gate
+from .problem import Candidate, Problem, Stopped
 from .verdict import Verdict
 
 SourceOracle = Callable[[str], Any]
@@ -48,25 +48,70 @@ class Hints:
     observe: Callable[[str], dict[str, Any] | None] | None = None
 
 
-@dataclasses.dataclass
-class Proposal:
+class Proposal(Candidate):
     """A candidate a pass proposes: its tree, what it did, and whether it is an enabling
-    step that may grow the candidate (inlining, unrolling)."""
+    step that may grow the candidate (inlining, unrolling); ``index``: its place in the
+    pass's own order (set by resumed(), source.py)."""
 
-    tree: ast.Module
-    what: str
-    grow: bool = False
-    index: int = 0  # its place in the pass's own order (set by resumed(), source.py)
+    def __init__(self, tree: ast.Module, what: str, grow: bool = False, index: int = 0) -> None:
+        super().__init__(tree, what, grow, index)
+
+    @property
+    def tree(self) -> ast.Module:
+        return self.make
 
 
 Proposals = Iterator[Proposal]
 
 
-class Search:
-    """The gate in front of the oracle, and the driver of one pass: candidates that are
-    not smaller (unless enabling), do not parse, or were tried never reach the oracle;
-    the rest are judged ``jobs`` at a time (in parallel when more than one), and the
-    first that fails the same way, in the pass's own order, is taken.
+class SourceFormat:
+    """A module's source as a case of the one problem (problem.py): its key is the
+    text; a proposal (a tree) is judged only when it unparses to a program that
+    compiles, is smaller than the best (unless an enabling step), binds every name it
+    reads (a whole program), and still calls one of each anchor's names."""
+
+    def __init__(self, name: str | None, keep: list[frozenset[str]]) -> None:
+        self.name = name
+        self.keep = keep
+
+    def key(self, case: str) -> str:
+        return case
+
+    def size(self, case: str) -> tuple[int, ...]:
+        return program_size(case) if self.name is None else size(case)
+
+    def admit(self, raw: ast.Module | str, best: str, grow: bool) -> str | None:
+        tree = ast.parse(raw) if isinstance(raw, str) else raw
+        try:
+            src = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+            compile(src, "<candidate>", "exec")
+        except (SyntaxError, ValueError, TypeError, RecursionError):
+            return None
+        if src == best or (self.size(src) >= self.size(best) and not grow):
+            return None
+        if self.name is None and unbound_names(tree) - unbound_names(ast.parse(best)):
+            return None  # a program reading a name it no longer defines: a NameError
+        if self.keep:
+            called = called_names(tree)
+            if any(not (k & called) for k in self.keep):
+                return None  # an anchor's op is gone: it cannot fail the same way
+        return src
+
+    def prepare(self, case: str) -> None:
+        pass
+
+    def oracle_input(self, case: str) -> str:
+        return case
+
+    def step(self, pass_name: str, what: str, before: str, after: str, calls: int) -> str:
+        return what
+
+
+class Search(Problem[str]):
+    """The one problem over a module's source (problem.py), and the scope the passes
+    read: candidates that are not admitted or were tried never reach the oracle; the
+    rest are judged ``jobs`` at a time (in parallel when more than one), and the first
+    that fails the same way, in the pass's own order, is taken.
 
     ``name``: the function a capture candidate is about; None for a whole program (the
     passes then work on the module, and size counts all of it)."""
@@ -80,29 +125,24 @@ class Search:
         jobs: int = 1,
         keep: list[frozenset[str]] | None = None,
         on_best: Callable[[str], None] | None = None,
+        start: str = "",
     ) -> None:
-        self.name, self.max_calls, self.stop = name, max_calls, stop
-        self.jobs = max(1, jobs)
-        self.keep = [k for k in keep or [] if k]
-        # the one gate (minifier/gate.py): limits, the verdict cache by source, calls
-        self.gate = Gate(
+        self.name = name
+        self.stop = stop
+        super().__init__(
+            SourceFormat(name, [k for k in keep or [] if k]),
+            start,
             oracle,
-            limits=lambda: self.gate.calls >= self.max_calls or stop(),
-            jobs=self.jobs,
+            jobs=jobs,
+            limits=stop,
+            max_calls=max_calls,
             on_error=Verdict.OTHER_FAILURE,
             reraise=(),
             on_best=on_best,
         )
-        self.history: list[str] = []
-        self.taken = 0  # the index of the proposal taken last
-        self.pause_at: int | None = None  # a pass stops at this many calls (its caller's)
-
-    @property
-    def calls(self) -> int:
-        return self.gate.calls
-
-    def exhausted(self) -> bool:
-        return self.gate.exhausted()
+        # a capture candidate's inlined form is the point (its bindings make it stand
+        # alone): every step it takes is kept; a program's growth steps can be taken back
+        self.take_back = name is None
 
     def scope(self, tree: ast.Module) -> ast.AST:
         """What the passes work on: the function, or the whole program."""
@@ -111,58 +151,13 @@ class Search:
     def nth(self, tree: ast.Module, kind: Any, i: int) -> Any:
         return [n for n in ast.walk(self.scope(tree)) if isinstance(n, kind)][i]
 
-    def size(self, source: str) -> tuple[int, ...]:
-        return program_size(source) if self.name is None else size(source)
-
-    def _gate(self, proposal: Proposal, best: str) -> str | None:
-        try:
-            src = ast.unparse(ast.fix_missing_locations(proposal.tree)) + "\n"
-            compile(src, "<candidate>", "exec")
-        except (SyntaxError, ValueError, TypeError, RecursionError):
-            return None
-        if src == best or (self.size(src) >= self.size(best) and not proposal.grow):
-            return None
-        if self.name is None and unbound_names(proposal.tree) - unbound_names(ast.parse(best)):
-            return None  # a program reading a name it no longer defines: a NameError
-        if self.keep:
-            called = called_names(proposal.tree)
-            if any(not (k & called) for k in self.keep):
-                return None  # an anchor's op is gone: it cannot fail the same way
-        return src
-
     def run(self, proposals: Proposals, best: str) -> str | None:
-        """The first proposal (in order) that is smaller and fails the same way."""
-        batch: list[tuple[str, Proposal]] = []
-        for proposal in proposals:
-            if self.exhausted() or (self.pause_at is not None and self.calls >= self.pause_at):
-                break
-            src = self._gate(proposal, best)
-            if src is None or any(src == b for b, _ in batch):
-                continue
-            if (known := self.gate.known(src)) is not None:
-                if known is Verdict.SAME_FAILURE and not batch:
-                    return self._take(src, proposal)
-                continue
-            batch.append((src, proposal))
-            if len(batch) >= min(self.jobs, self.max_calls - self.calls):
-                found = self._flush(batch)
-                if found is not None:
-                    return found
-                batch = []
-        return self._flush(batch) if batch and not self.stop() else None
-
-    def _flush(self, batch: list[tuple[str, Proposal]]) -> str | None:
-        verdicts = self.gate.judge_all([(src, src) for src, _ in batch])
-        for (src, proposal), verdict in zip(batch, verdicts):
-            if verdict is Verdict.SAME_FAILURE:
-                return self._take(src, proposal)
-        return None
-
-    def _take(self, src: str, proposal: Proposal) -> str:
-        self.gate.taken()
-        self.history.append(proposal.what)
-        self.taken = proposal.index
-        return src
+        """The first proposal (in order) that is admitted and fails the same way."""
+        self.best = best
+        try:
+            return self.first_failing(proposals)
+        except Stopped:
+            return None
 
 
 def called_names(tree: ast.AST) -> set[str]:

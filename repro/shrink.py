@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..minifier.gate import Gate
 from ..minifier.interval import find_integer
+from ..minifier.problem import Candidate, Problem, Stopped
 from ..minifier.verdict import Verdict
 from .inputs import INLINE_LIMIT, InputSpec, build, spec_of, total_numel, with_values
 
@@ -43,10 +43,33 @@ class Shrunk:
     steps: list[str]
 
 
-class _Search:
-    """The inputs' search through the minifier's one gate (minifier/gate.py): its
-    limits (a budget of calls, a deadline, the job's stop) and its call count; no
-    cache, each step proposes inputs not tried before."""
+class InputsFormat:
+    """A graph's inputs as a case of the one search problem (minifier/problem.py):
+    never cached (each step proposes inputs not tried before), every proposal judged
+    (the steps below make them smaller), handed to the oracle as they are."""
+
+    def key(self, case: list[Any]) -> None:
+        return None
+
+    def size(self, case: list[Any]) -> int:
+        return 0  # each step is smaller by construction; the search keeps every one taken
+
+    def admit(self, raw: list[Any], best: list[Any], grow: bool) -> list[Any]:
+        return raw
+
+    def prepare(self, case: list[Any]) -> None:
+        pass
+
+    def oracle_input(self, case: list[Any]) -> list[Any]:
+        return case
+
+    def step(self, pass_name: str, what: str, before: Any, after: Any, calls: int) -> str:
+        return what
+
+
+class _Search(Problem[list[Any]]):
+    """The inputs' search: the one problem with its limits (a budget of calls, a
+    deadline, the job's stop), one step at a time."""
 
     def __init__(
         self, gm: Any, oracle: Oracle, budget: int, stop: Callable[[], bool], deadline: float | None
@@ -54,28 +77,31 @@ class _Search:
         def out_of_time() -> bool:
             return deadline is not None and time.monotonic() > deadline
 
-        self.gate = Gate(
+        super().__init__(
+            InputsFormat(),
+            [],
             lambda inputs: oracle(gm, inputs),
-            limits=lambda: self.gate.calls >= budget or stop() or out_of_time(),
+            limits=lambda: stop() or out_of_time(),
+            max_calls=budget,
             on_error=Verdict.OTHER_FAILURE,
             reraise=(),
         )
-        self.steps: list[str] = []
 
     @property
-    def calls(self) -> int:
-        return self.gate.calls
+    def steps(self) -> list[str]:
+        return self.history
 
     def fails(self, inputs: list[Any], what: str) -> bool:
-        if self.gate.exhausted():
+        """``inputs`` still fail the same way: taken (the step is in the history)."""
+        self.pass_name = what.split(" ")[0]
+        try:
+            found = self.first_failing([Candidate(inputs, what)])
+        except Stopped:
             return False
-        self.gate.pass_name = what.split(" ")[0]
-        self.gate.count()
-        ok = self.gate.call(inputs) is Verdict.SAME_FAILURE
-        if ok:
-            self.gate.taken()
-            self.steps.append(what)
-        return ok
+        if found is None:
+            return False
+        self.accept(found, what)
+        return True
 
 
 def shrink_inputs(

@@ -204,17 +204,23 @@ def test_the_oracle_and_the_writers_import_no_job(mod):
 
 
 def test_the_search_problem_imports_no_format():
-    """minifier/engine.py and interval.py know cases only through their interface; the
-    one gate (gate.py) knows no case at all, and every search goes through it: the graph
-    engine, the source engine and input shrinking."""
-    for mod in ("tcompile.minifier.engine", "tcompile.minifier.interval"):
-        assert set(GRAPH[mod]) <= {"tcompile.minifier.graph", "tcompile.minifier.interval",
-                                   "tcompile.minifier.gate",
-                                   "tcompile.minifier.verdict"}, (mod, GRAPH[mod])  # fmt: skip
+    """One search problem (problem.py, its fixed point fixpoint.py) over a format: it
+    imports no format -- graphs, source, inputs are its parameters -- and every format
+    is a Problem of it: the graph engine, the source engine and input shrinking.  The
+    one gate (gate.py) knows no case at all."""
+    one = {"tcompile.minifier.problem", "tcompile.minifier.fixpoint"}
+    allowed = {"tcompile.minifier.gate", "tcompile.minifier.interval", "tcompile.minifier.verdict"}
+    for mod in one:
+        assert set(GRAPH[mod]) <= allowed | one, (mod, GRAPH[mod])
+    assert set(GRAPH["tcompile.minifier.interval"]) <= allowed
     assert set(GRAPH["tcompile.minifier.gate"]) <= {"tcompile.minifier.verdict"}
-    for search in ("engine", "source_case"):
-        assert "tcompile.minifier.gate" in GRAPH[f"tcompile.minifier.{search}"]
-    assert "tcompile.minifier.gate" in GRAPH["tcompile.repro.shrink"]
+    assert set(GRAPH["tcompile.minifier.engine"]) <= allowed | one | {"tcompile.minifier.graph"}
+    for fmt in ("tcompile.minifier.engine", "tcompile.minifier.source_case",
+                "tcompile.repro.shrink"):  # fmt: skip
+        assert "tcompile.minifier.problem" in GRAPH[fmt], fmt
+    # one fixed point: both drivers are fixpoint.reduce
+    for driver in ("tcompile.minifier.reduce", "tcompile.minifier.source"):
+        assert "tcompile.minifier.fixpoint" in GRAPH[driver], driver
 
 
 def test_one_module_owns_the_run_folders_layout():

@@ -713,7 +713,7 @@ def test_a_grown_program_that_stalls_goes_back_mid_pass(monkeypatch):
 
 
 def test_a_growth_that_did_not_pay_off_is_banned_whatever_its_count():
-    from tcompile.minifier.source import _kind
+    from tcompile.minifier.fixpoint import _kind
 
     a = _kind("loop written out (2 time(s), as the run went)")
     assert a == _kind("loop written out (4 time(s), as the run went)")
