@@ -52,6 +52,10 @@ def reduce(
             problem.pass_name += " (interrupted)"
             problem.accept(problem.smallest_seen, "the smallest candidate seen failing")
         return True
+    finally:
+        if growth is not None and problem.smaller(problem.smallest, problem.best):
+            problem.best = problem.smallest  # never larger than the smallest taken
+            problem.history.append("back to the smallest candidate (later steps had grown it)")
     return False
 
 

@@ -168,9 +168,6 @@ class Problem(Generic[C]):
             return True
         return self.gate.exhausted()
 
-    def size(self, case: C) -> Any:
-        return self.fmt.size(case)
-
     def smaller(self, a: C, b: C) -> bool:
         return self.fmt.size(a) < self.fmt.size(b)
 
@@ -269,7 +266,9 @@ class Problem(Generic[C]):
             if self.max_calls is not None:
                 room = max(1, min(room, self.max_calls - self.calls))
             for item in it:
-                if self.exhausted() or (self.pause_at is not None and self.calls >= self.pause_at):
+                if self.exhausted():
+                    raise Stopped  # the limits: the search ends here (the caller keeps its best)
+                if self.pause_at is not None and self.calls >= self.pause_at:
                     break
                 cand = item if isinstance(item, Candidate) else Candidate(item)
                 if not self.allowed(cand):

@@ -144,9 +144,6 @@ def minify_source(
     finally:
         search.close()
     best = search.best
-    if search.smaller(search.smallest, best):
-        best = search.smallest
-        search.history.append("back to the smallest candidate (later steps had grown it)")
     return SourceResult(
         best,
         search.calls,
