@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 from collections.abc import Callable, Iterator
 
+from .checkpoint import load_source, save_source
 from .fixpoint import Growth, reduce
 from .source_case import (
     Hints,
@@ -99,25 +101,39 @@ def minify_source(
     stop: Callable[[], bool] = lambda: False,
     jobs: int = 1,
     progress_cb: Callable[[str, int], None] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
 ) -> SourceResult:
     """The smallest source found on which ``oracle`` still fails the same way (the
     caller checked that ``source`` itself does).  ``name``: the function a capture
     candidate is about; None: the whole program (program_passes.py).  ``jobs``:
-    candidates judged at once.  ``progress_cb(best, calls)`` after each step."""
+    candidates judged at once.  ``progress_cb(best, calls)`` after each step.
+    ``checkpoint``: a directory; the smallest source so far is written there (as the
+    graph engine's checkpoint is, on the gate's best-so-far hook), and a later call on
+    the same source resumes from it, with its history and calls."""
     from .program_passes import PROGRAM_PHASES, RESUMABLE
 
     hints = hints or Hints()
     best = ast.unparse(ast.parse(source)) + "\n"
+    saved = load_source(checkpoint, best) if checkpoint is not None else None
+    start, history, calls_before = saved or (best, [], 0)
+
+    def on_best(src: str) -> None:
+        if checkpoint is not None:
+            save_source(checkpoint, best, src, search.history, calls_before + search.calls)
+        if progress_cb is not None:
+            progress_cb(src, calls_before + search.calls)
+
     search = Search(
         oracle,
         name,
-        max_calls,
+        max_calls - calls_before,
         stop,
         jobs=jobs,
         keep=hints.keep,
-        on_best=None if progress_cb is None else (lambda src: progress_cb(src, search.calls)),
-        start=best,
+        on_best=on_best,
+        start=start,
     )
+    search.history = list(history)
     lines_before = source.strip().count("\n") + 1
     # The one problem's fixed point (problem.py), with what a program adds:
     # - enabling steps (inlining) may grow it, and the passes after them may not win it
@@ -146,7 +162,7 @@ def minify_source(
     best = search.best
     return SourceResult(
         best,
-        search.calls,
+        calls_before + search.calls,
         lines_before,
         function_lines(best, name) if name is not None else best.strip().count("\n") + 1,
         search.history,

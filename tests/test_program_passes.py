@@ -718,3 +718,22 @@ def test_a_growth_that_did_not_pay_off_is_banned_whatever_its_count():
     a = _kind("loop written out (2 time(s), as the run went)")
     assert a == _kind("loop written out (4 time(s), as the run went)")
     assert _kind("inline make") != _kind("inline step")
+
+
+def test_a_program_search_resumes_from_its_checkpoint(tmp_path):
+    """The source formats checkpoint as graphs do (the gate's best-so-far hook): a
+    search cut short by its budget, called again on the same program with the same
+    directory, goes on from the smallest program so far, its history and its calls."""
+    whole = minify_source(PROGRAM, None, _oracle, max_calls=400)
+    cut = minify_source(PROGRAM, None, _oracle, max_calls=6, checkpoint=tmp_path)
+    assert cut.stopped is False and cut.calls == 6  # the budget, not a stop
+    assert program_size(cut.source) < program_size(PROGRAM)
+    again = minify_source(PROGRAM, None, _oracle, max_calls=400, checkpoint=tmp_path)
+    assert _oracle(again.source) == "same_failure"
+    assert again.history[: len(cut.history)] == cut.history
+    # the same program as a search never cut short; the calls count both runs (the
+    # verdict cache is not kept: a small program costs a few more calls resumed)
+    assert again.source == whole.source and again.calls > cut.calls
+    # another program never resumes from this one's checkpoint
+    other = minify_source("x = 1\nboom([x])\n", None, _oracle, max_calls=50, checkpoint=tmp_path)
+    assert "boom" in other.source and other.calls < 50
