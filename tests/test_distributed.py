@@ -61,20 +61,20 @@ def _free_port():
 
 
 def test_run_names_the_one_rank_that_fails(tmp_path):
-    r, doc = _json(
-        "run", "--accuracy", "--json", "--out", str(tmp_path), *_torchrun("ddp_rank1_bug.py")
+    # one run, read twice: as a person reads it, and its result.json (--json's document)
+    human = run_tcompile(
+        "run", "--accuracy", "--out", str(tmp_path), *_torchrun("ddp_rank1_bug.py")
     )
-    assert r.returncode == 1, doc["explanation"]
+    assert "ranks: rank 1 only (of 2)" in human.stdout
+    (result,) = tmp_path.glob("run-*/result.json")
+    doc = json.loads(result.read_text())
+    assert human.returncode == 1 and doc["exit_code"] == 1, doc["explanation"]
     assert [f["rank"] for f in doc["failures"]] == [1]
     f = doc["failures"][0]
     assert f["world_size"] == 2 and f["kind"] == "accuracy" and f["graph_kind"] == "forward"
     assert doc["ranks"].startswith("rank 1 only (of 2)")
     assert {g["rank"] for g in doc["graphs"]} == {0, 1}
     assert _left_running(str(tmp_path)) == []
-    human = run_tcompile(
-        "run", "--accuracy", "--out", str(tmp_path / "h"), *_torchrun("ddp_rank1_bug.py")
-    )
-    assert "ranks: rank 1 only (of 2)" in human.stdout
 
 
 def test_run_says_when_every_rank_fails_alike(tmp_path):
