@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .problem import Candidate, Problem, Stopped
+from .problem import Candidate, Problem
 from .verdict import Verdict
 
 SourceOracle = Callable[[str], Any]
@@ -128,7 +128,6 @@ class Search(Problem[str]):
         start: str = "",
     ) -> None:
         self.name = name
-        self.stop = stop
         super().__init__(
             SourceFormat(name, [k for k in keep or [] if k]),
             start,
@@ -150,14 +149,6 @@ class Search(Problem[str]):
 
     def nth(self, tree: ast.Module, kind: Any, i: int) -> Any:
         return [n for n in ast.walk(self.scope(tree)) if isinstance(n, kind)][i]
-
-    def run(self, proposals: Proposals, best: str) -> str | None:
-        """The first proposal (in order) that is admitted and fails the same way."""
-        self.best = best
-        try:
-            return self.first_failing(proposals)
-        except Stopped:
-            return None
 
 
 def called_names(tree: ast.AST) -> set[str]:
