@@ -139,7 +139,7 @@ class Problem(Generic[C]):
         self.wall: dict[str, dict[str, float]] = {}  # per pass: calls ("runs") and seconds
         self._rechecks: dict[str, Any] = {}  # key -> future of a second, independent run
         self._sanity_case: C | None = None
-        self._sanity_done: set[str] = set()
+        self._sanity_done: set[Any] = set()
         self._pool = ThreadPoolExecutor(self.jobs) if self.jobs > 1 else None
 
     # ---- the gate --------------------------------------------------------------
@@ -242,7 +242,7 @@ class Problem(Generic[C]):
     def _getter(self, key: str | None, job: Any, sanity: Any, case: C) -> Callable[[], bool]:
         def get() -> bool:
             if sanity is not None and key not in self._sanity_done:
-                self._sanity_done.add(str(key))
+                self._sanity_done.add(key)
                 self._check_sanity(sanity.result())
             v = job.result()
             if key is not None:
