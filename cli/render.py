@@ -10,6 +10,12 @@ from rich.table import Table
 from rich.text import Text
 
 from tcompile.compiler.signature import FailureKind
+from tcompile.repro.jobs.minify_types import (
+    CaptureMinifyReport,
+    GraphMinifyReport,
+    MinifyReport,
+    ProgramMinifyReport,
+)
 
 
 def console(stderr: bool = False) -> Console:
@@ -255,7 +261,7 @@ def bisect_result(report: Any, console: Console) -> None:
     _files(report.run_dir, console)
 
 
-def minify_result(report: Any, console: Console) -> None:
+def minify_result(report: MinifyReport, console: Console) -> None:
     console.print()
     if report.repro is None:
         colour = (
@@ -265,8 +271,9 @@ def minify_result(report: Any, console: Console) -> None:
         return
     ok = "[green]verified[/green]" if report.verified else "[red]NOT verified[/red]"
     console.print(Text("failure:  ") + plain(report.signature), highlight=False)
-    capture = getattr(report, "capture", None)
-    if capture:  # a frame Dynamo could not capture: its source was minified
+    graph = report if isinstance(report, GraphMinifyReport) else None
+    if isinstance(report, CaptureMinifyReport) and report.capture:
+        capture = report.capture  # a frame Dynamo could not capture: its source was minified
         console.print(
             Text("function: ") + plain(f"{capture['entry']} at {capture['where']}"),
             highlight=False,
@@ -277,7 +284,7 @@ def minify_result(report: Any, console: Console) -> None:
             f"{report.calls}   time: {report.seconds:.1f}s",
             highlight=False,
         )
-    elif getattr(report, "level", "graph") == "program":
+    elif isinstance(report, ProgramMinifyReport):
         prog = report.program or {}
         console.print(
             f"program:  {prog.get('lines_before')} -> {prog.get('lines_after')} lines   "
@@ -289,23 +296,32 @@ def minify_result(report: Any, console: Console) -> None:
             f"graph:    {report.graph} ({report.graph_kind}), stage {report.stage}",
             highlight=False,
         )
+        nodes = f"{graph.nodes_before} -> {graph.nodes_after}" if graph else "?"
         console.print(
-            f"nodes:    {report.nodes_before} -> {report.nodes_after}   oracle calls: "
-            f"{report.calls}   time: {report.seconds:.1f}s",
+            f"nodes:    {nodes}   oracle calls: {report.calls}   time: {report.seconds:.1f}s",
             highlight=False,
         )
-    _numerics(report, console)
-    console.print(
-        f"repro:    {report.repro} ({ok}{', real inputs' if report.real_inputs else ''})",
-        highlight=False,
-    )
-    if getattr(report, "pinned_choice", None):
+    if graph is not None:
+        _numerics(graph, console)
+    real = ", real inputs" if graph is not None and graph.real_inputs else ""
+    console.print(f"repro:    {report.repro} ({ok}{real})", highlight=False)
+    if graph is not None:
+        _graph_extras(graph, console)
+    if report.launcher:
+        console.print(f"launcher: {report.launcher}", highlight=False)
+    if report.interrupted:
+        console.print("[yellow]interrupted: this is the smallest graph found so far[/yellow]")
+
+
+def _graph_extras(report: GraphMinifyReport, console: Console) -> None:
+    """A graph's pinned autotune choice, its kernel repro and its user-level lines."""
+    if report.pinned_choice:
         console.print(
             Text("pinned:   ")
             + plain(f"{report.pinned_choice} alone (autotuning's choice that failed)"),
             highlight=False,
         )
-    kr = getattr(report, "kernel_repro", None)
+    kr = report.kernel_repro
     if kr:
         text = (
             f"{kr['path']} ({kr['kernel']} alone, verified: {kr['says']})"
@@ -314,16 +330,12 @@ def minify_result(report: Any, console: Console) -> None:
         )
         console.print(Text("kernel:   ") + plain(text), highlight=False)
     _source_level(report, console)
-    if report.launcher:
-        console.print(f"launcher: {report.launcher}", highlight=False)
-    if report.interrupted:
-        console.print("[yellow]interrupted: this is the smallest graph found so far[/yellow]")
 
 
-def _source_level(report: Any, console: Console) -> None:
+def _source_level(report: GraphMinifyReport, console: Console) -> None:
     """The user's lines of the minimal graph, and --level source's user-level repro."""
-    lines = getattr(report, "source_lines", None) or []
-    src = getattr(report, "source", None)
+    lines = report.source_lines or []
+    src = report.source
     if src is None:
         return
     for e in lines[:5]:
@@ -362,12 +374,12 @@ def diverges(first: dict[str, Any], graph: Any = None) -> Text | None:
     return Text("diverges: ") + plain(f"graph {graph}: {text}" if graph is not None else text)
 
 
-def _numerics(report: Any, console: Console) -> None:
+def _numerics(report: GraphMinifyReport, console: Console) -> None:
     """An accuracy failure: where its values first go wrong, and which switch fixes it."""
-    line = diverges(((getattr(report, "divergence", None) or {}).get("minimal")) or {})
+    line = diverges(((report.divergence or {}).get("minimal")) or {})
     if line is not None:
         console.print(line, highlight=False)
-    switches = getattr(report, "switches", None)
+    switches = report.switches
     if switches:
         console.print(Text("numerics: ") + plain(switches["verdict"]), highlight=False)
 

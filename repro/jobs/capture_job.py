@@ -31,7 +31,7 @@ from tcompile.compiler.signature import FailureSignature
 from tcompile.minifier.verdict import Verdict
 
 from .minify_search import Interrupts
-from .minify_types import CaptureSummary, MinifyReport
+from .minify_types import CaptureMinifyReport, CaptureSummary, MinifyReport
 
 MAX_CALLS = 300  # oracle calls for the source search
 SHRINK_CALLS = 24  # and for the inputs
@@ -74,7 +74,7 @@ def minify_capture(
     target = FailureSignature.from_json(meta.get("signature") or {})
     rdir = Path(run_dir or new_run_dir(out, "minify"))
     options = dict(meta.get("compile") or {})
-    report = MinifyReport(
+    report = CaptureMinifyReport(
         ExitCode.COMPILER_FAILURE,
         "",
         signature=str(target),

@@ -25,7 +25,7 @@ from tcompile.compiler.observer import Observer
 from tcompile.compiler.protocol import CAPTURE_COLLECTIVES, CAPTURE_META, HookConfig, ServeSpec
 from tcompile.compiler.runner import run_process
 
-from .minify_types import MinifyReport
+from .minify_types import GraphMinifyReport, MinifyReport
 
 
 def minify_rank(
@@ -68,7 +68,7 @@ def minify_rank(
     )
     run_process(command, config, timeout=timeout, stdout=stdout, stderr=stderr)
     if not (capture_dir / CAPTURE_META).exists():
-        return MinifyReport(
+        return GraphMinifyReport(
             ExitCode.COMPILER_FAILURE,
             f"could not minify: the job did not reach {where} again",
             signature=target.text,
@@ -90,8 +90,10 @@ def minify_rank(
     )
     alone = "a fake process group answering its collectives" if meta.get("collectives") else ""
     observer.status(f"minifying {where} in single processes ({alone or 'no process group'})")
-    report = launch(
-        str(launcher), jobs=jobs, out=str(run_dir), real_inputs=real_inputs, observer=observer
+    report = GraphMinifyReport.of(
+        launch(
+            str(launcher), jobs=jobs, out=str(run_dir), real_inputs=real_inputs, observer=observer
+        )
     )
     report.launcher = str(launcher)
     report.graph = target.graph

@@ -17,7 +17,7 @@ from tcompile.compiler.signature import FailureKind
 from tcompile.minifier.verdict import Verdict
 
 from .minify_search import Interrupts, inputs_json, read_capture, search_graph, shrink_minimal
-from .minify_types import Job, MinifyReport
+from .minify_types import GraphMinifyReport, Job
 
 
 def _why_alone(exc: Exception, job: Job) -> str:
@@ -34,7 +34,7 @@ def _why_alone(exc: Exception, job: Job) -> str:
     )
 
 
-def minify_captured(job: Job) -> MinifyReport:
+def minify_captured(job: Job) -> GraphMinifyReport:
     from tcompile.compiler.pool import WorkerPool
     from tcompile.minifier import MinifyError
 
@@ -110,6 +110,7 @@ def minify_captured(job: Job) -> MinifyReport:
         ops=graph_ops(result.gm),
         graph_kind=job.graph_kind,
         stage=meta["stage"],
+        after=job.config.serve.level,  # type: ignore[union-attr]  # the form minified
         interrupted=result.stopped or cut,
         worker_restarts=pool.restarts,
         history=[dataclasses.asdict(h) for h in result.history],

@@ -33,7 +33,7 @@ from tcompile.compiler.signature import FailureKind, FailureSignature
 from .classify import run_and_classify
 from .minify_graph import minify_captured
 from .minify_target import choose_target, graphless_report
-from .minify_types import After, Job, Level, MinifyOptions, MinifyReport
+from .minify_types import After, GraphMinifyReport, Job, Level, MinifyOptions, MinifyReport
 
 __all__ = ["Job", "MinifyReport", "minify_captured", "minify_next", "run_minify"]
 
@@ -68,7 +68,8 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
         graph_only = dataclasses.replace(opts, level=Level.GRAPH)
         return with_source_level(command, _run_minify(command, graph_only), opts)
     report = _run_minify(command, opts)
-    if report.alone_passes and asked == Level.AUTO and report.run_dir:
+    alone = isinstance(report, GraphMinifyReport) and report.alone_passes
+    if alone and asked == Level.AUTO and report.run_dir:
         from tcompile.repro.program_harness import prelude_for
 
         from .program_job import minify_program

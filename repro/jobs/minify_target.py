@@ -12,7 +12,7 @@ from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.signature import FailureKind
 
-from .minify_types import After, MinifyReport
+from .minify_types import After, CaptureMinifyReport, MinifyReport
 
 
 def pick_failure(failures: list[Failure], graph: int | None, match: str | None) -> Failure | None:
@@ -42,7 +42,7 @@ def graphless_report(target: Failure, run_dir: Path, t0: float) -> MinifyReport:
             seconds=time.monotonic() - t0,
         )
     record = target.record
-    return MinifyReport(
+    return CaptureMinifyReport(
         ExitCode.COMPILER_FAILURE,
         "the failure is in TorchDynamo's capture, before any graph exists: nothing to minify "
         f"({target.text})"

@@ -91,53 +91,74 @@ class SourceSummary(ProgramSummary, total=False):
     error: str
 
 
+# The minify reports, one type per kind of minify.  Every kind writes every field of
+# the --json contract (JSON_FIELDS, in this order): a field a kind has no use for is
+# written as its default, as when one record held them all.  A kind's own fields are
+# on its own type, so what each minify fills is read from the types, not the writers.
+
+
 @dataclasses.dataclass
 class MinifyReport:
+    """What every minify says, and all that a minify which found nothing to do says
+    (no compiler failure, not a compiler bug, a failure outside any graph)."""
+
     exit_code: int
     message: str
-    repro: str | None = None
-    launcher: str | None = None
-    nodes_before: int | None = None
-    nodes_after: int | None = None
-    calls: int | None = None
     seconds: float = 0.0
     signature: str | None = None
-    verified: bool = False
-    eager_passes: bool | None = None
-    real_inputs: bool = False
+    run_dir: str | None = None
+    interrupted: bool = False
+    # what was minified: a graph (dynamo/aot), a capture failure's function, the
+    # program (program_job.py); "source": a graph, then a user-level repro from it
+    level: str = "graph"
+    report: str | None = None  # --report: report.md
+    # where the failure was tied: its graph (also for the program level, when that
+    # graph passed alone), the stage that shows it, and the graph's kind
     graph: int | None = None
     graph_kind: str | None = None
     stage: str | None = None
-    after: str = "dynamo"
-    run_dir: str | None = None
-    interrupted: bool = False
-    worker_restarts: int = 0
-    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    # the graph search, per pass: oracle calls, candidates kept, seconds
-    passes: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    record: str | None = None  # a capture failure's frame, for `tcompile replay`
-    repro_form: str | None = None  # short | long (the long form carries tcompile's helpers)
+    launcher: str | None = None  # minifier_launcher.py, to minify again without the program
+    # the repro, once written
+    repro: str | None = None
+    verified: bool = False
+    eager_passes: bool | None = None
+    repro_form: str | None = None  # short | long | capture | program
     repro_lines: int | None = None
     repro_bytes: int | None = None
+    repro_output: str | None = None  # what the verified repro printed
+    # the search: oracle calls, its steps, the workers that had to be restarted
+    calls: int | None = None
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    worker_restarts: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        mine = dataclasses.asdict(self)
+        return {k: mine[k] if k in mine else _default(k) for k in JSON_FIELDS} | mine
+
+
+@dataclasses.dataclass
+class GraphMinifyReport(MinifyReport):
+    """A graph minified (minify_graph.py; one rank's graph: dist_minify.py; with the
+    user-level repro beside it: source_level.py)."""
+
+    nodes_before: int | None = None
+    nodes_after: int | None = None
+    after: str = "dynamo"
+    # the graph search, per pass: oracle calls, candidates kept, seconds
+    passes: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    real_inputs: bool = False
     sidecar: bool = False  # real input values too large to embed, beside the repro
     kernel: str | None = None  # inductor's generated code for the minimal graph
     inputs: InputsSummary | None = None  # input shrinking: numel before/after, calls, seconds
     ops: list[str] | None = None  # the ops of the minimal graph (its culprit, for one node)
     device: str | None = None  # where the repro's tensors live
-    repro_output: str | None = None  # what the verified repro printed
     pinned_choice: str | None = None  # the autotune choice the repro compiles with alone
-    report: str | None = None  # --report: report.md
     repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
-    capture: CaptureSummary | None = None  # a capture failure: the function minified
     rank: int | None = None  # a distributed job: the rank whose graph was minified
     # a graph with collectives: the inputs that add back what the other ranks sent in
     # the job (compiler/collectives.py), e.g. ["from_other_ranks_0"]; [] none needed;
     # None: nothing replayed (no collectives, or none recorded: a status line says why)
     replayed_collectives: list[str] | None = None
-    # what was minified: a graph (dynamo/aot, see ``after``), a capture failure's
-    # function, or the program itself (program_job.py)
-    level: str = "graph"
-    program: ProgramSummary | None = None  # the program level: lines, runs, control
     # the graph failed in the program but passes alone (the failure needs what ran before)
     alone_passes: bool = False
     # an accuracy failure: the first node whose values go wrong, in the full and the
@@ -153,8 +174,52 @@ class MinifyReport:
     # repro_lines, calls, seconds, lines_before, lines_after, ...; or error)
     source: SourceSummary | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    @classmethod
+    def of(cls, report: MinifyReport) -> GraphMinifyReport:
+        """``report`` as a graph's report (one that ended before its graph was minified)."""
+        if isinstance(report, cls):
+            return report
+        return cls(**{f.name: getattr(report, f.name) for f in dataclasses.fields(MinifyReport)})
+
+
+@dataclasses.dataclass
+class CaptureMinifyReport(MinifyReport):
+    """A frame Dynamo could not capture, minified from its record (capture_job.py)."""
+
+    record: str | None = None  # the frame's record, for `tcompile replay`
+    capture: CaptureSummary | None = None  # the function minified
+
+
+@dataclasses.dataclass
+class ProgramMinifyReport(MinifyReport):
+    """The program's own source minified (program_job.py)."""
+
+    level: str = "program"
+    program: ProgramSummary | None = None  # lines, runs, control
+
+
+# the --json contract of `tcompile minify`: every field, in its order (add, never drop)
+JSON_FIELDS = (
+    "exit_code", "message", "repro", "launcher", "nodes_before", "nodes_after", "calls",
+    "seconds", "signature", "verified", "eager_passes", "real_inputs", "graph", "graph_kind",
+    "stage", "after", "run_dir", "interrupted", "worker_restarts", "history", "passes",
+    "record", "repro_form", "repro_lines", "repro_bytes", "sidecar", "kernel", "inputs", "ops",
+    "device", "repro_output", "pinned_choice", "report", "repro_before", "capture", "rank",
+    "replayed_collectives", "level", "program", "alone_passes", "divergence", "switches",
+    "kernel_repro", "source_lines", "source",
+)  # fmt: skip
+KINDS = (MinifyReport, GraphMinifyReport, CaptureMinifyReport, ProgramMinifyReport)
+
+
+def _default(name: str) -> Any:
+    """A field's value in a report of a kind that does not have it."""
+    for kind in KINDS[1:]:
+        for f in dataclasses.fields(kind):
+            if f.name == name:
+                if f.default_factory is not dataclasses.MISSING:
+                    return f.default_factory()
+                return f.default
+    raise KeyError(name)
 
 
 @dataclasses.dataclass
@@ -199,8 +264,8 @@ class Job:
     pool: Any = None  # a pool whose first worker already serves the graph
     message: str = ""  # the failure's unscrubbed text (an autotune choice: autotune.py)
 
-    def report(self, code: int, message: str, **kw: Any) -> MinifyReport:
-        return MinifyReport(
+    def report(self, code: int, message: str, **kw: Any) -> GraphMinifyReport:
+        return GraphMinifyReport(
             int(code),
             message,
             signature=str(self.signature),

@@ -37,7 +37,7 @@ from tcompile.repro.program_files import inline_modules, program_files
 from tcompile.repro.program_harness import accuracy_check, program_repro
 from tcompile.repro.verify import verify_program_repro
 
-from .minify_types import MinifyReport, ProgramSummary
+from .minify_types import ProgramMinifyReport, ProgramSummary
 from .program_baseline import ProgramRun, script_of
 from .program_baseline import baseline as run_baseline
 
@@ -65,7 +65,7 @@ def minify_program(
     keep: list[frozenset[str]] | None = None,
     prelude: str = "",
     first: bool = False,
-) -> MinifyReport:
+) -> ProgramMinifyReport:
     """``accuracy``: candidates run with that check (``--level program``: the check of
     each compiled call, program_harness.accuracy_check); ``keep``: anchors, the names each
     source line of the minimal graph calls (the engine never judges a candidate that
@@ -105,7 +105,7 @@ def minify_program(
     if baseline is None and first:
         _close_pool(pool)
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing to report: leave no files
-        return MinifyReport(
+        return ProgramMinifyReport(
             ExitCode.OK,
             "no compiler failure: the program runs to the end, and its torch.compile'd "
             "calls agree with eager: nothing to minify",
@@ -269,7 +269,7 @@ def _finish(
     t0: float,
     seconds: float,
     earlier: list[str] | None = None,
-) -> MinifyReport:
+) -> ProgramMinifyReport:
     """repro.py from the best program, verified (unless interrupted), and the report.
 
     A repro that does not reproduce in its fresh interpreter most often fails for some
@@ -388,12 +388,7 @@ def _write(path: Path, text: str) -> None:
     layout.write_file(path, text, mode=0o755)
 
 
-def _report(run: ProgramRun, code: int, message: str, t0: float, **kw: Any) -> MinifyReport:
-    return MinifyReport(
-        int(code),
-        message,
-        run_dir=str(run.run_dir),
-        seconds=time.monotonic() - t0,
-        level="program",
-        **kw,
+def _report(run: ProgramRun, code: int, message: str, t0: float, **kw: Any) -> ProgramMinifyReport:
+    return ProgramMinifyReport(
+        int(code), message, run_dir=str(run.run_dir), seconds=time.monotonic() - t0, **kw
     )

@@ -26,7 +26,7 @@ from typing import Any
 from tcompile.compiler.observer import NullObserver
 from tcompile.repro.program_harness import prelude_for
 
-from .minify_types import MinifyOptions, MinifyReport, SourceSummary
+from .minify_types import GraphMinifyReport, MinifyOptions, MinifyReport, SourceSummary
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>.*)')
 
@@ -91,15 +91,18 @@ def anchors(lines: list[dict[str, Any]], source: str) -> list[frozenset[str]]:
 def with_source_level(
     command: list[str], report: MinifyReport, opts: MinifyOptions
 ) -> MinifyReport:
-    """The graph's report, with the user-level repro made from the program."""
+    """The graph's report, with the user-level repro made from the program (a report
+    of another kind -- no graph holds the failure -- is returned as it is)."""
     from tcompile.compiler.exitcodes import UsageError
     from tcompile.repro.program_files import program_files
 
     from .program_job import minify_program, script_of
 
     report.level = "source"
-    if not report.repro or not report.run_dir or report.graph is None:
-        return report  # no graph holds it (said already), or nothing was minified
+    if not isinstance(report, GraphMinifyReport) or report.graph is None:
+        return report  # no graph holds it (said already)
+    if not report.repro or not report.run_dir:
+        return report  # nothing was minified
     try:
         script, _, _ = script_of(command)
         files = program_files(script, opts.include)

@@ -1,0 +1,80 @@
+"""The minify reports: one type per kind of minify, one --json contract (fast: no
+compiles, no torch)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from tcompile.cli.render import minify_result
+from tcompile.repro.jobs.minify_types import (
+    JSON_FIELDS,
+    KINDS,
+    CaptureMinifyReport,
+    GraphMinifyReport,
+    MinifyReport,
+    ProgramMinifyReport,
+)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+def test_every_kind_writes_every_field_of_the_contract_in_order(kind):
+    doc = kind(1, "m").to_json()
+    assert list(doc) == list(JSON_FIELDS)
+    assert len(JSON_FIELDS) == len(set(JSON_FIELDS)) == 45
+
+
+def test_a_field_a_kind_has_not_is_written_as_its_default():
+    program = ProgramMinifyReport(1, "m", repro="r.py", program={"lines_before": 9}).to_json()
+    assert program["level"] == "program" and program["program"] == {"lines_before": 9}
+    assert program["nodes_after"] is None and program["passes"] == {}
+    assert program["after"] == "dynamo" and program["capture"] is None
+    base = MinifyReport(0, "no compiler failure").to_json()
+    assert base["level"] == "graph" and base["history"] == [] and base["real_inputs"] is False
+
+
+def test_every_field_is_on_exactly_the_kinds_that_fill_it():
+    names = [{f for f in kind.__dataclass_fields__} for kind in KINDS]
+    assert set().union(*names) == set(JSON_FIELDS)
+    base = names[0]
+    own = [n - base for n in names[1:]]
+    for i, a in enumerate(own):  # no field is declared by two kinds
+        for b in own[i + 1 :]:
+            assert not a & b
+
+
+def test_a_report_that_ended_early_becomes_a_graphs_report():
+    early = MinifyReport(2, "could not minify", graph=3, run_dir="/r", calls=4)
+    graph = GraphMinifyReport.of(early)
+    assert isinstance(graph, GraphMinifyReport)
+    assert (graph.graph, graph.run_dir, graph.calls, graph.message) == (3, "/r", 4, early.message)
+    assert GraphMinifyReport.of(graph) is graph
+
+
+def _shown(report: MinifyReport) -> str:
+    out = io.StringIO()
+    minify_result(report, Console(file=out, width=200))
+    return out.getvalue()
+
+
+def test_each_kind_renders_its_own_lines():
+    graph = GraphMinifyReport(
+        1, "m", repro="repro.py", verified=True, graph=0, graph_kind="forward",
+        stage="inductor", nodes_before=6, nodes_after=1, calls=4, real_inputs=True,
+        launcher="minifier_launcher.py",
+    )  # fmt: skip
+    text = _shown(graph)
+    assert "nodes:    6 -> 1" in text and "real inputs" in text and "launcher:" in text
+    program = ProgramMinifyReport(
+        1, "m", repro="repro.py", program={"lines_before": 18, "lines_after": 8, "runs": 5}
+    )
+    text = _shown(program)
+    assert "program:  18 -> 8 lines" in text and "real inputs" not in text
+    capture = CaptureMinifyReport(
+        1, "m", repro="repro.py", calls=3,
+        capture={"entry": "f", "where": "x.py:3", "lines_before": 9, "function_lines": 2},
+    )  # fmt: skip
+    assert "function: f at x.py:3" in _shown(capture)
+    assert "nothing to minify" in _shown(MinifyReport(0, "nothing to minify"))
