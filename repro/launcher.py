@@ -51,7 +51,9 @@ def write_launcher(
     signature: Any,
     accuracy: str,
     command: list[str],
-) -> Path:
+) -> tuple[Path, dict[str, Any]]:
+    """The launcher at ``path`` with its graph and inputs beside it; and its data, as
+    :func:`read_launcher` would read it back (signed)."""
     from tcompile import __version__
 
     graph_file = path.with_name(path.stem + layout.LAUNCHER_GRAPH_SUFFIX)
@@ -83,7 +85,7 @@ def write_launcher(
         meta=pprint.pformat(data, indent=1, width=100),
     )
     compile(text, str(path), "exec")
-    return layout.write_file(path, text)
+    return layout.write_file(path, text), data
 
 
 def _sha256(path: Path) -> str:

@@ -23,9 +23,9 @@ from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.protocol import CAPTURE_COLLECTIVES, CAPTURE_META, HookConfig, ServeSpec
-from tcompile.compiler.runner import run_process
+from tcompile.compiler.runner import new_run_dir, run_process
 
-from .minify_types import GraphMinifyReport, MinifyReport
+from .minify_types import GraphMinifyReport
 
 
 def minify_rank(
@@ -43,10 +43,11 @@ def minify_rank(
     t0: float,
     stdout: Any = None,
     stderr: Any = None,
-) -> MinifyReport:
+) -> GraphMinifyReport:
     from tcompile.repro.launcher import write_launcher
 
-    from .launcher_job import launch
+    from .launcher_job import launcher_job
+    from .minify_graph import minify_captured
     from .minify_search import read_capture
 
     where = f"graph {target.graph} on rank {target.rank}"
@@ -79,7 +80,7 @@ def minify_rank(
         )
     gm, inputs, meta = read_capture(capture_dir)
     gm, inputs, meta = _replay_collectives(capture_dir, gm, inputs, meta, observer)
-    launcher = write_launcher(
+    launcher, data = write_launcher(
         run_dir / layout.LAUNCHER,
         gm=gm,
         inputs=inputs,
@@ -90,11 +91,17 @@ def minify_rank(
     )
     alone = "a fake process group answering its collectives" if meta.get("collectives") else ""
     observer.status(f"minifying {where} in single processes ({alone or 'no process group'})")
-    report = GraphMinifyReport.of(
-        launch(
-            str(launcher), jobs=jobs, out=str(run_dir), real_inputs=real_inputs, observer=observer
-        )
+    # the launcher start case, from the data just written (not read back from disk)
+    job = launcher_job(
+        launcher.parent,
+        data,
+        Path(new_run_dir(str(run_dir), "launcher")),
+        jobs=jobs,
+        real_inputs=real_inputs,
+        observer=observer,
+        t0=time.monotonic(),
     )
+    report = minify_captured(job)
     report.launcher = str(launcher)
     report.graph = target.graph
     report.graph_kind = target.graph_kind

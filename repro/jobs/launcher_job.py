@@ -39,11 +39,30 @@ def launch(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     t0 = time.monotonic()
-    observer = observer or NullObserver()
-    sig = FailureSignature.from_json(data["signature"])
     run_dir = Path(new_run_dir(out or str(here), "launcher"))
+    job = launcher_job(
+        here, data, run_dir, jobs=jobs, real_inputs=real_inputs, observer=observer, t0=t0
+    )
+    if argv and argv[0] == "run":
+        return _launcher_check(job.command, job.config, job.signature, here, data, run_dir, t0)
+    return minify_captured(job)
+
+
+def launcher_job(
+    here: Path,
+    data: dict[str, Any],
+    run_dir: Path,
+    *,
+    jobs: int,
+    real_inputs: bool,
+    observer: Observer | None,
+    t0: float,
+) -> Job:
+    """The launcher start case: a minify job whose workers serve the launcher's graph
+    (``data``: a launcher read and checked, or one this tcompile has just written, as
+    the distributed minify does: dist_minify.py)."""
+    sig = FailureSignature.from_json(data["signature"])
     # the worker: a launcher's graph served under the hooks (child/serve.py)
-    command = [sys.executable, "-c", LAUNCHER_WORKER]
     config = HookConfig(
         dir=str(run_dir / "events"),
         accuracy=data["accuracy"],
@@ -54,10 +73,8 @@ def launch(
             launcher={"dir": str(here), "data": data},
         ),
     )
-    if argv and argv[0] == "run":
-        return _launcher_check(command, config, sig, here, data, run_dir, t0)
-    job = Job(
-        command=command,
+    return Job(
+        command=[sys.executable, "-c", LAUNCHER_WORKER],
         config=config,
         signature=sig,
         graph=0,
@@ -67,12 +84,11 @@ def launch(
         timeout=None,
         real_inputs=real_inputs,
         accuracy=data["accuracy"],
-        observer=observer,
+        observer=observer or NullObserver(),
         t0=t0,
         write_launcher=False,
         command_for_repro=data.get("command"),
     )
-    return minify_captured(job)
 
 
 def _launcher_check(

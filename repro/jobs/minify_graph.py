@@ -333,7 +333,7 @@ def _message(verified: bool, stopped: bool, cut: bool, repro: Path) -> str:
 def _write_launcher(job: Job, gm: Any, inputs: list[Any], meta: dict[str, Any]) -> str:
     from tcompile.repro.launcher import write_launcher
 
-    path = write_launcher(
+    path, _ = write_launcher(
         job.run_dir / layout.LAUNCHER,
         gm=gm,
         inputs=inputs,
