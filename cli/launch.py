@@ -12,6 +12,7 @@ def launch_main(path: str, data: dict[str, Any], argv: list[str]) -> int:
     the launcher file is read again (and checked) by the job."""
     from tcompile.compiler.exitcodes import ExitCode, UsageError
     from tcompile.repro.jobs.launcher_job import launch
+    from tcompile.repro.jobs.minify_types import GraphMinifyReport
 
     del data
     try:
@@ -20,7 +21,7 @@ def launch_main(path: str, data: dict[str, Any], argv: list[str]) -> int:
         print(f"tcompile: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     print(report.message)
-    if report.repro:
+    if isinstance(report, GraphMinifyReport) and report.repro:
         state = "verified" if report.verified else "NOT verified"
         print(
             f"nodes {report.nodes_before} -> {report.nodes_after}, {report.calls} calls, "

@@ -233,7 +233,7 @@ def _smaller_shapes(shape: list[int]) -> list[list[int]]:
 
 
 def _write(
-    report: MinifyReport,
+    report: CaptureMinifyReport,
     rdir: Path,
     found: _Found,
     final: str,

@@ -357,7 +357,7 @@ def report_after(run_dir: str, *, bisect: Any = None, minify: Any = None) -> str
         "graph": source.graph,
         "graphs": [source.graph] if source.graph is not None else [],
         "graph_kind": source.graph_kind,
-        "record": source.record,
+        "record": getattr(source, "record", None),  # bisect, or a capture failure's minify
     }
     if bisect is not None:
         bug["bisect"] = bisect.to_json()
