@@ -10,7 +10,8 @@ and imports nothing of tcompile.
                       statistics, the best-so-far hook
   problem.py          the one search problem over a case type's format: the best so
                       far, candidates judged in order (speculatively), the primitives
-                      passes search with (first failing, bisect, ddmin)
+                      passes search with (first failing, bisect)
+  ddmin.py            delta debugging over it (the graph passes' node deletion)
   fixpoint.py         its fixed point: rounds of a schedule, a pass's bug isolated,
                       passes that resume, growth steps taken back
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx as fx
 
+from .ddmin import ddmin
 from .graph import (
     Case,
     compute_nodes,
@@ -142,7 +143,7 @@ def delete_nodes(problem: Problem, case: Case) -> Case | None:
     def without(c: Case, names: list[str]) -> Case | None:
         return remove_node_set(c, names)
 
-    return problem.ddmin(case, items, without, "delete_nodes")
+    return ddmin(problem, case, items, without, "delete_nodes")
 
 
 def bypass_ops(problem: Problem, case: Case) -> Case | None:
@@ -206,7 +207,7 @@ def drop_outputs(problem: Problem, case: Case) -> Case | None:
 
     if len(output_values(case.graph)) <= 1:
         return None
-    return problem.ddmin(case, items, without, "drop_outputs")
+    return ddmin(problem, case, items, without, "drop_outputs")
 
 
 def remove_unused_inputs(problem: Problem, case: Case) -> Case | None:

@@ -18,7 +18,8 @@ how a step is written into the history.  The rest is here once:
   smallest candidate (its second run is the final check if it wins);
 * the primitives passes search with: ``first_failing`` (an ordered, possibly lazy,
   list of candidates), ``bisect_first_failing`` / ``bisect_last_failing`` (the one
-  interval search, interval.py), ``ddmin``; its fixed point is fixpoint.py.
+  interval search, interval.py); delta debugging over it is ddmin.py, its fixed point
+  fixpoint.py.
 
 Learnt from shrinkray's ReductionProblem (the format is the problem's parameter, not a
 copy of the machinery) and Hypothesis's shrinker (the cache is consulted before every
@@ -357,48 +358,6 @@ class Problem(Generic[C]):
         first = self._bisect(below, first, lambda jj: make(hi - jj))
         return hi - first if first < top else None
 
-    def ddmin(
-        self,
-        case: C,
-        items: Callable[[C], list[str]],
-        without: Callable[[C, list[str]], C | None],
-        name: str,
-    ) -> C | None:
-        """Delta debugging: remove chunks of items while the failure stays."""
-        self.pass_name = name
-        best: C | None = None
-        current = case
-        n = 2
-        while True:
-            names = items(current)
-            if len(names) < 2:
-                break
-            n = min(n, len(names))
-            chunks = _split(names, n)
-            # subsets first (keep one chunk), then complements (remove one chunk)
-            subsets = [
-                (lambda ch=ch, cur=current, ns=names: without(cur, [x for x in ns if x not in ch]))
-                for ch in chunks
-            ]
-            found = self.first_failing(subsets)
-            if found is not None:
-                current = best = found
-                self.accept(found)
-                n = 2
-                continue
-            if n > 2:
-                comp = [(lambda ch=ch, cur=current: without(cur, ch)) for ch in chunks]
-                found = self.first_failing(comp)
-                if found is not None:
-                    current = best = found
-                    self.accept(found)
-                    n = max(n - 1, 2)
-                    continue
-            if n >= len(names):
-                break
-            n = min(2 * n, len(names))
-        return best
-
     # ---- taking a step -----------------------------------------------------------
     def accept(self, case: C, what: str | None = None) -> None:
         """``case`` is the best now; the checkpoint hook runs when it is the smallest
@@ -485,14 +444,3 @@ class _Done:
 
     def result(self) -> Verdict:
         return self.value
-
-
-def _split(items: list[str], n: int) -> list[list[str]]:
-    size, extra = divmod(len(items), n)
-    out, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        if end > start:
-            out.append(items[start:end])
-        start = end
-    return out

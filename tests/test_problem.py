@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tcompile.minifier.ddmin import ddmin
 from tcompile.minifier.fixpoint import Growth, reduce
 from tcompile.minifier.gate import Stop
 from tcompile.minifier.problem import Candidate, Problem
@@ -43,7 +44,8 @@ START = tuple(range(12))
 
 
 def drop_items(problem, best):
-    return problem.ddmin(
+    return ddmin(
+        problem,
         best,
         lambda c: [str(x) for x in c],
         lambda c, out: tuple(x for x in c if str(x) not in out),
