@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from tcompile.compiler.program import ProgramFailure, ProgramOracle, ProgramTarget
+from tcompile.minifier.verdict import Verdict
 
 
 def main(argv: list[str]) -> int:
@@ -47,7 +48,7 @@ def main(argv: list[str]) -> int:
         except (OSError, ValueError):
             best = oracle.quickest
         state.write_text(str(best))
-    return 0 if verdict == "same_failure" else 1
+    return 0 if verdict is Verdict.SAME_FAILURE else 1
 
 
 if __name__ == "__main__":

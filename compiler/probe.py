@@ -12,13 +12,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tcompile.minifier.verdict import Verdict
+
 from .collect import collect, last_counts
 from .failure import Failure
 from .observer import NullObserver, Observer
 from .protocol import Event, HookConfig
-from .runner import CANCEL, run_process
+from .runner import CANCEL, ProcessResult, run_process
 from .signature import FailureKind, FailureSignature
 from .stack import SUBSYSTEMS, TOGGLES
+
+SAME = Verdict.SAME_FAILURE
 
 # an accuracy failure's message (accuracy.py): how far off, and what is allowed
 _RMSE = re.compile(
@@ -56,7 +60,7 @@ class Bisector:
         self.steps: list[dict[str, Any]] = []
         self.target: FailureSignature | None = None
         self.graphless = False  # the target failure showed outside any compiled graph
-        self._known: dict[str, bool] = {}
+        self._known: dict[str, Verdict] = {}
         self.repeat: int | None = None  # runs per configuration (None: by the failure)
         # a crash or timeout that did not show on a configuration where it showed before:
         # from then on a passing configuration is in doubt and runs up to 3 times
@@ -112,7 +116,7 @@ class Bisector:
 
     def forget_passes(self) -> None:
         """Doubt: passing verdicts so far may be false passes; failing ones stand."""
-        self._known = {k: v for k, v in self._known.items() if v}
+        self._known = {k: v for k, v in self._known.items() if v is SAME}
 
     def probe(
         self,
@@ -122,16 +126,17 @@ class Bisector:
         gate: list[int] | None = None,
         bisect: dict[str, Any] | None = None,
         reuse: bool = True,
-    ) -> tuple[bool, dict[str, Any]]:
-        """Run the program under a configuration: does the target failure show?  A
-        configuration where it does not show is run again, up to ``tries_for()``."""
+    ) -> tuple[Verdict, dict[str, Any]]:
+        """Run the program under a configuration: does the target failure show
+        (``Verdict.SAME_FAILURE``)?  A configuration where it does not show is run
+        again, up to ``tries_for()``."""
         key = repr((stage, gate, self.gate_rank, bisect))
         if reuse and key in self._known:
             return self._known[key], {"reused": True}
         tries = self.tries_for()
         for attempt in range(tries):
             verdict, info = self._run_once(label, stage, gate, bisect, attempt, tries)
-            if verdict:
+            if verdict is SAME:
                 break
         self._known[key] = verdict
         return verdict, info
@@ -144,7 +149,7 @@ class Bisector:
         bisect: dict[str, Any] | None,
         attempt: int,
         tries: int,
-    ) -> tuple[bool, dict[str, Any]]:
+    ) -> tuple[Verdict, dict[str, Any]]:
         with self._lock:
             self.runs += 1
             n = self.runs
@@ -188,11 +193,12 @@ class Bisector:
             )
             hit = [Failure.from_json(f) for d in shared for f in d["hit"]]
             counts = next((d["counts"] for d in shared if d["hit"] and d["counts"]), counts)
-        verdict = bool(hit)
+        verdict = SAME if hit else _verdict_of(result, failures)
         step = {
             "run": n,
             "what": label + (f" (try {attempt + 1} of {tries})" if attempt else ""),
-            "failed": verdict,
+            "failed": verdict is SAME,
+            "verdict": verdict.value,
             "seconds": round(time.monotonic() - t0, 2),
             "graph": hit[0].graph if hit else None,
         }
@@ -306,7 +312,7 @@ class Bisector:
             self._warm.close()
         self.fork = False
 
-    def probe_many(self, specs: list[tuple[str, dict[str, Any]]]) -> list[bool]:
+    def probe_many(self, specs: list[tuple[str, dict[str, Any]]]) -> list[Verdict]:
         if self.jobs == 1 or len(specs) == 1:
             return [self.probe(label, **kw)[0] for label, kw in specs]
         pool = ThreadPoolExecutor(self.jobs)
@@ -317,6 +323,17 @@ class Bisector:
             raise
         finally:
             pool.shutdown(wait=True)
+
+
+def _verdict_of(result: ProcessResult, failures: list[Failure]) -> Verdict:
+    """A probe whose target failure did not show: what it showed instead."""
+    if result.timed_out:
+        return Verdict.TIMEOUT
+    if result.returncode is not None and result.returncode < 0:
+        return Verdict.CRASH  # a signal (and not the target's: that would have matched)
+    if failures or result.returncode:
+        return Verdict.OTHER_FAILURE
+    return Verdict.PASS
 
 
 class _Sink:

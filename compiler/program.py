@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tcompile.minifier.verdict import Verdict
+
 from . import layout
 from .collect import collect, dying_exception
 from .protocol import STOP_EXIT, HookConfig
@@ -241,10 +243,8 @@ class ProgramOracle:
             return None
         return data if isinstance(data, dict) else None
 
-    def __call__(self, source: str) -> str:
-        """A Verdict value: same_failure, other_failure, pass or invalid."""
-        from tcompile.minifier.verdict import Verdict
-
+    def __call__(self, source: str) -> Verdict:
+        """Same failure, other failure, pass or invalid (it fails without the compiler)."""
         d = self._slot()
         path = d / self.script_name
         t = self.target
@@ -260,19 +260,19 @@ class ProgramOracle:
         )
         took = time.monotonic() - start
         if got is None:
-            return Verdict.PASS.value
+            return Verdict.PASS
         if not t.failure.same(got):
-            return Verdict.OTHER_FAILURE.value
+            return Verdict.OTHER_FAILURE
         control = (
             HookConfig(dir=str(d / "plain"), disable=True)
             if t.control == "disable"
             else HookConfig(dir=str(d / "eager"), stage="eager", record="off")
         )
         if program_failure(self.run(path, control)) is not None:
-            return Verdict.INVALID.value  # it fails anyway: not the compiler's failure
+            return Verdict.INVALID  # it fails anyway: not the compiler's failure
         with self._lock:
             self.quickest = took if self.quickest is None else min(self.quickest, took)
-        return Verdict.SAME_FAILURE.value
+        return Verdict.SAME_FAILURE
 
 
 class _Sink:

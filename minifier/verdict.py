@@ -20,11 +20,11 @@ class Verdict(str, enum.Enum):
 
 
 def as_verdict(value: Any) -> Verdict:
-    """Oracles may return a Verdict (or its value) or a bool (True: fails)."""
+    """tcompile's oracles return a Verdict; a bool (True: fails) is taken from a pure
+    oracle (tests, benchmarks).  Anything else -- a verdict's bare string among them --
+    is an oracle's bug."""
     if isinstance(value, Verdict):
         return value
     if isinstance(value, bool):
         return Verdict.SAME_FAILURE if value else Verdict.PASS
-    if isinstance(value, str):
-        return Verdict(value)
     raise TypeError(f"oracle returned {value!r}; expected a Verdict or a bool")

@@ -292,7 +292,7 @@ def test_bool_and_verdict_oracles_and_other_failures():
     r2 = minify(
         build(spec),
         [torch.randn(3)],
-        lambda g, i: "same_failure" if torch.relu in targets(g) else "pass",
+        lambda g, i: Verdict.SAME_FAILURE if torch.relu in targets(g) else Verdict.PASS,
     )
     assert targets(r2.gm) == [torch.relu]
 

@@ -55,9 +55,9 @@ def _oracle(source: str) -> str:
     try:
         exec(compile(source, "<candidate>", "exec"), namespace)  # noqa: S102
     except Exception:
-        return Verdict.INVALID.value
+        return Verdict.INVALID
     ok = any(isinstance(c, list) for c in calls)
-    return Verdict.SAME_FAILURE.value if ok else Verdict.PASS.value
+    return Verdict.SAME_FAILURE if ok else Verdict.PASS
 
 
 def test_a_program_shrinks_to_what_its_failure_needs():
@@ -533,7 +533,7 @@ def test_what_a_run_shows_writes_loops_out_folds_branches_and_fakes_data(tmp_pat
         return json.loads(path.read_text())
 
     def oracle(source: str) -> str:
-        return Verdict.SAME_FAILURE.value if _exec_fails(source) else Verdict.PASS.value
+        return Verdict.SAME_FAILURE if _exec_fails(source) else Verdict.PASS
 
     assert oracle(OBSERVED) == "same_failure"
     result = minify_source(OBSERVED, None, oracle, hints=Hints(observe=observe), max_calls=300)
@@ -698,7 +698,11 @@ def test_a_grown_program_that_stalls_goes_back_mid_pass(monkeypatch):
             yield Proposal(tree, f"drop {i}")
 
     def oracle(source: str) -> str:  # the failure needs every a_i
-        return "same_failure" if all(f"a{i} = {i}" in source for i in range(60)) else "pass"
+        return (
+            Verdict.SAME_FAILURE
+            if all(f"a{i} = {i}" in source for i in range(60))
+            else Verdict.PASS
+        )
 
     monkeypatch.setattr(program_passes, "PROGRAM_PHASES", ((grow, keep_n),))
     src = "".join(f"a{i} = {i}\n" for i in range(60))

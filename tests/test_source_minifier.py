@@ -118,7 +118,9 @@ def test_constants_become_literals_and_module_lists_unroll():
     hints = S.Hints(attrs={"self.scale": {"constant": "0.5"}}, lengths={"self.blocks": 2})
 
     def oracle(s):  # fails while a block is called and its output scaled
-        return Verdict.SAME_FAILURE if "blocks" in s and ("scale" in s or "0.5" in s) else "pass"
+        return (
+            Verdict.SAME_FAILURE if "blocks" in s and ("scale" in s or "0.5" in s) else Verdict.PASS
+        )
 
     out = S.minify_source(src, "forward", oracle, hints=hints)
     assert "for " not in out.source and "self.scale" not in out.source

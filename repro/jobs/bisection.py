@@ -36,6 +36,7 @@ from tcompile.compiler.runner import command_args, new_run_dir
 from tcompile.compiler.signature import FailureKind
 from tcompile.compiler.stack import LADDER
 from tcompile.minifier.interval import first_failing
+from tcompile.minifier.verdict import Verdict
 
 from .bisect_report import BisectReport
 from .classify import RunReport, base_counts, run_and_classify
@@ -311,8 +312,8 @@ class _Bisection:
         culprit = top
         for stage in reversed(ladder):
             self.b.observer.status(f"stage: does it fail with --backend {stage}?")
-            failed, info = self.b.probe(f"stage {stage}", stage=stage)
-            if not failed:
+            verdict, info = self.b.probe(f"stage {stage}", stage=stage)
+            if verdict is not Verdict.SAME_FAILURE:
                 break
             culprit = stage
             target = info["failures"][0]
@@ -343,10 +344,10 @@ class _Bisection:
         what = f"only rank {rank}" + (f"'s graph {graph}" if gate else "")
         self.b.observer.status(f"rank: does compiling {what} reproduce it?")
         self.b.gate_rank = rank
-        failed, info = self.b.probe(
+        verdict, info = self.b.probe(
             f"{what} compiled with {culprit_stage}", stage=stage_arg, gate=gate
         )
-        if not failed:
+        if verdict is not Verdict.SAME_FAILURE:
             self.b.gate_rank = None
             return False, None, counts
         return True, gate, info["counts"]
@@ -364,10 +365,10 @@ class _Bisection:
         if graph is None or len(dynamo_graphs) <= 1:
             return None, counts
         self.b.observer.status(f"graph: does compiling only graph {graph} reproduce it?")
-        failed, info = self.b.probe(
+        verdict, info = self.b.probe(
             f"only graph {graph} compiled with {culprit_stage}", stage=stage_arg, gate=[graph]
         )
-        if not failed:
+        if verdict is not Verdict.SAME_FAILURE:
             return None, counts
         return [graph], info["counts"]  # applications are numbered in the gated runs' order
 
@@ -399,7 +400,7 @@ class _Bisection:
             }
 
         def fails(pts: list[int]) -> list[bool]:
-            return b.probe_many(
+            verdicts = b.probe_many(
                 [
                     (
                         f"enable {p} of {len(items)} ({describe(items[p - 1]) if p else 'none'})",
@@ -408,6 +409,7 @@ class _Bisection:
                     for p in pts
                 ]
             )
+            return [v is Verdict.SAME_FAILURE for v in verdicts]
 
         # the binary search's first points at the op's applications, where one is known
         first = guesses(items, guide) if guide else []
@@ -441,7 +443,8 @@ class _Bisection:
         pass is what a flaky failure makes, so k - 1 runs once more.  True: it failed."""
         b = self.b
         b.observer.status("confirming: running the configuration below the culprit again")
-        flipped = b.probe("confirm: culprit disabled", reuse=False, **config(k - 1))[0]
+        again = b.probe("confirm: culprit disabled", reuse=False, **config(k - 1))[0]
+        flipped = again is Verdict.SAME_FAILURE
         found["flaky"] = flipped
         if flipped:
             found["flaky_detail"] = (

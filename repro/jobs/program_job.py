@@ -250,7 +250,7 @@ def _fork(oracle: ProgramOracle, source: str, pool: Future[Any] | None, observer
         return False
     from tcompile.minifier.verdict import Verdict
 
-    if oracle(source) != Verdict.SAME_FAILURE.value:
+    if oracle(source) is not Verdict.SAME_FAILURE:
         observer.status("a forked run of the program does not fail as a fresh one: fresh runs")
         oracle.fork.close()
         oracle.fork = None
