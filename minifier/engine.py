@@ -20,7 +20,7 @@ from .gate import Gate, Stop
 from .graph import Case, own_copy
 from .problem import Problem as _OneProblem
 from .problem import Stopped
-from .verdict import Verdict
+from .verdict import GraphOracle, Verdict
 
 __all__ = [
     "Gate", "GraphFormat", "MinifyError", "MinifyResult", "Problem", "Progress", "Step", "Stop",
@@ -70,7 +70,7 @@ class MinifyResult:
     passes: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
-Oracle = Callable[[Any, list[Any]], Any]
+Oracle = GraphOracle  # the name the engine's API has always had
 
 
 class GraphFormat:

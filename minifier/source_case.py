@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .problem import Candidate, Problem
-from .verdict import Verdict
+from .verdict import SourceOracle, Verdict
 
-SourceOracle = Callable[[str], Any]
 BINDINGS, INPUTS = "__bindings__", "__inputs__"
 
 

@@ -7,6 +7,7 @@ decides) is this module alone.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any
 
 
@@ -17,6 +18,13 @@ class Verdict(str, enum.Enum):
     CRASH = "crash"  # the process judging it died (and not of this failure)
     TIMEOUT = "timeout"  # the process judging it ran past its time
     INVALID = "invalid"  # not a program: the candidate does not run eagerly
+
+
+# The oracles, by what they are handed; each answers a Verdict (a pure oracle -- a
+# test's, a benchmark's -- may answer a bool: True, it fails the same way).
+Answer = Verdict | bool
+GraphOracle = Callable[[Any, list[Any]], Answer]  # a graph and its inputs: graphs, inputs
+SourceOracle = Callable[[str], Answer]  # a module's source: a frame's, a program's
 
 
 def as_verdict(value: Any) -> Verdict:

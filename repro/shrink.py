@@ -26,10 +26,8 @@ from typing import Any
 
 from ..minifier.interval import find_integer
 from ..minifier.problem import Candidate, Problem, Stopped
-from ..minifier.verdict import Verdict
+from ..minifier.verdict import GraphOracle, Verdict
 from .inputs import INLINE_LIMIT, InputSpec, build, spec_of, total_numel, with_values
-
-Oracle = Callable[[Any, list[Any]], bool]  # True: the same failure shows
 
 
 @dataclasses.dataclass
@@ -72,7 +70,12 @@ class _Search(Problem[list[Any]]):
     deadline, the job's stop), one step at a time."""
 
     def __init__(
-        self, gm: Any, oracle: Oracle, budget: int, stop: Callable[[], bool], deadline: float | None
+        self,
+        gm: Any,
+        oracle: GraphOracle,
+        budget: int,
+        stop: Callable[[], bool],
+        deadline: float | None,
     ) -> None:
         def out_of_time() -> bool:
             return deadline is not None and time.monotonic() > deadline
@@ -107,7 +110,7 @@ class _Search(Problem[list[Any]]):
 def shrink_inputs(
     gm: Any,
     inputs: list[Any],
-    oracle: Oracle,
+    oracle: GraphOracle,
     *,
     budget: int = 40,
     stop: Callable[[], bool] = lambda: False,

@@ -91,7 +91,6 @@ def shrink_minimal(
     """The minimal graph's inputs, shrunk with the same workers (shrink.py)."""
     import torch
 
-    from tcompile.minifier.verdict import Verdict
     from tcompile.repro.shrink import shrink_inputs
 
     plain = (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, type(None))
@@ -106,7 +105,7 @@ def shrink_minimal(
         shrunk = shrink_inputs(
             result.gm,
             result.inputs,
-            lambda g, i: pool.evaluate(g, i)[0] is Verdict.SAME_FAILURE,
+            lambda g, i: pool.evaluate(g, i)[0],
             stop=stop.is_set,
             # a bounded share of the whole job: at most half the graph search (or 20 s)
             seconds=max(20.0, 0.5 * result.seconds),
