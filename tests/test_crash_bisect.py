@@ -7,6 +7,7 @@ import random
 from tcompile.compiler.observer import NullObserver
 from tcompile.compiler.probe import Bisector, items_of
 from tcompile.compiler.signature import FailureSignature
+from tcompile.minifier.verdict import Verdict
 from tcompile.repro.jobs.bisection import _Bisection
 
 COUNTS = {"lowerings": [f"op{i}" for i in range(40)]}
@@ -34,8 +35,9 @@ class FakeBisector(Bisector):
         self.runs += 1
         limit = bisect["limits"].get("lowerings")
         enabled = limit is None or self.culprit < limit
-        verdict = enabled and self.rng.random() < self.rate
-        self.steps.append({"what": label, "failed": verdict})
+        failed = enabled and self.rng.random() < self.rate
+        self.steps.append({"what": label, "failed": failed})
+        verdict = Verdict.SAME_FAILURE if failed else Verdict.PASS
         return verdict, {"failures": [], "graphs": [], "counts": COUNTS}
 
 
