@@ -45,14 +45,6 @@ def test_every_field_is_on_exactly_the_kinds_that_fill_it():
             assert not a & b
 
 
-def test_a_report_that_ended_early_becomes_a_graphs_report():
-    early = MinifyReport(2, "could not minify", graph=3, run_dir="/r", calls=4)
-    graph = GraphMinifyReport.of(early)
-    assert isinstance(graph, GraphMinifyReport)
-    assert (graph.graph, graph.run_dir, graph.calls, graph.message) == (3, "/r", 4, early.message)
-    assert GraphMinifyReport.of(graph) is graph
-
-
 def _shown(report: MinifyReport) -> str:
     out = io.StringIO()
     minify_result(report, Console(file=out, width=200))

@@ -174,13 +174,6 @@ class GraphMinifyReport(MinifyReport):
     # repro_lines, calls, seconds, lines_before, lines_after, ...; or error)
     source: SourceSummary | None = None
 
-    @classmethod
-    def of(cls, report: MinifyReport) -> GraphMinifyReport:
-        """``report`` as a graph's report (one that ended before its graph was minified)."""
-        if isinstance(report, cls):
-            return report
-        return cls(**{f.name: getattr(report, f.name) for f in dataclasses.fields(MinifyReport)})
-
 
 @dataclasses.dataclass
 class CaptureMinifyReport(MinifyReport):
