@@ -46,7 +46,8 @@ def main() -> None:
 
     Exit codes: 0 no compiler failure, 1 compiler failure found, 2 usage error,
     3 the program fails the same way without torch.compile (not a compiler bug),
-    4 tcompile itself failed, 130 interrupted.
+    4 tcompile itself failed, 5 the program failed once and passed when run again, with
+    torch.compile and without (flaky), 130 interrupted.
     """
     # SIGTERM (a CI timeout, `kill`) ends tcompile like Ctrl-C: the programs it runs,
     # each in its own process group, are killed on the way out.

@@ -161,5 +161,9 @@ def exit_codes(command: str) -> str:
     rest = "2 bad input (a script, a flag, a file); "
     if command in ("run", "bisect", "minify", "replay", "report", "merge"):
         rest += "3 the program fails the same way without torch.compile: not a compiler bug; "
+    if command in ("run", "bisect", "minify", "report", "merge"):
+        rest += (
+            "5 it failed once and passed when run again, with torch.compile and without: flaky; "
+        )
     rest += "4 tcompile itself failed; 130 interrupted (Ctrl-C, SIGTERM)"
     return f"\b\nExit codes: {_CODES[command]};\n{rest}."

@@ -1,7 +1,8 @@
 """Exit codes and the errors that map to them: one table for every command.
 
 A failure of the user's program is not a failure of tcompile: ``NOT_COMPILER`` says
-the program fails the same way without torch.compile, ``INTERNAL`` that tcompile
+the program fails the same way without torch.compile, ``FLAKY`` that it
+failed once and then passed, with torch.compile and without, ``INTERNAL`` that tcompile
 itself went wrong, ``USAGE`` that the input (a script, a flag, a file) is bad.
 """
 
@@ -16,6 +17,9 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # bad input: a missing script, a bad flag, a corrupt or untrusted file
     NOT_COMPILER = 3  # the program fails the same way without torch.compile
     INTERNAL = 4  # tcompile itself failed (its own stack could not be built, a bug)
+    # the command failed once, then passed when run again with torch.compile and
+    # without: a flaky failure, not shown to be the compiler's
+    FLAKY = 5
     INTERRUPTED = 130  # Ctrl-C or SIGTERM (128 + SIGINT, as shells say it)
 
 

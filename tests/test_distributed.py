@@ -242,7 +242,11 @@ def test_a_job_that_compiles_nothing_says_so_and_why(tmp_path):
     """torch.compile(DDP(model)): Dynamo skips the wrapped forward, nothing is compiled;
     the run says so, with Dynamo's reasons, instead of a bare 'clean'."""
     r, doc = _json("run", "--json", "--out", str(tmp_path), *_torchrun("ddp_compiled_outside.py"))
-    assert r.returncode == 0 and doc["graphs"] == []
+    assert doc["graphs"] == []
+    # gloo's destructor can abort a rank at exit after destroy_process_group (torch's own
+    # race: 0 of 42 plain runs, 2 of 25 under tcompile here, once on CI): the compiled run
+    # then fails and the runs after it pass -- flaky, at teardown, never a compiler failure
+    assert r.returncode == 0 or (r.returncode == 5 and doc["flaky"]["at_teardown"]), doc
     said = [n["text"] for n in doc["notes"] if "no graph was compiled" in n["text"]]
     assert said and "skipfiles" in said[0], doc["notes"]
 

@@ -122,3 +122,28 @@ def test_timeout_kills_the_group(tmp_path):
     # sleeps without torch.compile too: a timeout that is not a compiler bug
     assert doc["exit_code"] == 3
     assert doc["seconds"] < 20
+
+
+def test_a_failure_that_does_not_come_back_is_flaky_not_a_compiler_failure(tmp_path):
+    """The program fails on its first run only (a marker file): the run without
+    torch.compile passes, and so does the compiled command run again (the locating run):
+    exit 5, verdict "flaky", what each run showed -- no failure row, no next command, and
+    bisect and minify say the same instead of searching."""
+    marker = tmp_path / "marker"
+    r = run_tcompile(
+        "run", "--json", "--out", str(tmp_path / "r"), str(FIXTURES / "fails_once.py"), str(marker)
+    )
+    doc = json.loads(r.stdout)
+    assert r.returncode == doc["exit_code"] == 5, doc["explanation"]
+    assert doc["verdict"] == "flaky" and doc["failures"] == [] and doc["next_command"] is None
+    flaky = doc["flaky"]
+    assert flaky["first"].startswith("exit 1") and flaky["at_teardown"] is False, flaky
+    assert flaky["again"] == flaky["plain"] == "success (exit 0)", flaky
+    assert "failed once under torch.compile" in doc["explanation"]
+    marker.unlink()
+    r = run_tcompile(
+        "bisect", "--json", "--out", str(tmp_path / "b"), str(FIXTURES / "fails_once.py"),
+        str(marker),
+    )  # fmt: skip
+    doc = json.loads(r.stdout)
+    assert r.returncode == 5 and doc["flaky"] and "flaky" in doc["message"], doc["message"]

@@ -175,6 +175,9 @@ class _Bisection:
             counts = self.share_baseline(base, counts)
         if base.exit_code == ExitCode.NOT_COMPILER:
             return self.done(ExitCode.NOT_COMPILER, base.explanation)
+        if base.exit_code == ExitCode.FLAKY:  # it failed once, then passed: no search
+            detail = "failed 1 of 2 runs under torch.compile; passed without it"
+            return self.done(ExitCode.FLAKY, base.explanation, flaky=True, flaky_detail=detail)
         if not base.failures:
             return self.done(
                 ExitCode.OK, "the program never fails under torch.compile: nothing to bisect"

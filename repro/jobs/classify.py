@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 import shutil
 import time
@@ -44,7 +45,7 @@ class RunReport:
     failures: list[Failure]
     notes: list[dict[str, Any]]
     exit_code: int
-    verdict: str  # "clean" | "compiler-failure" | "not-a-compiler-bug"
+    verdict: str  # "clean" | "compiler-failure" | "not-a-compiler-bug" | "flaky"
     explanation: str
     returncode: int | None
     seconds: float
@@ -61,6 +62,9 @@ class RunReport:
     # how the program itself ended, as a plain run shows it: {returncode, exception,
     # last_line} (runner.program_outcome); the checked run's, not a passive one's
     program: dict[str, Any] | None = None
+    # the command failed once and passed when run again, with torch.compile and without
+    # (verdict "flaky", exit 5): {"first", "again", "plain", "at_teardown"}
+    flaky: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
@@ -193,23 +197,25 @@ def classify_result(
         program["passive"] = passive.outcome()  # the program left alone: how it ended
         result, failures = faithful.reconcile(result, passive, failures, collect(passive)[1], notes)
     failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)
-    not_ours = None
+    not_ours = flaky = None
     if failed and not any(not f.unconfirmed for f in failures) and confirm:
-        failures, not_ours = _unexplained(
+        failures, not_ours, flaky = _unexplained(
             result, failures, graphs, notes, command, run_dir, io, accuracy
         )
     for f in failures:
         f.unconfirmed = False
     verdict, explanation, exit_code = _verdict(failures, graphs, accuracy, not_ours)
+    if flaky is not None:
+        verdict, explanation, exit_code = "flaky", flaky["explanation"], ExitCode.FLAKY
     debug_index = None
     if debug_dir:
         from tcompile.compiler.debug_artifacts import index_debug_dir
 
         debug_index = index_debug_dir(debug_dir)
-    keep = keep or exit_code == ExitCode.COMPILER_FAILURE or bool(records)
+    keep = keep or exit_code in (ExitCode.COMPILER_FAILURE, ExitCode.FLAKY) or bool(records)
     report = RunReport(
         next_command=next_step(failures, records, command, accuracy)
-        if verdict != "not-a-compiler-bug" and (graphs or failures)
+        if verdict not in ("not-a-compiler-bug", "flaky") and (graphs or failures)
         else None,
         graphs=graphs,
         failures=failures,
@@ -226,6 +232,7 @@ def classify_result(
         debug_index=debug_index,
         records=records,
         program=program,
+        flaky=flaky,
     )
     if keep:
         write_json(os.path.join(run_dir, layout.RESULT), report.to_json())
@@ -243,10 +250,10 @@ def _unexplained(
     run_dir: str,
     io: dict[str, Any],
     accuracy: str,
-) -> tuple[list[Failure], str | None]:
+) -> tuple[list[Failure], str | None, dict[str, Any] | None]:
     """The command failed and nothing tcompile checked explains it: does it fail the
-    same way with torch.compile turned off?  (the failures, and why it is not a
-    compiler bug where it is not)"""
+    same way with torch.compile turned off?  (the failures; why it is not a compiler
+    bug where it is not; what was seen where the failure did not come back)"""
     io["observer"].status("the command failed: running it again without torch.compile")
     plain = HookConfig(dir=os.path.join(run_dir, "plain"), disable=True)
     again = run_process(
@@ -256,13 +263,67 @@ def _unexplained(
     if fails_the_same_way(result, again):
         explanation = _not_a_compiler_bug(result, failures)
         notes.append({"graph": None, "text": explanation})
-        return [], explanation
+        return [], explanation, None
     if not failures:
-        if accuracy == AccuracyMode.OFF:  # a wrong value the program itself noticed?
-            failures = _located(result, command, run_dir, io)
+        # a wrong value the program itself noticed?  A run with the values checked
+        # finds the graph that computed it -- and is the compiled command run again
+        located = faithful.locate(command, run_dir, **io)
+        failures = _located(result, located)
+        if not failures and _passed(located):
+            flaky = _flaky(result, located, again)
+            notes.append({"graph": None, "text": flaky["explanation"]})
+            return [], None, flaky
         if not failures:
             failures.append(_graphless_failure(result, graphs, io["stage"], notes))
-    return failures, None
+    return failures, None, None
+
+
+def _root_cause(stderr: list[str]) -> str | None:
+    """torchrun's "Root Cause" block, in a few words: 'rank 0 died of SIGABRT
+    (terminate called without an active exception)'; None without one."""
+    text = "\n".join(stderr)
+    head = text.rfind("Root Cause")
+    if head < 0:
+        return None
+    rank = re.search(r"rank\s*:\s*(\d+)", text[head:])
+    code = re.search(r"exitcode\s*:\s*(-?\d+)[^\n]*?(?:\((SIG\w+)\))?\s*$", text[head:], re.M)
+    if rank is None or code is None:
+        return None
+    how = f"died of {code.group(2)}" if code.group(2) else f"exited with {code.group(1)}"
+    said = "terminate called without an active exception"
+    return f"rank {rank.group(1)} {how}" + (f" ({said})" if said in text else "")
+
+
+def _passed(result: ProcessResult) -> bool:
+    return not result.timed_out and result.returncode == 0
+
+
+def _flaky(result: ProcessResult, located: ProcessResult, plain: ProcessResult) -> dict[str, Any]:
+    """The command failed under torch.compile, then passed run again both without
+    torch.compile and with it: not shown to be the compiler's.  A distributed job whose
+    ranks had all destroyed their process group died in its backend's teardown (gloo's
+    destructor can abort at exit: "terminate called without an active exception")."""
+    ranked = {e.get("pid") for e in result.events if e.get("rank") is not None}
+    destroyed = {e.get("pid") for e in result.events if e.get("event") == Event.GROUP_DESTROYED}
+    at_teardown = bool(ranked) and ranked <= destroyed
+    first = _root_cause(result.stderr_tail) or faithful.outcome(result)
+    explanation = (
+        f"the command failed once under torch.compile ({first}) and passed when run "
+        "again, without torch.compile and with it: a flaky failure, not shown to be the "
+        "compiler's"
+    )
+    if at_teardown:
+        explanation += (
+            " (every rank had destroyed its process group: it died at exit, in the "
+            "distributed backend's teardown)"
+        )
+    return {
+        "explanation": explanation,
+        "first": first,
+        "again": faithful.outcome(located),
+        "plain": faithful.outcome(plain),
+        "at_teardown": at_teardown,
+    }
 
 
 def _verdict(
@@ -304,13 +365,10 @@ def next_step(
     return f"tcompile {verb}{flag} {command_args(command)}"
 
 
-def _located(
-    result: ProcessResult, command: list[str], run_dir: str, io: dict[str, Any]
-) -> list[Failure]:
+def _located(result: ProcessResult, located: ProcessResult) -> list[Failure]:
     """The graphs whose values a checked run finds wrong, for a program that failed
     outside any graph (its own check saw a wrong value): the failure is theirs."""
-    located = collect(faithful.locate(command, run_dir, **io))[1]
-    failures = [f for f in located if f.kind == FailureKind.ACCURACY.value]
+    failures = [f for f in collect(located)[1] if f.kind == FailureKind.ACCURACY.value]
     for f in failures:
         f.message += (
             f"\n(the program failed outside any graph: {faithful.outcome(result)}; "

@@ -71,6 +71,9 @@ def merge(dirs: list[str]) -> RunReport:
     elif codes and all(c == ExitCode.NOT_COMPILER for c in codes):
         verdict, code = "not-a-compiler-bug", ExitCode.NOT_COMPILER
         explanation = f"{len(files)} runs merged: the job fails without torch.compile too"
+    elif ExitCode.FLAKY in codes:
+        verdict, code = "flaky", ExitCode.FLAKY
+        explanation = f"{len(files)} runs merged: a failure that did not come back when run again"
     else:
         verdict, code = "clean", ExitCode.OK
         explanation = f"{len(files)} runs merged: no compiler failure"

@@ -59,8 +59,8 @@ def choose_target(
 ) -> Failure | MinifyReport | None:
     """The failure to minify; a report when there is nothing to do (not a compiler
     bug), None when there is no failure at all.  Bad choices are UsageErrors."""
-    if report.exit_code == ExitCode.NOT_COMPILER:
-        return MinifyReport(ExitCode.NOT_COMPILER, report.explanation)
+    if report.exit_code in (ExitCode.NOT_COMPILER, ExitCode.FLAKY):
+        return MinifyReport(ExitCode(report.exit_code), report.explanation)
     dynamo_graphs = [g for g in report.graphs if g.get("level") == "dynamo"]
     if graph is not None and graph >= len(dynamo_graphs):
         raise UsageError(

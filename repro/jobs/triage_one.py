@@ -164,6 +164,9 @@ def triage_one(task: dict[str, Any]) -> dict[str, Any]:
             return finish("not_compiler", _first_line(doc))
         if code == 4:
             return finish("error", "tcompile failed: " + _first_line(doc))
+        if code == 5:  # it failed, and passed when the run tried it again
+            res["flaky"] = {"failed": failed + 1, "of": k + 2}
+            return finish("flaky", _first_line(doc))
         if code == 1 and all(f.get("kind") == "timeout" for f in doc.get("failures") or [{}]):
             return finish(
                 "timeout", "the program did not finish under torch.compile: " + _first_line(doc)
