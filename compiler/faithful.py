@@ -61,9 +61,10 @@ def passive_run(
     observer: Observer,
     stdout: IO[str] | None,
     stderr: IO[str] | None,
+    folder: str = "passive",
 ) -> ProcessResult:
     observer.status("the check changed the program: running it once more, only watching")
-    config = HookConfig(dir=os.path.join(run_dir, "passive"), stage=stage, accuracy="off")
+    config = HookConfig(dir=os.path.join(run_dir, folder), stage=stage, accuracy="off")
     return run_process(
         command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
     )

@@ -12,6 +12,7 @@ Every artifact is written through ``write_file``: atomically, deleted on failure
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 # the folder of each job, under --out
@@ -24,6 +25,16 @@ STDERR = "stderr.txt"  # a forkserver child's stderr
 
 # run
 RECORD = "record.pkl"  # a frame Dynamo could not capture (replay's input)
+# the folders of the program's runs inside a run folder: the compiled run, and where it
+# failed unexplained the plain run, the locating run, and the watching-only reruns
+# (faithful.py: after a check that changed the program; "again": after a locating run
+# that did)
+PROGRAM_RUNS = ("compiled", "plain", "located", "passive", "again")
+
+
+def program_runs(run_dir: str) -> int:
+    """How many times a run ran the program (the folders of PROGRAM_RUNS it left)."""
+    return sum(os.path.isdir(os.path.join(run_dir, name)) for name in PROGRAM_RUNS)
 
 
 def record_name(n: int) -> str:

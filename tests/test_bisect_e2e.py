@@ -86,4 +86,6 @@ def test_a_random_op_the_program_compares_is_its_decomposition(tmp_path):
     doc = bisect(tmp_path, "numerics/random_dropout.py")
     assert doc["exit_code"] == 1 and doc["graph"] is None, doc["message"]
     assert (doc["stage"], doc["subsystem"]) == ("aot_eager_decomp_partition", "decomposition")
-    assert "native_dropout" in doc["detail"] and doc["runs"] <= 8, doc
+    # baseline 4 (compiled, plain, located -- its check draws eager's numbers -- and a
+    # rerun only watching), then the ladder and the guided search
+    assert "native_dropout" in doc["detail"] and doc["runs"] <= 9, doc

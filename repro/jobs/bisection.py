@@ -22,12 +22,12 @@ Runs stop as soon as the failure shows (the child exits at once).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.observer import NullObserver, Observer
@@ -161,7 +161,7 @@ class _Bisection:
                 stdout=self.stdout,
                 stderr=self.stderr,
             )
-            b.runs += 2 if os.path.isdir(os.path.join(base.run_dir, "plain")) else 1  # + plain
+            b.runs += layout.program_runs(base.run_dir)  # + plain, located, ...
         b.steps.append(
             {
                 "run": 0 if reused else 1,
