@@ -9,8 +9,9 @@ no setting changed -- decides how the program ends.  Where the two disagree, the
 report says so and the passive verdict stands.
 
 The other way round: a program that fails outside any compiled graph (its own
-assertion on a wrong value, say) in a run without ``--accuracy`` is run once more with
-the check on, to tie the failure to the graph that computed the wrong values.
+assertion on a wrong value, say) is run once more with the check on, to tie the
+failure to the graph that computed the wrong values; where that run passes, it is the
+rerun that says the failure did not come back (repro/jobs/classify.py: flaky).
 """
 
 from __future__ import annotations

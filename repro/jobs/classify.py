@@ -200,7 +200,7 @@ def classify_result(
     not_ours = flaky = None
     if failed and not any(not f.unconfirmed for f in failures) and confirm:
         failures, not_ours, flaky = _unexplained(
-            result, failures, graphs, notes, command, run_dir, io, accuracy
+            result, failures, graphs, notes, command, run_dir, io
         )
     for f in failures:
         f.unconfirmed = False
@@ -249,7 +249,6 @@ def _unexplained(
     command: list[str],
     run_dir: str,
     io: dict[str, Any],
-    accuracy: str,
 ) -> tuple[list[Failure], str | None, dict[str, Any] | None]:
     """The command failed and nothing tcompile checked explains it: does it fail the
     same way with torch.compile turned off?  (the failures; why it is not a compiler
