@@ -53,3 +53,22 @@ def test_at_teardown_only_when_every_rank_destroyed_its_group():
     alone = _flaky(_result(1), passed, passed)  # not a distributed job
     assert not alone["at_teardown"] and alone["first"] == "exit 1"
     assert "not shown to be the compiler's" in alone["explanation"]
+
+
+def test_triage_calls_a_run_that_says_flaky_flaky(monkeypatch, tmp_path):
+    """triage_one reads `run`'s exit 5 (it failed, then passed when the run tried it
+    again) as its own 'flaky' verdict, with no second sample and no report."""
+    from tcompile.repro.jobs import triage_one as t
+
+    calls = []
+
+    def fake(python, argv, budget, log, cwd, env):
+        calls.append(argv[0])
+        doc = {"exit_code": 5, "verdict": "flaky", "explanation": "failed once", "failures": []}
+        return 5, doc, 1.0
+
+    monkeypatch.setattr(t, "_tcompile", fake)
+    task = {"path": str(tmp_path / "s.py"), "args": [], "work_dir": str(tmp_path / "w")}
+    res = t.triage_one({**task, "timeout": 60, "repeat": 2})
+    assert res["verdict"] == "flaky" and res["flaky"] == {"failed": 1, "of": 2}, res
+    assert calls == ["run"]
