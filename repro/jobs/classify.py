@@ -302,7 +302,7 @@ def _passed(result: ProcessResult) -> bool:
     return not result.timed_out and result.returncode == 0
 
 
-def _flaky(result: ProcessResult, located: ProcessResult, plain: ProcessResult) -> dict[str, Any]:
+def _flaky(result: ProcessResult, rerun: ProcessResult, plain: ProcessResult) -> dict[str, Any]:
     """The command failed under torch.compile, then passed run again both without
     torch.compile and with it: not shown to be the compiler's.  A distributed job whose
     ranks had all destroyed their process group died in its backend's teardown (gloo's
@@ -324,7 +324,7 @@ def _flaky(result: ProcessResult, located: ProcessResult, plain: ProcessResult) 
     return {
         "explanation": explanation,
         "first": first,
-        "again": faithful.outcome(located),
+        "again": faithful.outcome(rerun),
         "plain": faithful.outcome(plain),
         "at_teardown": at_teardown,
     }
