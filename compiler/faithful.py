@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import IO, Any
 
+from . import layout
 from .failure import Failure
 from .observer import Observer
 from .protocol import Event, HookConfig
@@ -62,7 +63,7 @@ def passive_run(
     observer: Observer,
     stdout: IO[str] | None,
     stderr: IO[str] | None,
-    folder: str = "passive",
+    folder: str = layout.PASSIVE,
 ) -> ProcessResult:
     observer.status("the check changed the program: running it once more, only watching")
     config = HookConfig(dir=os.path.join(run_dir, folder), stage=stage, accuracy="off")
@@ -110,7 +111,7 @@ def locate(
     graphs whose values are wrong, for a failure that showed outside any graph)."""
     observer.status("the program failed outside any graph: checking the values each graph computes")
     config = HookConfig(
-        dir=os.path.join(run_dir, "located"),
+        dir=os.path.join(run_dir, layout.LOCATED),
         stage=stage,
         accuracy="loose",
         check_calls=LOCATE_CALLS,

@@ -29,7 +29,8 @@ RECORD = "record.pkl"  # a frame Dynamo could not capture (replay's input)
 # failed unexplained the plain run, the locating run, and the watching-only reruns
 # (faithful.py: after a check that changed the program; "again": after a locating run
 # that did)
-PROGRAM_RUNS = ("compiled", "plain", "located", "passive", "again")
+COMPILED, PLAIN, LOCATED, PASSIVE, AGAIN = "compiled", "plain", "located", "passive", "again"
+PROGRAM_RUNS = (COMPILED, PLAIN, LOCATED, PASSIVE, AGAIN)
 
 
 def program_runs(run_dir: str) -> int:

@@ -100,7 +100,7 @@ def run_and_classify(
     observer = observer or NullObserver()
     run_dir = new_run_dir(out, "run")
     config = HookConfig(
-        dir=os.path.join(run_dir, "compiled"),
+        dir=os.path.join(run_dir, layout.COMPILED),
         stage=stage,
         accuracy=accuracy,
         gate=gate,
@@ -254,7 +254,7 @@ def _unexplained(
     same way with torch.compile turned off?  (the failures; why it is not a compiler
     bug where it is not; what was seen where the failure did not come back)"""
     io["observer"].status("the command failed: running it again without torch.compile")
-    plain = HookConfig(dir=os.path.join(run_dir, "plain"), disable=True)
+    plain = HookConfig(dir=os.path.join(run_dir, layout.PLAIN), disable=True)
     again = run_process(
         command, plain, timeout=io["timeout"], observer=NullObserver(),
         stdout=io["stdout"], stderr=io["stderr"],
@@ -272,7 +272,7 @@ def _unexplained(
         if not failures and _passed(located) and faithful.effects(located):
             # the check changed the program (random ops drawing eager's numbers): its
             # pass says nothing of the program's -- run it again only watching
-            rerun = faithful.passive_run(command, run_dir, **io, folder="again")
+            rerun = faithful.passive_run(command, run_dir, **io, folder=layout.AGAIN)
         if not failures and _passed(rerun):
             flaky = _flaky(result, rerun, again)
             notes.append({"graph": None, "text": flaky["explanation"]})
@@ -465,4 +465,4 @@ def _gather_records(
 
 def base_counts(report: RunReport) -> dict[str, list[str]]:
     """Applications of inductor's subsystems in the compiled run of ``report``."""
-    return last_counts(read_events(os.path.join(report.run_dir, "compiled")))
+    return last_counts(read_events(os.path.join(report.run_dir, layout.COMPILED)))

@@ -13,6 +13,7 @@ import os
 from collections import Counter
 from typing import Any
 
+from tcompile.compiler import layout
 from tcompile.compiler.debug_artifacts import index_debug_dir
 from tcompile.compiler.limitations import documented_limitation
 from tcompile.compiler.observer import Observer
@@ -56,7 +57,7 @@ def explain(
     run_dir = new_run_dir(out, "explain")
     # the program's own backend: compile time per phase is the point
     config = HookConfig(
-        dir=os.path.join(run_dir, "compiled"), explain=True, debug_dir=debug_dir, only=only
+        dir=os.path.join(run_dir, layout.COMPILED), explain=True, debug_dir=debug_dir, only=only
     )
     result = run_process(
         command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr
