@@ -61,6 +61,14 @@ def finish(
             as_json,
             interrupted=True,
         )
+    # the one invariant (compiler/invariant.py): a clean verdict never contradicts how
+    # the program's processes ended; a report that would is tcompile's own error
+    said = getattr(report, "contradiction", None)
+    why = said() if callable(said) and int(report.exit_code) == ExitCode.OK else None
+    if why:
+        message = f"tcompile would report the program clean, but {why}"
+        click.echo(f"tcompile: internal error: {message}", err=True)
+        exit_with(ExitCode.INTERNAL, "internal-error", message, as_json)
     try:
         if as_json:
             click.echo(json.dumps(report.to_json(), indent=2, default=str))

@@ -7,6 +7,9 @@ time):
 
   protocol.py        what passes between the parent and the processes it runs
   signature.py       failure identity: FailureSignature and the one same-failure rule
+  cause.py           a failure's cause: the raised type and the program's raising line
+  owners.py          whose code a file is (tcompile's, torch's, installed, the user's)
+  invariant.py       a clean verdict never contradicts how the program's processes ended
   failure.py         a row of ``failures[]``: one compiler failure, classified
   accuracy.py        the accuracy check (DESIGN.md mechanism 8): outcomes, judged
   accuracy_rule.py   the accuracy rule, once; repro.py files carry its text, generated
@@ -28,6 +31,7 @@ time):
 The parent, tcompile's own process (never importing child/):
 
   runner.py          running a command under the hooks, once
+  stdin.py           what the program reads on stdin, the same in every run of it
   collect.py         a finished run's events as graphs, failures and notes
   faithful.py        the passive run: checks never change the program's outcome
   dead.py            processes that died or hung, classified from what they left

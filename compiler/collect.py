@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .cause import Cause
 from .dead import dead_process_failures
 from .failure import Failure, dist_of
 from .limitations import documented_limitation
@@ -189,7 +190,11 @@ def ranks_that_raised(result: ProcessResult) -> list[int]:
 
 
 def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
-    """Same exit status, and the same exception (or the same cause Dynamo wrapped)."""
+    """Same exit status, and the same cause: the same kind of error raised from the same
+    line of the program's own code (cause.py), however torch worded it -- Dynamo's fake
+    tensors, a compiled kernel's check and eager say one shape error three ways.  Runs
+    that recorded no cause (a record from an older tcompile) fall back to the
+    exception's type and message."""
     if compiled.timed_out or plain.timed_out:
         return compiled.timed_out and plain.timed_out
     if plain.returncode in (0, None) or plain.returncode != compiled.returncode:
@@ -197,22 +202,14 @@ def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
     first, second = dying_exception(compiled), dying_exception(plain)
     if first is None or second is None:
         return first is None and second is None
-    theirs = FailureSignature.from_json(second["signature"])
-    ours = [FailureSignature.from_json(first["signature"])]
+    ours, theirs = Cause.from_json(first.get("cause")), Cause.from_json(second.get("cause"))
+    if ours is not None and theirs is not None and ours.frame and theirs.frame:
+        return ours.same(theirs)
+    mine = [FailureSignature.from_json(first["signature"])]
     if first.get("cause_signature"):
-        ours.append(FailureSignature.from_json(first["cause_signature"]))
-    if any(o.matches(theirs, as_exception=True) for o in ours):
-        return True
-    # Dynamo hits the program's own error while tracing with fake tensors and words
-    # it differently (TorchRuntimeError); the same failing line of code is the tell.
-    where = _line_of(first.get("user_frame") or "")
-    return bool(where) and where == _line_of(theirs.frame)
-
-
-def _line_of(frame: str) -> str:
-    """'path/to/linear.py:134 in forward' -> 'linear.py:134'."""
-    head = frame.split(" in ", 1)[0].replace("\\", "/")
-    return head.rsplit("/", 1)[-1] if ":" in head else ""
+        mine.append(FailureSignature.from_json(first["cause_signature"]))
+    other = FailureSignature.from_json(second["signature"])
+    return any(o.matches(other, as_exception=True) for o in mine)
 
 
 def last_counts(events: list[dict[str, Any]]) -> dict[str, list[str]]:

@@ -86,14 +86,9 @@ def stack_of(run_dir: str, pid: int) -> list[str]:
 
 
 def user_frame(frames: list[str]) -> str:
-    """The innermost frame that is the program's own code (not torch's, a library's or
-    Python's)."""
-    stdlib = os.path.dirname(os.__file__)
-    for f in frames:
-        path = f.split(":", 1)[0]
-        if "site-packages" in path or "dist-packages" in path or path.startswith(stdlib):
-            continue
-        if "/torch/" in path or "/tcompile/" in path or path.startswith("<"):
-            continue
-        return f
-    return frames[0] if frames else ""
+    """The innermost frame (``frames``: innermost first, as a stack dump lists them) that
+    is the program's own code -- not torch's, tcompile's, a library's or Python's, each
+    known by where it lives (owners.py)."""
+    from .owners import innermost_user
+
+    return innermost_user(list(reversed(frames))) or (frames[0] if frames else "")

@@ -47,6 +47,7 @@ class Event(str, enum.Enum):
     MINIFY_PROGRESS = "minify_progress"  # (parent) the minifier's best so far
     STOPPED = "stopped"  # the process showed the failure it was told to stop at (stop_on)
     GROUP_DESTROYED = "group_destroyed"  # a rank tore down its default process group
+    EXIT = "exit"  # a rank's code ended (atexit): how -- returned, raised, sys.exit(code)
     CHECK_EFFECT = "check_effect"  # the check changed something in the program (faithful.py)
 
 

@@ -34,6 +34,7 @@ from .exitcodes import UsageError
 from .observer import NullObserver, Observer
 from .procs import RUN_ENV, dump_stacks, kill_run
 from .protocol import CONFIG_ENV, Event, HookConfig, read_events, read_markers
+from .stdin import STDIN
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
 
@@ -52,8 +53,10 @@ class ProcessResult:
     events: list[dict[str, Any]]
     markers: dict[int, dict[str, Any]]
     run_dir: str
-    # ranks that had torn their process group down but never exited were ended
+    # ranks that had torn their process group down, and whose code had returned, but
+    # never exited were ended (hung_ranks: which)
     teardown_hang: bool = False
+    hung_ranks: list[int] = dataclasses.field(default_factory=list)
     stdout_tail: list[str] = dataclasses.field(default_factory=list)  # the program's own
 
     def outcome(self) -> dict[str, Any]:
@@ -213,6 +216,7 @@ def run_process(
         t.start()
     reader = _EventTail(config.dir, observer)
     timed_out = teardown_hang = False
+    hung: list[int] = []
     try:
         while True:
             try:
@@ -231,8 +235,10 @@ def run_process(
                     _kill_job(proc, config.dir)
                     break
                 if reader.finished_ranks_hung():
-                    # every rank tore its process group down (the program's work is
-                    # done) and some still have not exited: gloo's teardown deadlock
+                    # every rank tore its process group down and its code returned
+                    # (the program's work is done) and some still have not exited:
+                    # gloo's teardown deadlock
+                    hung = reader.alive_ranks()
                     _kill_job(proc, config.dir)
                     teardown_hang = True
                     break
@@ -251,110 +257,13 @@ def run_process(
         seconds=time.monotonic() - t0,
         timed_out=timed_out,
         teardown_hang=teardown_hang,
+        hung_ranks=hung,
         stderr_tail=list(tail),
         stdout_tail=list(out_tail),
         events=read_events(config.dir),
         markers=read_markers(config.dir),
         run_dir=config.dir,
     )
-
-
-class Stdin:
-    """What the program reads on stdin, the same in every run of it (captured once).
-
-    A terminal is passed through to every run (the user types again).  Anything else
-    (a pipe, a file) is *teed* in the first run: the bytes delivered to the program
-    are kept, and every later run (the run without torch.compile, bisect's probes,
-    minify's workers) gets exactly those bytes, then end-of-file.  stdin is read only
-    while the first run runs, by a background thread (a stdin that never ends does
-    not block tcompile)."""
-
-    def __init__(self, fd: int = 0) -> None:
-        self.fd = fd
-        self._lock = threading.Lock()
-        self._delivered = bytearray()
-        self._frozen: bytes | None = None
-        self.ended = False  # the first run's stdin reached end-of-file
-        self._tee_running = False
-
-    def _mode(self) -> str:
-        try:
-            os.fstat(self.fd)
-        except OSError:
-            return "none"
-        return "tty" if os.isatty(self.fd) else "data"
-
-    def for_run(self) -> tuple[Any, Any]:
-        """(stdin for Popen, a function that starts feeding it once the process runs)."""
-        mode = self._mode()
-        if mode == "none":
-            return subprocess.DEVNULL, lambda proc: None
-        if mode == "tty":
-            return None, lambda proc: None
-        with self._lock:
-            first = self._frozen is None and not self._tee_running
-            if first:
-                self._tee_running = True
-        if first:
-            return subprocess.PIPE, self._tee
-        data = self.snapshot()
-        return subprocess.PIPE, lambda proc: _feed(proc, data)
-
-    def snapshot(self) -> bytes:
-        with self._lock:
-            if self._frozen is None:
-                self._frozen = bytes(self._delivered)
-            return self._frozen
-
-    def ran(self) -> None:
-        """A run ended: after the first, what it was given is what every run gets."""
-        if self._tee_running:
-            self.snapshot()
-
-    def _tee(self, proc: subprocess.Popen[Any]) -> None:
-        def run() -> None:
-            sink = _binary(proc.stdin)
-            while True:
-                try:
-                    chunk = os.read(self.fd, 1 << 16)
-                except OSError:
-                    chunk = b""
-                try:
-                    if chunk:
-                        sink.write(chunk)
-                        sink.flush()
-                    else:
-                        sink.close()
-                except (OSError, ValueError):
-                    return  # the program is gone or closed its stdin
-                with self._lock:
-                    if self._frozen is not None:
-                        return  # the first run is over: what is read now is no one's
-                    if not chunk:
-                        self.ended = True
-                        return
-                    self._delivered += chunk
-
-        threading.Thread(target=run, daemon=True).start()
-
-
-def _binary(stream: Any) -> Any:
-    return stream.buffer if hasattr(stream, "buffer") else stream
-
-
-def _feed(proc: subprocess.Popen[Any], data: bytes) -> None:
-    def run() -> None:
-        try:
-            sink = _binary(proc.stdin)
-            sink.write(data)
-            sink.close()
-        except (OSError, ValueError):
-            pass
-
-    threading.Thread(target=run, daemon=True).start()
-
-
-STDIN = Stdin()
 
 
 def _pump(src: IO[str] | None, dst: IO[str], tail: deque[str] | None) -> None:
@@ -388,6 +297,11 @@ def _kill_job(proc: subprocess.Popen[Any], token: str) -> None:
 TEARDOWN_GRACE = 10.0  # seconds a rank may take to exit after destroying its group
 
 
+def returned(exit_event: dict[str, Any]) -> bool:
+    """An EXIT event of a rank whose code returned: nothing raised, status 0."""
+    return not exit_event.get("raised") and exit_event.get("code") in (0, None)
+
+
 class _EventTail:
     """Reads new events as the child writes them, for live progress; notices when a
     process stopped at the failure, and when every rank tore its group down."""
@@ -398,20 +312,45 @@ class _EventTail:
         self.offsets: dict[Path, int] = {}
         self.ranked: set[Any] = set()  # processes of a distributed job
         self.destroyed: set[Any] = set()  # ... that destroyed their process group
+        self.returned: set[Any] = set()  # ... whose code returned (protocol.Event.EXIT)
+        self.rank_of: dict[Any, int] = {}
         self.last_destroyed = 0.0
 
     def finished_ranks_hung(self) -> bool:
+        """Every rank destroyed its process group *and its code returned* (it said so at
+        exit: no uncaught exception, no ``sys.exit`` with a failing status), and the job
+        still runs a grace period later: a rank hangs in the backend's teardown.  A rank
+        whose code failed is never ended here: the launcher reports it, as it would
+        without tcompile (a rank's own failure after its teardown is the program's)."""
         return (
             bool(self.ranked)
             and self.ranked <= self.destroyed
+            and self.ranked <= self.returned
             and time.monotonic() - self.last_destroyed > TEARDOWN_GRACE
         )
+
+    def alive_ranks(self) -> list[int]:
+        """The ranks whose process still runs."""
+        alive = []
+        for pid, rank in self.rank_of.items():
+            try:
+                os.kill(int(pid), 0)
+            except (ProcessLookupError, ValueError, TypeError):
+                continue
+            except PermissionError:
+                pass
+            alive.append(rank)
+        return sorted(alive)
 
     def _track(self, event: dict[str, Any]) -> None:
         if event.get("rank") is not None:
             self.ranked.add(event.get("pid"))
+            self.rank_of[event.get("pid")] = int(event["rank"])
         if event.get("event") == Event.GROUP_DESTROYED:
             self.destroyed.add(event.get("pid"))
+            self.last_destroyed = time.monotonic()
+        if event.get("event") == Event.EXIT and returned(event):
+            self.returned.add(event.get("pid"))
             self.last_destroyed = time.monotonic()
 
     def poll(self) -> bool:

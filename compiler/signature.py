@@ -3,7 +3,7 @@
 A :class:`FailureSignature` decides "same bug" versus "different bug".  It is built
 from the stage that failed, the kind of failure, the exception type, a normalised
 message (numbers, addresses, paths and temporary names scrubbed) and the innermost
-frame that is not torch's own plumbing.  Two signatures *match* when stage, kind and
+frame that is not tcompile's own.  Two signatures *match* when stage, kind and
 exception type agree and the normalised messages agree; the frame is reported but
 not compared, because the same bug raises from different lines across torch versions.
 
@@ -43,9 +43,6 @@ SCRUBS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(<path>/)?(<candidate>|[\w.\-]+\.py):N\b"), "<file>:N"),
     (re.compile(r"\s+"), " "),
 ]
-
-# Frames from these packages are plumbing, not the place a failure comes from.
-_PLUMBING = ("/tcompile/", "/compiler/child/")
 
 
 def normalize_message(message: str, limit: int = 300) -> str:
@@ -91,12 +88,15 @@ def guard_failures(message: str, scrub: bool = True) -> list[str]:
 
 
 def innermost_frame(exc: BaseException) -> str:
-    """``file:line in function`` of the innermost frame of ``exc`` that is not plumbing."""
+    """``file:line in function`` of the innermost frame of ``exc`` that is not
+    tcompile's own (known by its modules' folders, owners.py: never by a word in a
+    path, so a program or a torch under a folder named ``tcompile`` keeps its frames)."""
+    from .owners import is_tcompile
+
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
     for fs in reversed(frames):
-        fname = fs.filename.replace("\\", "/")
-        if not any(p in fname for p in _PLUMBING):
-            return f"{_short_path(fname)}:{fs.lineno} in {fs.name}"
+        if not is_tcompile(fs.filename):
+            return f"{_short_path(fs.filename.replace(chr(92), '/'))}:{fs.lineno} in {fs.name}"
     return ""
 
 

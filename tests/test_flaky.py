@@ -3,7 +3,8 @@ what the verdict says of each run, read from a run's events and output (no compi
 
 from tcompile.compiler.protocol import Event
 from tcompile.compiler.runner import ProcessResult
-from tcompile.repro.jobs.classify import _flaky, _root_cause
+from tcompile.repro.jobs.flaky import _root_cause
+from tcompile.repro.jobs.flaky import flaky_outcome as _flaky
 
 # what torchrun printed when gloo's destructor aborted rank 0 at exit (seen on CI)
 TORCHRUN = """\

@@ -46,7 +46,50 @@ def install_from_environment() -> bool:
     else:
         sys.meta_path.insert(0, _TorchImportHook(config))
     _chain_excepthook(config)
+    _watch_exit()
     return True
+
+
+_RANK_PROCESS_ENV = "TCOMPILE_RANK_PROCESS"
+_raised: list[str] = []  # the uncaught exception this process dies of (excepthook)
+_exit_code: list[Any] = []  # what the program passed to sys.exit
+
+
+def _watch_exit() -> None:
+    """A rank of a launched job says how its code ended, at exit (atexit runs after the
+    main module returned, raised or called ``sys.exit``, before the interpreter tears
+    its objects down -- where gloo's destructor can hang): the parent ends a rank that
+    hangs after its code *returned*, and never one whose code failed (runner.py)."""
+    from .recorder import DIST
+
+    # the rank's own process, not one it started (inductor's compile workers inherit
+    # RANK): the first process under the hooks with a rank marks its children
+    if "rank" not in DIST or os.environ.get(_RANK_PROCESS_ENV):
+        return
+    os.environ[_RANK_PROCESS_ENV] = str(os.getpid())
+    import atexit
+
+    original = sys.exit
+
+    @functools.wraps(original)
+    def exit(status: Any = None) -> Any:
+        _exit_code[:] = [status]
+        return original(status)
+
+    sys.exit = exit
+    atexit.register(_say_exit)
+
+
+def _say_exit() -> None:
+    try:
+        status = _exit_code[0] if _exit_code else None
+        code = 0 if status is None else status if isinstance(status, int) else 1
+        rec = session().recorder if _config is not None else None
+        if rec is None:
+            rec = Recorder(HookConfig.from_env(os.environ[CONFIG_ENV]).dir)
+        rec.emit(Event.EXIT, code=1 if _raised else code, raised=_raised[0] if _raised else None)
+    except Exception:
+        pass
 
 
 def watch_parent() -> None:
@@ -262,6 +305,8 @@ def _say_if_nothing_compiled() -> None:
     try:
         if _session is None or _session.recorder.graphs_seen() or _config is None:
             return
+        if _raised:  # it died (in Dynamo's tracing, say): its failure says why
+            return
         if _config.disable or _config.serve is not None:
             return
         from torch._dynamo.eval_frame import get_skip_reasons
@@ -326,6 +371,7 @@ def _chain_excepthook(config: HookConfig) -> None:
     previous = sys.excepthook
 
     def excepthook(exc_type: Any, exc: BaseException, tb: Any) -> None:
+        _raised[:] = [f"{exc_type.__name__}: {first_lines(str(exc), 1, 200)}".rstrip(": ")]
         try:
             _record_uncaught(exc)
         except Exception:
@@ -412,6 +458,9 @@ def _record_uncaught(exc: BaseException) -> None:
         cause_signature=cause_sig.to_json(),
         signature_text=str(sig),
         user_frame=user_frame,
+        # what was raised and the program's own line that raised it (cause.py): "the
+        # same failure without torch.compile?" compares these, not messages
+        cause=_cause(original),
         record=record_path,
         user_stack=user_stack,
         message=first_lines(f"{type(exc).__name__}: {exc}", 12, 400),
@@ -419,32 +468,26 @@ def _record_uncaught(exc: BaseException) -> None:
     )
 
 
+def _cause(exc: BaseException) -> dict[str, Any] | None:
+    from ..cause import Cause
+
+    try:
+        return Cause.from_exception(exc).to_json()
+    except Exception:  # a cause that cannot be read: the messages decide
+        return None
+
+
 def _raising_line(exc: BaseException) -> str:
-    """The program's own source line the exception left it from (the innermost frame
-    outside torch and tcompile): a program's failure keeps its identity while a
+    """The program's own source line the exception left it from (the innermost frame of
+    the program's own code, owners.py): a program's failure keeps its identity while a
     minifier shrinks the values its message shows."""
     import linecache
     import traceback
 
-    import torch
+    from ..owners import is_user
 
-    # torch's folder and the folders of tcompile's modules, not any folder of those
-    # names (a program under .../tcompile/... is the user's)
-    torch_dir = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
-    ours = {
-        os.path.dirname(os.path.realpath(m.__file__))
-        for name, m in list(sys.modules.items())
-        if (name == "tcompile" or name.startswith("tcompile.")) and getattr(m, "__file__", None)
-    }
     text = ""
     for fs in traceback.extract_tb(exc.__traceback__):
-        path = os.path.realpath(fs.filename)
-        if (
-            path.startswith(torch_dir)
-            or os.path.dirname(path) in ours
-            or "site-packages" in path
-            or "dist-packages" in path
-        ):
-            continue
-        text = (linecache.getline(fs.filename, fs.lineno or 0) or fs.line or "").strip()
+        if is_user(fs.filename):
+            text = (linecache.getline(fs.filename, fs.lineno or 0) or fs.line or "").strip()
     return text[:300]

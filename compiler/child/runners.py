@@ -291,7 +291,7 @@ class GraphRunner:
             self._serve(args)
         self._serve_first_failure(args)  # its compile failed
         if self.quarantined:
-            return self.reference(*args)
+            return eager_call(self.reference, args)
         if self.checks_left > 0:
             # the check watches this very call (observe.py): it adds no call of the
             # compiled graph, and the program gets the compiled results, right or wrong
@@ -345,7 +345,7 @@ class GraphRunner:
                 # the graph talks to other ranks: re-running it here alone would hang
                 self._runtime_failure(exc)
                 raise
-            result = self.reference(*args)  # eager raising too: the user's error, not ours
+            result = eager_call(self.reference, args)  # eager raising too: the user's error
             self._runtime_failure(exc)
             return result
         finally:
@@ -421,6 +421,27 @@ class GraphRunner:
             "compiled is more precise than eager here, not a failure; --strict-accuracy "
             "treats any difference from eager as a failure",
         )
+
+
+def eager_call(gm: Any, args: list[Any]) -> Any:
+    """``gm(*args)``, keeping the traceback of an error raised on a line of the graph's
+    generated code: ``GraphModule.__call__`` re-raises such an error without its frames,
+    and cause.py reads the user line the failing node came from off that frame (the
+    program's own error, raised in a graph that runs eagerly, is then compared with
+    plain python's by that line).  Module hooks, where there are any, run as before."""
+    from torch.nn.modules import module as nn_module
+
+    hooked = (
+        getattr(gm, "_forward_hooks", None)
+        or getattr(gm, "_forward_pre_hooks", None)
+        or nn_module._global_forward_hooks
+        or nn_module._global_forward_pre_hooks
+    )
+    if isinstance(gm, torch.fx.GraphModule) and not hooked:
+        if getattr(gm, "_needs_recompile", lambda: False)():  # a lazy one: its code first
+            gm.real_recompile()
+        return gm.forward(*args)
+    return gm(*args)
 
 
 def _fake(args: list[Any]) -> bool:

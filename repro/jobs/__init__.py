@@ -10,6 +10,7 @@ pipelines.py, not by the CLI.
 ``tcompile run`` and ``tcompile bisect``:
 
   classify.py           ``tcompile run``: every graph, every failure (RunReport)
+  flaky.py              a failure that does not come back: what each run showed
   bisection.py          ``tcompile bisect``: stage, graph, pass, application
   bisect_report.py      bisect's report, as the CLI renders it
   guided.py             bisect's first guesses, at the culprit op's applications

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import shlex
 import shutil
 import time
 from typing import IO, Any
 
-from tcompile.compiler import faithful, layout
+from tcompile.compiler import faithful, invariant, layout
 from tcompile.compiler.accuracy import AccuracyMode
+from tcompile.compiler.cause import Cause
 from tcompile.compiler.collect import (
     collect,
     dying_exception,
@@ -37,6 +37,8 @@ from tcompile.compiler.runner import (
     write_json,
 )
 from tcompile.compiler.signature import FailureKind, FailureSignature
+
+from .flaky import flaky_outcome, passed
 
 
 @dataclasses.dataclass
@@ -65,6 +67,24 @@ class RunReport:
     # the command failed once and passed when run again, with torch.compile and without
     # (verdict "flaky", exit 5): {"first", "again", "plain", "at_teardown"}
     flaky: dict[str, Any] | None = None
+    # a launched job: how each rank's code ended (invariant.rank_endings): returned,
+    # raised ..., exit N, no exit seen
+    ranks_ended: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # ranks hung in their backend's teardown after every rank's code returned: tcompile
+    # ended them (the one named exception that keeps a clean verdict; the notes say it)
+    teardown_hang: bool = False
+
+    def contradiction(self) -> str | None:
+        """Why this report's clean verdict would contradict how the program ended
+        (invariant.py); None when it would not or the verdict is not clean."""
+        if self.exit_code != ExitCode.OK or self.interrupted:
+            return None
+        if self.failures:
+            return f"it says exit 0 with {len(self.failures)} failure(s)"
+        program = self.program or {}
+        passive = program.get("passive")  # a passive run decided: its ending stands
+        returncode = (passive or program).get("returncode", self.returncode)
+        return invariant.contradiction(returncode, False, self.teardown_hang, self.ranks_ended)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
@@ -182,12 +202,14 @@ def classify_result(
     graphs, failures, notes = collect(result)
     program = result.outcome()
     if result.teardown_hang:
+        who = ", ".join(map(str, result.hung_ranks)) or "?"
         notes.append(
             {
                 "graph": None,
-                "text": "a rank hung at exit after destroying its process group (gloo's "
-                "teardown deadlock: its destructor joins a thread that waits for the GIL); "
-                "tcompile ended it -- the program had finished",
+                "text": f"rank {who} hung at exit after every rank destroyed its process "
+                "group and its code returned (as gloo's teardown can: its destructor "
+                "joins a thread that waits for the GIL); tcompile ended it -- the "
+                "program had finished (the named exception of docs/faithful.md)",
             }
         )
     records = _gather_records(result, run_dir, failures)
@@ -233,7 +255,13 @@ def classify_result(
         records=records,
         program=program,
         flaky=flaky,
+        ranks_ended=invariant.rank_endings(result.events),
+        teardown_hang=result.teardown_hang,
     )
+    if exit_code == ExitCode.OK and confirm:  # a verdict never contradicts the processes
+        invariant.check_clean(
+            result.returncode, result.timed_out, result.teardown_hang, report.ranks_ended
+        )
     if keep:
         write_json(os.path.join(run_dir, layout.RESULT), report.to_json())
     else:  # a temporary directory holding nothing the user is told about
@@ -260,7 +288,7 @@ def _unexplained(
         stdout=io["stdout"], stderr=io["stderr"],
     )  # fmt: skip
     if fails_the_same_way(result, again):
-        explanation = _not_a_compiler_bug(result, failures)
+        explanation = _not_a_compiler_bug(result, again, failures)
         notes.append({"graph": None, "text": explanation})
         return [], explanation, None
     if not failures:
@@ -269,65 +297,17 @@ def _unexplained(
         located = faithful.locate(command, run_dir, **io)
         failures = _located(result, located)
         rerun = located
-        if not failures and _passed(located) and faithful.effects(located):
+        if not failures and passed(located) and faithful.effects(located):
             # the check changed the program (random ops drawing eager's numbers): its
             # pass says nothing of the program's -- run it again only watching
             rerun = faithful.passive_run(command, run_dir, **io, folder=layout.AGAIN)
-        if not failures and _passed(rerun):
-            flaky = _flaky(result, rerun, again)
+        if not failures and passed(rerun):
+            flaky = flaky_outcome(result, rerun, again)
             notes.append({"graph": None, "text": flaky["explanation"]})
             return [], None, flaky
         if not failures:
             failures.append(_graphless_failure(result, graphs, io["stage"], notes))
     return failures, None, None
-
-
-def _root_cause(stderr: list[str]) -> str | None:
-    """torchrun's "Root Cause" block, in a few words: 'rank 0 died of SIGABRT
-    (terminate called without an active exception)'; None without one."""
-    text = "\n".join(stderr)
-    head = text.rfind("Root Cause")
-    if head < 0:
-        return None
-    rank = re.search(r"rank\s*:\s*(\d+)", text[head:])
-    code = re.search(r"exitcode\s*:\s*(-?\d+)[^\n]*?(?:\((SIG\w+)\))?\s*$", text[head:], re.M)
-    if rank is None or code is None:
-        return None
-    how = f"died of {code.group(2)}" if code.group(2) else f"exited with {code.group(1)}"
-    said = "terminate called without an active exception"
-    return f"rank {rank.group(1)} {how}" + (f" ({said})" if said in text else "")
-
-
-def _passed(result: ProcessResult) -> bool:
-    return not result.timed_out and result.returncode == 0
-
-
-def _flaky(result: ProcessResult, rerun: ProcessResult, plain: ProcessResult) -> dict[str, Any]:
-    """The command failed under torch.compile, then passed run again both without
-    torch.compile and with it: not shown to be the compiler's.  A distributed job whose
-    ranks had all destroyed their process group died in its backend's teardown (gloo's
-    destructor can abort at exit: "terminate called without an active exception")."""
-    ranked = {e.get("pid") for e in result.events if e.get("rank") is not None}
-    destroyed = {e.get("pid") for e in result.events if e.get("event") == Event.GROUP_DESTROYED}
-    at_teardown = bool(ranked) and ranked <= destroyed
-    first = _root_cause(result.stderr_tail) or faithful.outcome(result)
-    explanation = (
-        f"the command failed once under torch.compile ({first}) and passed when run "
-        "again, without torch.compile and with it: a flaky failure, not shown to be the "
-        "compiler's"
-    )
-    if at_teardown:
-        explanation += (
-            " (every rank had destroyed its process group: it died at exit, in the "
-            "distributed backend's teardown)"
-        )
-    return {
-        "explanation": explanation,
-        "first": first,
-        "again": faithful.outcome(rerun),
-        "plain": faithful.outcome(plain),
-        "at_teardown": at_teardown,
-    }
 
 
 def _verdict(
@@ -381,13 +361,22 @@ def _located(result: ProcessResult, located: ProcessResult) -> list[Failure]:
     return failures
 
 
-def _not_a_compiler_bug(result: ProcessResult, failures: list[Failure]) -> str:
-    first = dying_exception(result)
+def _not_a_compiler_bug(
+    result: ProcessResult, plain: ProcessResult, failures: list[Failure]
+) -> str:
+    """Why it is not a compiler bug, in eager's own words (Dynamo's wrapping of the same
+    error says less) and at the program's own line that raised it (cause.py)."""
+    first = dying_exception(plain) or dying_exception(result)
+    said = str(first.get("message") or first["signature_text"]) if first else ""
     what = (
-        first["signature_text"]
+        said.splitlines()[0][:300]
         if first
         else ("timeout" if result.timed_out else f"exit status {result.returncode}")
     )
+    cause = Cause.from_json(first.get("cause")) if first else None
+    if cause is not None and cause.frame:
+        path, _, rest = cause.frame.rpartition(":")
+        what += f", raised at {os.path.basename(path)}:{rest}"
     hung = [f for f in failures if f.kind == FailureKind.TIMEOUT.value and f.rank is not None]
     if hung:  # a distributed job that hung: where each rank waited
         what += ": " + "; ".join(f"rank {f.rank} waiting at {f.frame}" for f in hung)
