@@ -31,17 +31,29 @@ class _NodeRef:
     name: str
 
 
+@dataclasses.dataclass(frozen=True)
+class _TorchConst:
+    """A torch constant ``torch.save`` cannot pickle (``torch.contiguous_format`` and the
+    other memory formats: "cannot pickle 'module' object"), by its name in torch."""
+
+    name: str
+
+
 def _target_ref(target: Any) -> tuple[str, ...] | Any:
     import torch
 
     if isinstance(target, str):
         return ("str", target)
+    if isinstance(target, _StandIn):
+        return target.ref
     if isinstance(target, torch._ops.OpOverload):
-        return ("overload", target._schema.name, target._overloadname)
+        name = target._schema.name
+        return ("overload", name, target._overloadname, _defining_module(name))
     if isinstance(target, torch._ops.OpOverloadPacket):
-        return ("packet", target._qualified_op_name)
+        name = target._qualified_op_name
+        return ("packet", name, "", _defining_module(name))
     if isinstance(target, torch._ops.HigherOrderOperator):
-        return ("hop", target.__name__)
+        return ("hop", target.__name__, "", type(target).__module__)
     mod = getattr(target, "__module__", None)
     qual = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
     if mod and qual and "<" not in qual:
@@ -62,6 +74,19 @@ def _target_ref(target: Any) -> tuple[str, ...] | Any:
     return ("object", target)  # pickled as it is (a user function defined importably)
 
 
+def _defining_module(qualname: str) -> str | None:
+    """The module that defined a custom op (``torch.library.custom_op``), where it is
+    importable (not ``__main__``): loading the graph elsewhere imports it."""
+    try:
+        from torch._library.custom_ops import OPDEFS
+
+        opdef = OPDEFS.get(qualname)
+        module = getattr(getattr(opdef, "_init_fn", None), "__module__", None)
+    except Exception:  # noqa: BLE001 -- an older torch: no module recorded
+        return None
+    return module if module and module != "__main__" else None
+
+
 def _module_name_of(module: str, target: Any) -> str | None:
     """The attribute of ``module`` that is ``target`` (its ``__name__`` first)."""
     mod = sys.modules.get(module)
@@ -80,21 +105,92 @@ def _resolve_fn(module: str, qualname: str) -> Any:
     return obj
 
 
+# Op namespaces whose ops exist only once a module of torch's registered them: a
+# process that loads a graph (the parent, a fresh worker) may not have imported it
+# (``torch.ops.prims.fma`` is registered by torch._prims, which inductor's
+# decompositions import in the process that captured the graph).
+_REGISTERED_BY = {
+    "prims": ("torch._prims", "torch._inductor.inductor_prims"),
+    "inductor": ("torch._inductor.inductor_prims",),
+    "quantized_decomposed": ("torch.ao.quantization.fx._decomposed",),
+    "_c10d_functional": ("torch.distributed._functional_collectives",),
+    "c10d_functional": ("torch.distributed._functional_collectives",),
+    "_dtensor": ("torch.distributed.tensor",),
+    "higher_order": ("torch._higher_order_ops", "torch._dynamo", "torch._inductor.compile_fx"),
+}
+# where nothing above names the namespace: torch's modules that register ops, in order
+_TORCH_REGISTRARS = (
+    "torch._prims",
+    "torch._inductor.inductor_prims",
+    "torch._inductor.decomposition",
+    "torch._higher_order_ops",
+    "torch.ao.quantization.fx._decomposed",
+)
+
+
+def _op(ns: str, name: str, module: str | None = None) -> Any:
+    """``torch.ops.NS.NAME``, importing what registers it where it is not there yet:
+    torch's module for its own namespaces, the module that defined a custom op."""
+    import torch
+
+    try:
+        return getattr(getattr(torch.ops, ns), name)
+    except AttributeError:
+        pass
+    tries = (*_REGISTERED_BY.get(ns, ()), *([module] if module else []), *_TORCH_REGISTRARS)
+    for mod in dict.fromkeys(tries):
+        try:
+            importlib.import_module(mod)
+            return getattr(getattr(torch.ops, ns), name)
+        except (ImportError, AttributeError):
+            continue
+    raise UnresolvedOp(f"{ns}::{name}")
+
+
+class UnresolvedOp(LookupError):
+    """An op no module this process can import registers (a custom op defined in the
+    program's ``__main__``): the graph loads with a stand-in for it."""
+
+
+class _StandIn:
+    """An op this process cannot resolve, kept by name: the graph's structure is intact
+    (a minifier's passes read it), saving it again writes the same reference, and
+    calling it says what is missing instead of computing anything."""
+
+    def __init__(self, ref: tuple[Any, ...]) -> None:
+        self.ref = ref
+        self.__name__ = str(ref[1]).replace("::", ".")
+        self.__qualname__ = self.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise UnresolvedOp(
+            f"{self.ref[1]} is not registered in this process (a custom op whose module "
+            "it cannot import)"
+        )
+
+    def __repr__(self) -> str:
+        return self.__name__ + (f".{self.ref[2] or 'default'}" if self.ref[0] == "overload" else "")
+
+
 def _resolve_target(ref: tuple[Any, ...]) -> Any:
     import torch
 
     kind = ref[0]
     if kind == "str":
         return ref[1]
-    if kind == "overload":
-        ns, _, op = ref[1].partition("::")
-        packet = getattr(getattr(torch.ops, ns), op)
-        return getattr(packet, ref[2] or "default")
-    if kind == "packet":
-        ns, _, op = ref[1].partition("::")
-        return getattr(getattr(torch.ops, ns), op)
-    if kind == "hop":
-        return getattr(torch.ops.higher_order, ref[1])
+    module = ref[3] if len(ref) > 3 else None
+    try:
+        if kind == "overload":
+            ns, _, op = ref[1].partition("::")
+            return getattr(_op(ns, op, module), ref[2] or "default")
+        if kind == "packet":
+            ns, _, op = ref[1].partition("::")
+            return _op(ns, op, module)
+        if kind == "hop":
+            hops = torch._ops._higher_order_ops
+            return hops[ref[1]] if ref[1] in hops else _op("higher_order", ref[1], module)
+    except (UnresolvedOp, AttributeError):
+        return _StandIn(ref)
     if kind == "fn":
         return _resolve_fn(ref[1], ref[2])
     return ref[1]
@@ -105,6 +201,8 @@ def _encode(value: Any, names: dict[Any, str]) -> Any:
 
     if isinstance(value, torch.fx.Node):
         return _NodeRef(names[value])
+    if isinstance(value, torch.memory_format):
+        return _TorchConst(str(value).removeprefix("torch."))
     if isinstance(value, tuple):
         return tuple(_encode(v, names) for v in value)
     if isinstance(value, list):
@@ -117,6 +215,10 @@ def _encode(value: Any, names: dict[Any, str]) -> Any:
 def _decode(value: Any, env: dict[str, Any]) -> Any:
     if isinstance(value, _NodeRef):
         return env[value.name]
+    if isinstance(value, _TorchConst):
+        import torch
+
+        return getattr(torch, value.name)
     if isinstance(value, tuple):
         return tuple(_decode(v, env) for v in value)
     if isinstance(value, list):

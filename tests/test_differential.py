@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 # fixtures launched with torchrun (tests/test_distributed.py) or that only make sense
 # on CUDA; the program of a two-file script is its main file
 # (fails_once.py fails on its first run only: no two runs of it agree, by design)
-NOT_HERE = {"model.py", "fails_once.py"}
+NOT_HERE = {"model.py", "fails_once.py", "mylib_ops.py"}
 LAUNCHED = {
     "ddp_buckets.py",
     "ddp_every_rank_bug.py",
@@ -44,11 +44,18 @@ LAUNCHED = {
     "fsdp2_block_compile.py",
     "tp_rowparallel_relu.py",
     "tp_partials_cancel.py",
+    "ddp_user_assert_after_teardown.py",
+    "ddp_teardown_hang.py",
 }
 ARGS = {"train_two_file/train.py": ["--steps", "3", "--bug", "accuracy"]}
 
 # clean programs: no check may report anything of them (dropout in training among them)
-CLEAN = {"clean.py", "numerics/dropout_training_clean.py", "gpt2_train.py"}
+CLEAN = {
+    "clean.py",
+    "numerics/dropout_training_clean.py",
+    "gpt2_train.py",
+    "ops/handwritten_adam_item.py",
+}
 
 # The named exceptions: (fixture, mode) -> why its outcome may differ (docs/faithful.md).
 EXCEPTIONS: dict[tuple[str, str], str] = {
@@ -65,8 +72,12 @@ def _fixtures() -> list[str]:
     for path in sorted(FIXTURES.rglob("*.py")):
         rel = path.relative_to(FIXTURES).as_posix()
         # triage/: the triage corpus (real/'s bugs written as other programs, a flaky
-        # script, one that hangs): benchmarks/triage_corpus.py runs it
-        if rel.startswith(("expected/", "real_gpu/", "triage/")) or path.name in NOT_HERE:
+        # script, one that hangs): benchmarks/triage_corpus.py runs it; user_bugs/: the
+        # user's own bugs, each run (and its outcome compared) by tests/test_user_bugs.py
+        if (
+            rel.startswith(("expected/", "real_gpu/", "triage/", "user_bugs/"))
+            or path.name in NOT_HERE
+        ):
             continue
         if path.name in LAUNCHED:
             continue
@@ -183,7 +194,7 @@ LIGHT = {
     "numerics/dropout_training_clean.py", "real/autocast_block_head_fp32_grad.py",
     "inf_inputs_accuracy.py", "dynamic_shapes.py", "post_grad_pass_bug.py",
     "patched_decomp_table.py", "decomp_table_lambda.py", "custom_pass_module_import.py",
-    "train_two_file/train.py",
+    "train_two_file/train.py", "ops/handwritten_adam_item.py",
     "numerics/cast_elided_bf16.py", "numerics/reduction_order.py",
     "program/train_grad_scaling.py", "program/graphless_view_after_compile.py",
     "program/dynamo_missing_guard.py", "program/dynamo_mutation_lost_graph_break.py",

@@ -279,3 +279,43 @@ def test_the_hooks_say_how_a_rank_ended(tmp_path):
         "exit": ["exit 3"],
         "raised": ["raised ValueError: bad"],
     }
+
+
+# -- graphs that load anywhere ---------------------------------------------------------
+
+
+def test_a_graph_with_prims_memory_formats_and_an_unknown_op_round_trips():
+    """prims.fma exists only once inductor's prims module is imported; memory formats
+    do not pickle with torch.save; an op no module here registers loads as a stand-in
+    that saves back to the same reference (issue 49: a report step died on prims.fma)."""
+    import io
+
+    import torch
+    from torch import fx
+
+    from tcompile.compiler import graph_io
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(torch.ops.aten.clone.default, (x,), {"memory_format": torch.channels_last})
+    g.output(g.call_function(torch.ops.aten.mul.Tensor, (y, y)))
+    data = graph_io.to_data(fx.GraphModule(torch.nn.Module(), g))
+    buf = io.BytesIO()
+    torch.save(data, buf)  # a memory format in kwargs: saved
+    data = torch.load(io.BytesIO(buf.getvalue()), weights_only=False)
+    data["nodes"][2]["target"] = ("overload", "prims::fma", "default", None)
+    loaded = graph_io.from_data(data)
+    assert [str(n.target) for n in loaded.graph.nodes][1:3] == [
+        "aten.clone.default",
+        "prims.fma.default",
+    ]
+    assert list(loaded.graph.nodes)[1].kwargs["memory_format"] is torch.channels_last
+    data["nodes"][2]["target"] = ("overload", "nolib_truth::op", "default", None)
+    stand_in = graph_io.from_data(data)
+    assert graph_io.to_data(stand_in)["nodes"][2]["target"][:3] == (
+        "overload",
+        "nolib_truth::op",
+        "default",
+    )
+    with pytest.raises(graph_io.UnresolvedOp, match="nolib_truth::op"):
+        stand_in(torch.randn(1, 2, 2, 2))

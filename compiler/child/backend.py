@@ -161,6 +161,10 @@ class TcompileBackend:
             with _fallback_random(checking):
                 return compile_fn(gm, example_inputs)
         except Exception as exc:
+            if _dynamo_control_flow(exc):
+                # not a failure: Dynamo's own signal to trace the frame again (a scalar
+                # tensorified after all, ...); it must reach Dynamo as it would without us
+                raise
             session.failure(
                 graph=index,
                 graph_kind=hooks.failed_kind or "dynamo",
@@ -171,6 +175,20 @@ class TcompileBackend:
             return None
         finally:
             rec.mark(-1, PHASE_IDLE)
+
+
+def _dynamo_control_flow(exc: BaseException) -> bool:
+    """Dynamo's exceptions that steer its tracing rather than report a failure
+    (``RestartAnalysis`` and its kind: ``TensorifyScalarRestartAnalysis`` is raised from
+    inside the backend's compile when a float must become a tensor input)."""
+    from torch._dynamo import exc as dexc
+
+    kinds = tuple(
+        t
+        for t in (getattr(dexc, "RestartAnalysis", None), getattr(dexc, "SkipFrame", None))
+        if isinstance(t, type)
+    )
+    return bool(kinds) and isinstance(exc, kinds)
 
 
 def _wants_grad(example_inputs: list[Any]) -> bool:

@@ -289,7 +289,10 @@ class Watch:
             if self.judged_backward or grad is None:
                 return
             try:
-                self.tangents[j] = grad.detach()
+                # a copy: autograd may reuse the buffer it handed the hook and write
+                # into it afterwards (torch.cond's backward did: the check judged the
+                # program's right gradient against eager's under a changed tangent)
+                self.tangents[j] = grad.detach().clone()
                 if not getattr(self, "_queued", False):
                     self._queued = True
                     torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
@@ -303,7 +306,7 @@ class Watch:
             if self.judged_backward or k >= len(grad_inputs) or grad_inputs[k] is None:
                 return
             try:
-                g = grad_inputs[k].detach()
+                g = grad_inputs[k].detach().clone()  # a copy, as for the tangents
                 self.grads[i] = g if i not in self.grads else self.grads[i] + g
             except Exception as exc:
                 self._hook_failed(exc)
