@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 def main() -> int:
     import torch
 
-    from test_differential import OUTCOMES, _fixtures, _gpu, fingerprint, plain
+    from test_differential import OUTCOMES, _fixtures, _gpu, fingerprint, plain, user_bugs
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
@@ -31,7 +31,7 @@ def main() -> int:
         table = {}
     if table.get("torch") != torch.__version__:
         table = {"torch": torch.__version__, "fixtures": {}}
-    for rel in _fixtures():
+    for rel in [*_fixtures(), *user_bugs()]:
         if args.only not in rel or (_gpu(rel) and not torch.cuda.is_available()):
             continue
         outcome = plain(rel)

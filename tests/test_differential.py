@@ -85,6 +85,11 @@ def _fixtures() -> list[str]:
     return out
 
 
+def user_bugs() -> list[str]:
+    """fixtures/user_bugs/: the user's own bugs (tests/test_user_bugs.py)."""
+    return sorted(p.relative_to(FIXTURES).as_posix() for p in (FIXTURES / "user_bugs").glob("*.py"))
+
+
 def _gpu(rel: str) -> bool:
     return rel.startswith("gpu_")
 

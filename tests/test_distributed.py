@@ -282,3 +282,30 @@ def test_a_failure_that_needs_the_other_ranks_values_minifies_in_one_process(tmp
     assert "from_other_ranks_0" in r.stderr  # the replay said so
     assert doc["replayed_collectives"] == ["from_other_ranks_0"]
     _reproduces_alone(doc["repro"], tmp_path)
+
+
+def test_a_ranks_own_failure_after_its_teardown_is_never_a_hang(tmp_path):
+    """Issue 49: rank 1's own check fails after destroy_process_group (plain torchrun:
+    exit 1, ChildFailedError).  It was read as gloo's teardown hang and the job reported
+    clean; a rank is ended as hung only once every rank's code returned."""
+    r, doc = _json(
+        "run", "--json", "--out", str(tmp_path), *_torchrun("ddp_user_assert_after_teardown.py")
+    )
+    assert r.returncode == 3 and doc["verdict"] == "not-a-compiler-bug", doc["explanation"]
+    assert "AssertionError" in doc["explanation"] and not doc["teardown_hang"]
+    ended = {e["rank"]: e["ended"] for e in doc["ranks_ended"]}
+    assert ended[0] == "returned" and ended[1].startswith("raised AssertionError"), ended
+    assert doc["program"]["returncode"] == 1
+    assert _left_running(str(tmp_path)) == []
+
+
+def test_a_rank_hung_at_teardown_after_every_rank_returned_is_a_named_note(tmp_path):
+    """The one named exception of a clean verdict: every rank's code returned, a rank
+    hangs in its teardown (played by a destructor that never returns); tcompile ends it
+    and says which rank, instead of waiting for ever as plain torchrun does."""
+    r, doc = _json("run", "--json", "--out", str(tmp_path), *_torchrun("ddp_teardown_hang.py"))
+    assert r.returncode == 0 and doc["teardown_hang"], doc["explanation"]
+    assert [e["ended"] for e in doc["ranks_ended"]] == ["returned", "returned"]
+    said = [n["text"] for n in doc["notes"] if "hung at exit" in n["text"]]
+    assert said and said[0].startswith("rank 1 hung at exit"), doc["notes"]
+    assert _left_running(str(tmp_path)) == []

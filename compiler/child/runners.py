@@ -21,7 +21,7 @@ import torch
 from .. import accuracy
 from ..accuracy import AccuracyMode
 from ..protocol import Event
-from ..signature import FailureKind, cuda_fatal_message
+from ..signature import FailureKind, cuda_fatal_message, first_lines
 from .graphs import count_compute, fresh_copy, has_collectives, in_distributed_job
 from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN, serves
 from .session import Session, is_dynamo_exception
@@ -345,7 +345,17 @@ class GraphRunner:
                 # the graph talks to other ranks: re-running it here alone would hang
                 self._runtime_failure(exc)
                 raise
-            result = eager_call(self.reference, args)  # eager raising too: the user's error
+            try:
+                result = eager_call(self.reference, args)
+            except Exception as eager:  # eager raising too: the program's own error
+                self.session.note(
+                    self.index,
+                    f"the compiled graph raised ({first_lines(f'{type(exc).__name__}: {exc}', 1, 200)})"
+                    f" and eager raised on the same inputs too ({type(eager).__name__}: "
+                    f"{first_lines(str(eager), 1, 200)}): the program's own error; it goes on "
+                    "with eager's (plain python dies of the compiled graph's)",
+                )
+                raise
             self._runtime_failure(exc)
             return result
         finally:
