@@ -50,8 +50,9 @@ def finish(
     except UsageError as exc:
         fail_usage(str(exc), as_json)
     except InternalError as exc:
-        click.echo(f"tcompile: internal error: {one_line(str(exc))}", err=True)
-        exit_with(ExitCode.INTERNAL, "internal-error", one_line(str(exc)), as_json)
+        path = keep_traceback()
+        click.echo(f"tcompile: internal error: {one_line(str(exc))} (traceback in {path})", err=True)
+        exit_with(ExitCode.INTERNAL, "internal-error", one_line(str(exc)), as_json, traceback=path)
     except KeyboardInterrupt:
         click.echo("tcompile: interrupted", err=True)
         exit_with(
@@ -178,16 +179,45 @@ class Group(click.Group):
             quiet_stdout()
             sys.exit(ExitCode.OK)
         except Exception as exc:
-            import tempfile
-            import traceback
-
-            fd, path = tempfile.mkstemp(prefix="tcompile-internal-error-", suffix=".txt")
-            with os.fdopen(fd, "w") as f:
-                f.write(f"tcompile {__version__}\nargv: {sys.argv}\n\n")
-                traceback.print_exc(file=f)
+            path = keep_traceback()
             said = f"{type(exc).__name__}: {one_line(str(exc))} (traceback in {path})"
             click.echo(f"tcompile: internal error: {said}", err=True)
-            exit_with(ExitCode.INTERNAL, "internal-error", said, None)
+            exit_with(ExitCode.INTERNAL, "internal-error", said, None, traceback=path)
+
+
+ERROR_DIR_ENV = "TCOMPILE_ERROR_DIR"  # where an internal error's traceback goes (triage sets it)
+
+
+def keep_traceback() -> str:
+    """The traceback of the exception being handled, kept in a file for a bug report of
+    tcompile's own: under ``$TCOMPILE_ERROR_DIR``, else the command's ``--out``, else
+    the system's temporary folder.  Its path."""
+    import tempfile
+    import traceback
+
+    folder = os.environ.get(ERROR_DIR_ENV) or _out_of(sys.argv[1:]) or tempfile.gettempdir()
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix="tcompile-internal-error-", suffix=".txt", dir=folder)
+    except OSError:
+        fd, path = tempfile.mkstemp(prefix="tcompile-internal-error-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+        f.write(f"tcompile {__version__}\nargv: {sys.argv}\n\n")
+        traceback.print_exc(file=f)
+    return path
+
+
+def _out_of(argv: list[str]) -> str | None:
+    """``--out DIR`` among tcompile's own options (before the script)."""
+    for before, arg in zip(argv, argv[1:]):
+        if before == "--out":
+            return arg
+        if before == "--" or before.endswith((".py", ".pkl")):
+            return None
+    for arg in argv:
+        if arg.startswith("--out="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def version() -> str:

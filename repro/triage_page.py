@@ -101,8 +101,18 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         )
     lines += ["", "## Why", ""]
     for r in doc["scripts"]:
-        lines.append(f"- `{_name(root, r['path'])}`: {r['verdict']}: {r.get('message') or '-'}")
+        said = f"- `{_name(root, r['path'])}`: {r['verdict']}: {r.get('message') or '-'}"
+        if r.get("traceback"):  # tcompile's own failure: its traceback, under OUT
+            said += f" (tcompile's traceback: [{_rel(base, r['traceback'])}]({_rel(base, r['traceback'])}))"
+        lines.append(said)
     return "\n".join(lines) + "\n"
+
+
+def _traceback_link(base: Path, r: dict[str, Any]) -> str:
+    if not r.get("traceback"):
+        return ""
+    rel = html.escape(_rel(base, r["traceback"]))
+    return f" (<a href='{rel}'>tcompile's traceback</a>)"
 
 
 def page(base: Path, doc: dict[str, Any]) -> str:
@@ -116,7 +126,7 @@ def page(base: Path, doc: dict[str, Any]) -> str:
             f"<td style='color:{colour};font-weight:bold'>{e(r['verdict'])}</td>"
             f"<td>{e(_culprit(r))}</td><td>{e(r.get('cluster') or '-')}</td>"
             f"<td>{e(str(r.get('repro_lines') or '-'))}</td><td>{r.get('seconds', 0):.0f}</td>"
-            f"<td>{e(_also(r))}</td><td>{e(r.get('message') or '')}</td></tr>"
+            f"<td>{e(_also(r))}</td><td>{e(r.get('message') or '')}{_traceback_link(base, r)}</td></tr>"
         )
     clusters = []
     for c in doc["clusters"]:

@@ -38,7 +38,7 @@ from tcompile.compiler.runner import write_json
 from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of
 from tcompile.repro.triage_page import write_pages
 
-from .triage_one import Interrupted, stop_all, triage_one
+from .triage_one import Interrupted, start, stop_all, triage_one
 from .triage_one import also as repro_under
 
 DEFAULT_OUT = "tcompile-triage"
@@ -174,6 +174,7 @@ def run_triage(
         )
 
     interrupted = False
+    start()
     try:
         if ray_address:
             _run_ray(ray_address, tasks, done)
@@ -332,7 +333,10 @@ def _run_local(tasks: dict[str, dict[str, Any]], jobs: int, done: Any, per_gpu: 
                 path = pending.pop(f)
                 done(path, f.result())
     except BaseException:
-        stop_all()  # Ctrl-C: the running scripts stop now, what is done stays
+        # Ctrl-C: nothing queued starts, the running scripts stop now, what is done stays
+        for f in pending:
+            f.cancel()
+        stop_all()
         raise
     finally:
         for f in pending:

@@ -29,6 +29,8 @@ from typing import Any
 
 from tcompile.compiler.accuracy import AccuracyMode
 
+ERROR_DIR_ENV = "TCOMPILE_ERROR_DIR"  # cli/app.py keeps an internal error's traceback there
+
 VERDICTS = ("bug", "clean", "not_compiler", "flaky", "timeout", "needs_gpu", "error")
 
 # the failure of a script that needs a GPU this machine lacks (CUDA, or Triton for it)
@@ -47,12 +49,23 @@ class Interrupted(Exception):
 
 _LIVE: set[subprocess.Popen[bytes]] = set()  # the children running now, for stop_all
 _LOCK = threading.Lock()
+# set by stop_all: no child starts after it (a pool thread that finished its script
+# would otherwise start the next queued one while the running ones are being stopped:
+# the first Ctrl-C did not stop triage)
+_STOPPING = threading.Event()
+
+
+def start() -> None:
+    """A new triage: children may start again."""
+    _STOPPING.clear()
 
 
 def stop_all(grace: float = _GRACE) -> None:
-    """Ctrl-C: every running child gets SIGTERM (each keeps what it found and stops its
-    own processes), SIGKILL after ``grace`` seconds, so the pool's threads come back."""
+    """Ctrl-C: no child starts from now on; every running child gets SIGTERM (each keeps
+    what it found and stops its own processes), SIGKILL after ``grace`` seconds, so the
+    pool's threads come back."""
     with _LOCK:
+        _STOPPING.set()
         procs = [p for p in _LIVE if p.poll() is None]
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
@@ -78,31 +91,33 @@ def _tcompile(
     """``python -m tcompile ARGV --json``: (exit code or None past the budget, its
     document, seconds)."""
     t0 = time.monotonic()
-    with open(log, "ab") as err:
+    with open(log, "ab") as err, _LOCK:
+        if _STOPPING.is_set():
+            raise Interrupted
         proc = subprocess.Popen(
             [python, "-m", "tcompile", *argv],
             stdout=subprocess.PIPE,
             stderr=err,
             cwd=cwd,
-            env={**os.environ, **env},
+            # tcompile's own traceback, if it fails, stays with the script's results
+            env={**os.environ, ERROR_DIR_ENV: str(log.parent), **env},
             preexec_fn=_die_with_parent,
         )
-        timed_out = False
-        with _LOCK:
-            _LIVE.add(proc)
+        _LIVE.add(proc)
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=max(1.0, budget))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        proc.send_signal(signal.SIGTERM)  # the child keeps what it found, kills its own
         try:
-            out, _ = proc.communicate(timeout=max(1.0, budget))
+            out, _ = proc.communicate(timeout=_GRACE)
         except subprocess.TimeoutExpired:
-            timed_out = True
-            proc.send_signal(signal.SIGTERM)  # the child keeps what it found, kills its own
-            try:
-                out, _ = proc.communicate(timeout=_GRACE)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, _ = proc.communicate()
-        finally:
-            with _LOCK:
-                _LIVE.discard(proc)
+            proc.kill()
+            out, _ = proc.communicate()
+    finally:
+        with _LOCK:
+            _LIVE.discard(proc)
     try:
         doc = json.loads(out.decode(errors="replace") or "{}")
     except ValueError:
@@ -163,6 +178,7 @@ def triage_one(task: dict[str, Any]) -> dict[str, Any]:
         if code == 3 or code == 2:
             return finish("not_compiler", _first_line(doc))
         if code == 4:
+            res["traceback"] = doc.get("traceback")
             return finish("error", "tcompile failed: " + _first_line(doc))
         if code == 5:  # it failed, and passed when the run tried it again
             res["flaky"] = {"failed": failed + 1, "of": k + 2}
@@ -207,8 +223,14 @@ def triage_one(task: dict[str, Any]) -> dict[str, Any]:
         return finish(
             "bug", f"{res.get('signature', '')} (bisect and minify did not finish in time)"
         )
-    if code == 4:
-        res["note"] = "tcompile report failed: " + _first_line(doc)
+    if code == 4:  # tcompile's own failure: never shown as a result
+        res["traceback"] = doc.get("traceback")
+        found = res.get("signature", "")
+        return finish(
+            "error",
+            f"tcompile failed in its report step: {_first_line(doc)}"
+            + (f" (run had found: {found})" if found else ""),
+        )
     if bugs:
         _take_bug(res, bugs[0], task, deadline)
     return finish("bug", res.get("signature", ""))
