@@ -51,7 +51,9 @@ def finish(
         fail_usage(str(exc), as_json)
     except InternalError as exc:
         path = keep_traceback()
-        click.echo(f"tcompile: internal error: {one_line(str(exc))} (traceback in {path})", err=True)
+        click.echo(
+            f"tcompile: internal error: {one_line(str(exc))} (traceback in {path})", err=True
+        )
         exit_with(ExitCode.INTERNAL, "internal-error", one_line(str(exc)), as_json, traceback=path)
     except KeyboardInterrupt:
         click.echo("tcompile: interrupted", err=True)

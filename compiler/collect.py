@@ -29,6 +29,7 @@ _GRAPH_FIELDS = (
     "line",
     "compile_id",
     "break_reason",
+    "device",
 )
 
 

@@ -26,4 +26,5 @@ Writers and what they write:
   verify.py             running repro.py in a fresh interpreter that cannot import tcompile
   environment.py        versions and devices, for headers and bug reports
   triage_page.py        triage.md and triage.html
+  shareable.py          shared text without this machine's paths (report.md, the pages)
 """

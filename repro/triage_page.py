@@ -67,7 +67,7 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         "",
         f"{len(doc['scripts'])} scripts ({counts}); {len(doc['clusters'])} cluster(s) of bugs; "
         f"torch {doc['torch']}; {doc['seconds']:.0f} s ({doc['done_now']} run now, "
-        f"{doc['from_cache']} from the cache, engine: {doc['engine']}); scripts under `{root}`"
+        f"{doc['from_cache']} from the cache, engine: {doc['engine']}); scripts under `{_rel(base, root)}`"
         + ("; **interrupted**: the rest is not done yet" if doc["interrupted"] else ""),
         "",
         "## Clusters",
@@ -149,7 +149,7 @@ th {{ background: #f6f8fa; }}
 pre {{ background: #f6f8fa; padding: 8px; max-width: 70em; overflow-x: auto; }}
 </style></head><body>
 <h1>tcompile triage</h1>
-<p>{len(doc["scripts"])} scripts under {e(root)} ({e(counts)}); {len(doc["clusters"])} cluster(s); torch {e(doc["torch"] or "?")};
+<p>{len(doc["scripts"])} scripts under {e(_rel(base, root))} ({e(counts)}); {len(doc["clusters"])} cluster(s); torch {e(doc["torch"] or "?")};
 {doc["seconds"]:.0f} s{"; <b>interrupted</b>" if doc["interrupted"] else ""}</p>
 <h2>Clusters</h2>
 <table><tr><th>cluster</th><th>culprit</th><th>kind</th><th>ops</th><th>members</th><th>repro</th></tr>
@@ -163,7 +163,13 @@ pre {{ background: #f6f8fa; padding: 8px; max-width: 70em; overflow-x: auto; }}
 
 
 def write_pages(base: Path, doc: dict[str, Any]) -> tuple[str, str]:
-    """triage.md and triage.html under ``base``; their paths."""
-    return _atomic(base / layout.TRIAGE_MD, markdown(base, doc)), _atomic(
-        base / layout.TRIAGE_HTML, page(base, doc)
+    """triage.md and triage.html under ``base``; their paths.  Scripts are named from
+    the folder they share, files under ``base`` from the pages themselves: no folder of
+    this machine is on a page (shareable.py)."""
+    from .shareable import places, scrub
+
+    where = places([_root(doc)], None)
+    where[os.path.abspath(base)] = ""  # links are relative to the pages, which live there
+    return _atomic(base / layout.TRIAGE_MD, scrub(markdown(base, doc), where)), _atomic(
+        base / layout.TRIAGE_HTML, scrub(page(base, doc), where)
     )

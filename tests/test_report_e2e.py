@@ -22,6 +22,13 @@ def test_run_groups_failures_by_signature(tmp_path):
 
 
 def test_report_writes_a_bug_report(tmp_path):
+    # the program in a project under a home folder, the run's temporary folder beside it:
+    # no artifact a person shares may hold either path (issue 49)
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    (home / "proj").mkdir(parents=True)
+    tmp.mkdir()
+    script = home / "proj" / "repeated_bugs.py"
+    script.write_text((FIXTURES / "repeated_bugs.py").read_text())
     r = run_tcompile(
         "report",
         "--json",
@@ -29,8 +36,10 @@ def test_report_writes_a_bug_report(tmp_path):
         "--max-bugs",
         "1",
         "--out",
-        str(tmp_path),
-        str(FIXTURES / "repeated_bugs.py"),
+        str(home / "out"),
+        str(script),
+        env={"HOME": str(home), "TMPDIR": str(tmp)},
+        cwd=str(home / "proj"),
     )
     assert r.returncode == 1, r.stderr[-3000:]
     doc = json.loads(r.stdout)
@@ -51,3 +60,27 @@ def test_report_writes_a_bug_report(tmp_path):
     ):
         assert part in text, part
     assert len(text) < 65_536 and doc["characters"] == len(text)
+    assert_no_absolute_paths(home / "out", [home, tmp, tmp_path])
+
+
+def assert_no_absolute_paths(out, folders):
+    """Every artifact a person shares (pages, reports, repros) is free of the run's
+    folders: the home and temporary folders it ran in.  (result.json and the logs are
+    machine records: they name their files by design.)"""
+    import os
+
+    shared = [
+        p
+        for p in out.rglob("*")
+        if p.is_file()
+        and (p.suffix in (".md", ".html") or (p.suffix == ".py" and "repro" in p.name))
+    ]
+    assert shared, "no artifact to scan"
+    needles = {str(f) for f in folders} | {os.path.realpath(f) for f in folders}
+    leaks = [
+        f"{p.relative_to(out)}: {line.strip()[:160]}"
+        for p in shared
+        for line in p.read_text(errors="replace").splitlines()
+        if any(n in line for n in needles)
+    ]
+    assert not leaks, "\n".join(leaks)

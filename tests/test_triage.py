@@ -111,6 +111,9 @@ def test_verdicts_culprit_one_cluster_and_a_verified_repro(corpus):
     page = (d / "out" / "triage.md").read_text()
     assert "| C1 |" in page and "own_bug.py" in page
     assert "<html" in (d / "out" / "triage.html").read_text()
+    from test_report_e2e import assert_no_absolute_paths
+
+    assert_no_absolute_paths(d / "out", [d])  # the pages and repros: no folder of here
 
 
 def test_a_rerun_does_only_new_work(corpus):

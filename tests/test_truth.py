@@ -319,3 +319,33 @@ def test_a_graph_with_prims_memory_formats_and_an_unknown_op_round_trips():
     )
     with pytest.raises(graph_io.UnresolvedOp, match="nolib_truth::op"):
         stand_in(torch.randn(1, 2, 2, 2))
+
+
+# -- artifacts that do not lie -----------------------------------------------------------
+
+
+def test_shared_text_names_no_folder_of_this_machine(tmp_path):
+    from tcompile.repro.shareable import places, scrub
+
+    proj, out = tmp_path / "home" / "proj", tmp_path / "home" / "proj" / "out"
+    where = places([str(proj)], str(out))
+    text = f'File "{proj}/model.py", line 3; files in {out}/run-001; cache {tmp_path}/x'
+    said = scrub(text, where)
+    assert 'File "model.py", line 3' in said and "<out>/run-001" in said
+    assert str(proj) not in said and str(out) not in said
+
+
+def test_a_titles_device_is_the_failing_graphs():
+    from tcompile.repro.jobs.report import _device, title
+
+    graphs = [
+        {"level": "dynamo", "index": 0, "device": "cpu"},
+        {"level": "dynamo", "index": 1, "device": "cuda"},
+    ]
+    assert _device(graphs, 0) == "cpu" and _device(graphs, 1) == "cuda"
+    assert _device(graphs, None) == "cuda"  # no graph holds it: where the program ran
+    bug = {"kind": "runtime", "signature": "inductor/runtime: RuntimeError: x", "device": "cuda"}
+    assert title(bug).endswith("on CUDA")
+    cudagraphs = {"kind": "runtime", "signature": "s: E: x", "bisect": {"subsystem": "cudagraphs"}}
+    assert title(cudagraphs).endswith("on CUDA")
+    assert title({**bug, "device": "cpu"}).endswith("on CPU")

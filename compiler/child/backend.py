@@ -80,6 +80,7 @@ class TcompileBackend:
         session.graph_stage[index] = stage
         base = dict(index=index, kind="dynamo", nodes=count_compute(gm), **describe_graph(gm))
         base["collectives"] = has_collectives(gm)  # it talks to the other ranks itself
+        base["device"] = _device_of(example_inputs)  # where it runs: a report's title says
         bucket = ddp_bucket()
         if bucket is not None:  # one bucket of a graph DDPOptimizer split
             base.update(_bucket_fields(gm, bucket))
@@ -175,6 +176,14 @@ class TcompileBackend:
             return None
         finally:
             rec.mark(-1, PHASE_IDLE)
+
+
+def _device_of(example_inputs: list[Any]) -> str | None:
+    """The device type a graph runs on: its first tensor input's (``cuda``, ``cpu``)."""
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            return x.device.type
+    return None
 
 
 def _dynamo_control_flow(exc: BaseException) -> bool:

@@ -12,6 +12,7 @@ the culprit; and once, "Versions".  Kept under GitHub's body limit.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import time
 from pathlib import Path
@@ -97,6 +98,7 @@ def run_report(
         bug = dict(g)
         first = next(f for f in base.failures if f.text == g["signature"])
         bug.update(graph=first.graph, graph_kind=first.graph_kind, record=first.record)
+        bug["device"] = _device(base.graphs, first.graph)
         page = ((base.trace or {}).get("pages") or {}).get(str(first.graph))
         if base.trace:
             bug["trace"] = {
@@ -122,7 +124,27 @@ def run_report(
         mini = run_minify(command, match=match, observer=observer, **args, **common)
         bug["minify"] = mini.to_json()
         bugs.append(bug)
-    return write_report(run_dir, bugs, base_seconds=time.monotonic() - t0)
+    return write_report(
+        run_dir, bugs, base_seconds=time.monotonic() - t0, program_dirs=_program_dirs(command)
+    )
+
+
+def _program_dirs(command: list[str]) -> list[str]:
+    """The folders the program's own files are in: the script's, the working one."""
+    dirs = [os.getcwd()]
+    dirs += [os.path.dirname(os.path.abspath(a)) for a in command if a.endswith(".py")]
+    return list(dict.fromkeys(dirs))
+
+
+def _device(graphs: list[dict[str, Any]], graph: int | None) -> str | None:
+    """Where the failing graph ran; for a failure no graph holds (CUDA graph trees, a
+    program-level one), where the program's graphs ran -- CUDA if any did."""
+    rows = [g for g in graphs if g.get("level") == "dynamo" and g.get("device")]
+    mine = [g["device"] for g in rows if graph is not None and g.get("index") == graph]
+    if mine:
+        return mine[0]
+    kinds = {g["device"] for g in rows}
+    return "cuda" if "cuda" in kinds else (kinds.pop() if len(kinds) == 1 else None)
 
 
 def _match(signature: str) -> str:
@@ -130,8 +152,15 @@ def _match(signature: str) -> str:
     return re.escape(signature.split("/", 1)[-1])
 
 
-def write_report(run_dir: Path, bugs: list[dict[str, Any]], *, base_seconds: float = 0.0) -> Report:
+def write_report(
+    run_dir: Path,
+    bugs: list[dict[str, Any]],
+    *,
+    base_seconds: float = 0.0,
+    program_dirs: list[str] | None = None,
+) -> Report:
     from tcompile.repro.environment import full_environment
+    from tcompile.repro.shareable import places, scrub
 
     versions = versions_of(full_environment())
     for bug in bugs:
@@ -149,7 +178,8 @@ def write_report(run_dir: Path, bugs: list[dict[str, Any]], *, base_seconds: flo
     parts.append(
         "### Versions\n\n```\n" + "\n".join(f"{k}: {v}" for k, v in versions.items()) + "\n```\n"
     )
-    text = "\n".join(parts)
+    # for an issue: no folder of this machine (the project, --out, home, temp)
+    text = scrub("\n".join(parts), places(program_dirs or [], str(run_dir)))
     if len(text) > GITHUB_LIMIT:
         layout.write_file(run_dir / layout.REPORT_FULL, text)
         note = "\n\n(cut to GitHub's limit: the whole report is report-full.md beside it)\n"
@@ -179,7 +209,11 @@ def title(bug: dict[str, Any]) -> str:
         tag = "decompositions"
     ops = [o for o in (mini.get("ops") or []) if o not in ("getitem",)]
     op = ", ".join(dict.fromkeys(ops[:3])) if ops else "a compiled graph"
-    device = "CUDA" if str(mini.get("device") or "").startswith("cuda") else "CPU"
+    where = str(mini.get("device") or bug.get("device") or "")
+    if bis.get("subsystem") == "cudagraphs" or where.startswith("cuda"):
+        device = "CUDA"
+    else:
+        device = where.upper() if where and where != "cpu" else "CPU"
     sig = bug.get("signature", "")
     exc_type = sig.split(": ")[1] if sig.count(": ") >= 1 else ""
     phrase = {
