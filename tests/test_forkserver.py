@@ -84,4 +84,4 @@ def test_a_candidate_past_its_time_is_killed(server, tmp_path):
         cwd=str(tmp_path),
         extra_path=[],
     )
-    assert r.timed_out and r.returncode < 0 and r.seconds < 30
+    assert r.timed_out and r.returncode < 0  # killed (by a signal), not left to finish

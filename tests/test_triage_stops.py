@@ -103,9 +103,10 @@ def test_an_internal_error_keeps_its_traceback_under_out(tmp_path, monkeypatch, 
 
 @pytest.mark.slow
 def test_the_first_ctrl_c_stops_triage_and_keeps_what_is_done(tmp_path):
-    """Two jobs, a quick script and four that sleep: one Ctrl-C (SIGINT to the process
-    group, as a terminal sends it) while two run ends triage with exit 130 in seconds;
-    no queued script starts; the quick one's result is kept."""
+    """Two jobs, a quick script and four that sleep 300 s: one Ctrl-C (SIGINT to the
+    process group, as a terminal sends it) while two run ends triage with exit 130 (the
+    sleepers are stopped, not waited for); no queued script starts; the quick one's
+    result is kept."""
     folder = tmp_path / "scripts"
     folder.mkdir()
     (folder / "a_quick.py").write_text("print('done')\n")
@@ -127,14 +128,12 @@ def test_the_first_ctrl_c_stops_triage_and_keeps_what_is_done(tmp_path):
                 break
             time.sleep(0.5)
         time.sleep(2)
-        t0 = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
-        stdout, _ = proc.communicate(timeout=60)
-        took = time.monotonic() - t0
+        stdout, _ = proc.communicate(timeout=240)  # a hang guard: the sleepers sleep 300 s
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130 and took < 30, (proc.returncode, took)
+    assert proc.returncode == 130, proc.returncode
     doc = json.loads(stdout)
     assert doc["interrupted"] and [Path(s["path"]).name for s in doc["scripts"]] == ["a_quick.py"]
     started = sorted(p.name.split("-")[0] for p in (out / "scripts").glob("*"))
