@@ -417,6 +417,10 @@ def run_result(report: Any, console: Console) -> None:
             line = diverges(getattr(f, "divergence", None) or {}, f.graph)
             if line is not None:
                 console.print(line, highlight=False)
+    ended = [r for r in getattr(report, "ranks_ended", None) or [] if r["ended"] != "returned"]
+    if ended:  # each rank's own ending reaches the output (issue 49)
+        said = "; ".join(f"rank {r['rank']} {r['ended']}" for r in ended)
+        console.print(Text("ranks ended: ") + plain(said))
     if report.verdict != "not-a-compiler-bug":  # nothing of the compiler's to replay
         _records(getattr(report, "records", None) or [], console)
     for note in report.notes:

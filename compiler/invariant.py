@@ -4,10 +4,11 @@ otherwise than plain python ends it, unless the difference is one of the excepti
 docs/faithful.md names and the output says which.
 
 Its one named exception that reaches a clean verdict: **a rank that hangs in its
-backend's teardown** (gloo's destructor at interpreter exit) after every rank destroyed
-its process group *and its code returned* -- tcompile ends it and says so in a note
-(runner.py).  A rank whose code raised or exited with a failing status is never read as
-such a hang.
+backend's teardown** (gloo's destructor as ``main()`` returns, or at interpreter exit)
+after every rank destroyed its process group and none raised, each rank having said its
+code returned or found stuck at its end (blocked, no frame of the program's running but
+its module's) -- tcompile ends it and says so in a note (runner.py).  A rank whose code
+raised or exited with a failing status is never read as such a hang.
 
 Checked at the end of every run tcompile classifies (classify.py) and again where a
 command turns its report into an exit code (cli/app.py): a violation is tcompile's own
@@ -22,12 +23,18 @@ from typing import Any
 from .protocol import Event
 
 RETURNED = "returned"
+# alive, blocked, no frame of the program's running but its module's: at its end
+# (runner.stuck_at_end: how gloo's destructor hangs as main() returns)
+STUCK = "stuck at its end"
 
 
-def rank_endings(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rank_endings(
+    events: list[dict[str, Any]], stuck: list[Any] | None = None
+) -> list[dict[str, Any]]:
     """How each rank's code ended, from its events: ``returned``, ``raised <Type:
-    message>``, ``exit <status>``, or ``no exit seen`` (killed, or still running when
-    the job was ended); sorted by rank.  Empty for a program that is not a launched job."""
+    message>``, ``exit <status>``, ``stuck at its end`` (``stuck``: the pids tcompile
+    found so before ending them), or ``no exit seen`` (killed, or still running when the
+    job was ended); sorted by rank.  Empty for a program that is not a launched job."""
     ranks: dict[Any, dict[str, Any]] = {}
     for e in events:
         if e.get("rank") is None:
@@ -48,6 +55,9 @@ def rank_endings(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row["ended"] = f"exit {e.get('code')}"
             else:
                 row["ended"] = RETURNED
+    for row in ranks.values():
+        if row["ended"] == "no exit seen" and row["pid"] in (stuck or []):
+            row["ended"] = STUCK
     return sorted(ranks.values(), key=lambda r: (int(r["rank"]), str(r["pid"])))
 
 
@@ -60,7 +70,7 @@ def contradiction(
     if timed_out:
         return "the command ran past its time limit"
     if teardown_hang:
-        failed = [r for r in endings if r["ended"] != RETURNED]
+        failed = [r for r in endings if r["ended"] not in (RETURNED, STUCK)]
         if failed or not endings:
             said = "; ".join(f"rank {r['rank']} {r['ended']}" for r in failed) or "no rank said"
             return f"tcompile ended the job as a hang at teardown, but {said}"

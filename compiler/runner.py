@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,6 +58,7 @@ class ProcessResult:
     # never exited were ended (hung_ranks: which)
     teardown_hang: bool = False
     hung_ranks: list[int] = dataclasses.field(default_factory=list)
+    stuck_pids: list[Any] = dataclasses.field(default_factory=list)  # stuck at their end
     stdout_tail: list[str] = dataclasses.field(default_factory=list)  # the program's own
 
     def outcome(self) -> dict[str, Any]:
@@ -258,6 +260,7 @@ def run_process(
         timed_out=timed_out,
         teardown_hang=teardown_hang,
         hung_ranks=hung,
+        stuck_pids=sorted(reader.stuck, key=str),
         stderr_tail=list(tail),
         stdout_tail=list(out_tail),
         events=read_events(config.dir),
@@ -297,6 +300,60 @@ def _kill_job(proc: subprocess.Popen[Any], token: str) -> None:
 TEARDOWN_GRACE = 10.0  # seconds a rank may take to exit after destroying its group
 
 
+def stuck_at_end(pids: set[Any], run_dir: str, window: float = 1.5) -> bool:
+    """Each process of ``pids`` is alive, spent no CPU time over ``window`` seconds,
+    and its main thread runs no frame of the program's but its module's own (none at
+    all: the interpreter is tearing down) -- its stack dumped on request (procs.py)."""
+    from .procs import STACK_PREFIX, STACK_SIGNAL
+
+    before = {pid: _cpu_ticks(pid) for pid in pids}
+    if any(t is None for t in before.values()):
+        return False  # gone, or not ours to read: not known to be stuck
+    sizes = {}
+    for pid in pids:
+        path = Path(run_dir, f"{STACK_PREFIX}{pid}.txt")
+        if not path.exists():  # no handler registered: the signal would kill it
+            return False
+        try:
+            sizes[pid] = path.stat().st_size  # the dump asked now is what comes after
+            os.kill(int(pid), STACK_SIGNAL)
+        except (OSError, ValueError, TypeError):
+            return False
+    time.sleep(window)
+    for pid in pids:
+        if _cpu_ticks(pid) != before[pid]:
+            return False  # still working
+        with open(Path(run_dir, f"{STACK_PREFIX}{pid}.txt"), "rb") as f:
+            f.seek(sizes[pid])
+            text = f.read().decode(errors="replace")
+        if not text.strip() or not _at_its_end(text):
+            return False  # no dump to read, or the program's own code still runs
+    return True
+
+
+def _at_its_end(dump: str) -> bool:
+    """A faulthandler dump of every thread: no thread runs a frame of the program's own
+    code but a module's, and the thread at module level has nothing above it."""
+    from .owners import is_user
+
+    for block in dump.split("\n\n"):
+        frames = re.findall(r'File "(.+?)", line \d+ in (\S+)', block)
+        if any(is_user(path) and name != "<module>" for path, name in frames):
+            return False
+        if any(name == "<module>" for _, name in frames) and len(frames) > 1:
+            return False
+    return True
+
+
+def _cpu_ticks(pid: Any) -> int | None:
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except (OSError, ValueError, IndexError, TypeError):
+        return None
+
+
 def returned(exit_event: dict[str, Any]) -> bool:
     """An EXIT event of a rank whose code returned: nothing raised, status 0."""
     return not exit_event.get("raised") and exit_event.get("code") in (0, None)
@@ -314,20 +371,54 @@ class _EventTail:
         self.destroyed: set[Any] = set()  # ... that destroyed their process group
         self.returned: set[Any] = set()  # ... whose code returned (protocol.Event.EXIT)
         self.rank_of: dict[Any, int] = {}
+        self.raised: set[Any] = set()  # ... whose code raised or exited failing
+        self.last_asked = 0.0  # when the silent ranks were last asked for their stacks
+        self.stuck: set[Any] = set()  # ... found stuck at their end (stuck_at_end)
         self.last_destroyed = 0.0
 
     def finished_ranks_hung(self) -> bool:
-        """Every rank destroyed its process group *and its code returned* (it said so at
-        exit: no uncaught exception, no ``sys.exit`` with a failing status), and the job
-        still runs a grace period later: a rank hangs in the backend's teardown.  A rank
-        whose code failed is never ended here: the launcher reports it, as it would
-        without tcompile (a rank's own failure after its teardown is the program's)."""
-        return (
-            bool(self.ranked)
+        """Every rank destroyed its process group and none raised, and a grace period
+        later the job still runs: each rank either said, at exit, that its code returned
+        (no uncaught exception, no ``sys.exit`` with a failing status), or is still
+        alive and stuck at its end -- blocked (no CPU time spent over a second and a
+        half) with no frame of the program's running but its module's own (gloo's
+        ProcessGroupGloo destructor hangs as ``main()`` returns and frees the DDP
+        reducer: seen on CI).  A rank whose code failed, or that exited without saying
+        how, is never ended here: the launcher reports it, as it would without tcompile
+        (a rank's own failure after its teardown is the program's: issue 49)."""
+        if not (
+            self.ranked
             and self.ranked <= self.destroyed
-            and self.ranked <= self.returned
+            and not self.raised
             and time.monotonic() - self.last_destroyed > TEARDOWN_GRACE
-        )
+        ):
+            return False
+        silent = self.ranked - self.returned
+        if not silent:
+            return True
+        if time.monotonic() - self.last_asked < TEARDOWN_GRACE:
+            return False
+        self.last_asked = time.monotonic()
+        if not stuck_at_end(silent, str(self.run_dir)):
+            return False
+        self.stuck = set(silent)
+        return True
+
+    def _track(self, event: dict[str, Any]) -> None:
+        if event.get("rank") is not None:
+            self.ranked.add(event.get("pid"))
+            self.rank_of[event.get("pid")] = int(event["rank"])
+        if event.get("event") == Event.EXCEPTION and event.get("rank") is not None:
+            self.raised.add(event.get("pid"))
+        if event.get("event") == Event.GROUP_DESTROYED:
+            self.destroyed.add(event.get("pid"))
+            self.last_destroyed = time.monotonic()
+        if event.get("event") == Event.EXIT:
+            if returned(event):
+                self.returned.add(event.get("pid"))
+            else:
+                self.raised.add(event.get("pid"))
+            self.last_destroyed = time.monotonic()
 
     def alive_ranks(self) -> list[int]:
         """The ranks whose process still runs."""
@@ -341,17 +432,6 @@ class _EventTail:
                 pass
             alive.append(rank)
         return sorted(alive)
-
-    def _track(self, event: dict[str, Any]) -> None:
-        if event.get("rank") is not None:
-            self.ranked.add(event.get("pid"))
-            self.rank_of[event.get("pid")] = int(event["rank"])
-        if event.get("event") == Event.GROUP_DESTROYED:
-            self.destroyed.add(event.get("pid"))
-            self.last_destroyed = time.monotonic()
-        if event.get("event") == Event.EXIT and returned(event):
-            self.returned.add(event.get("pid"))
-            self.last_destroyed = time.monotonic()
 
     def poll(self) -> bool:
         """Pass new events on; True once a process said it stopped at the failure."""

@@ -177,7 +177,7 @@ def test_the_same_failure_is_the_same_cause_not_the_same_words():
 
 
 def _rank_events(rank, *, raised=None, code=0, destroyed=True, exited=True):
-    pid = 100 + rank
+    pid = 9_000_000 + rank  # no such process: never found stuck
     out = [{"event": Event.START, "pid": pid, "rank": rank}]
     if destroyed:
         out.append({"event": Event.GROUP_DESTROYED, "pid": pid, "rank": rank})
@@ -234,6 +234,25 @@ def test_a_rank_hung_at_teardown_only_when_every_ranks_code_returned(tmp_path):
     assert not _tail(
         tmp_path, _rank_events(0) + _rank_events(1, exited=False)
     ).finished_ranks_hung()
+
+
+def test_stuck_at_its_end_is_only_the_modules_frame_on_every_thread():
+    """What gloo's hang looks like in a faulthandler dump: the main thread at its
+    module's last line and nothing above it; other threads in no code of the program's."""
+    from tcompile.compiler.runner import _at_its_end
+
+    main = 'Current thread 0x1 (most recent call first):\n  File "/p/train.py", line 41 in <module>'
+    helper = (
+        "Thread 0x2 (most recent call first):\n"
+        f'  File "{owners.__file__}", line 156 in wait_for_exit\n'
+        f'  File "{os.__file__}", line 982 in run'
+    )
+    assert _at_its_end(f"{helper}\n\n{main}\n")
+    busy = 'Current thread 0x1 (most recent call first):\n  File "/p/train.py", line 9 in save\n  File "/p/train.py", line 41 in <module>'
+    assert not _at_its_end(busy)  # the program's own function still runs
+    worker = 'Thread 0x3 (most recent call first):\n  File "/p/loader.py", line 3 in fetch'
+    assert not _at_its_end(f"{worker}\n\n{main}")
+    assert _at_its_end("")  # no Python frame at all: the interpreter tears down
 
 
 def test_the_command_line_turns_a_contradiction_into_exit_4(capsys):

@@ -56,3 +56,16 @@ def test_each_users_bug_is_exit_3_in_run_and_not_compiler_in_triage(tmp_path):
             # of eager's error -- said in a note
             said = [n["text"] for n in run["notes"] if "eager raised on the same" in n["text"]]
             assert said, (rel, run["program"], want)
+
+
+def test_minify_of_a_users_bug_says_not_a_compiler_bug_at_every_level(tmp_path):
+    """minify's own start (the program level, which runs the program itself) says what
+    run says: exit 3 -- it said exit 1 with the words "not a compiler bug"."""
+    script = FIXTURES / "user_bugs" / "linear_head_sized_for_32px.py"
+    for level in ("auto", "program"):
+        r = run_tcompile(
+            "minify", "--json", "--level", level, "--out", str(tmp_path / level), str(script),
+            cwd=str(script.parent), timeout=900,
+        )  # fmt: skip
+        doc = json.loads(r.stdout)
+        assert r.returncode == 3 and doc["exit_code"] == 3, (level, doc.get("message"))

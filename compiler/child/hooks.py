@@ -53,13 +53,15 @@ def install_from_environment() -> bool:
 _RANK_PROCESS_ENV = "TCOMPILE_RANK_PROCESS"
 _raised: list[str] = []  # the uncaught exception this process dies of (excepthook)
 _exit_code: list[Any] = []  # what the program passed to sys.exit
+_said_exit: list[bool] = []
 
 
 def _watch_exit() -> None:
-    """A rank of a launched job says how its code ended, at exit (atexit runs after the
-    main module returned, raised or called ``sys.exit``, before the interpreter tears
-    its objects down -- where gloo's destructor can hang): the parent ends a rank that
-    hangs after its code *returned*, and never one whose code failed (runner.py)."""
+    """A rank of a launched job says how its code ended, at exit (after the main module
+    returned, raised or called ``sys.exit``; before the interpreter joins threads, runs
+    atexit handlers and tears its objects down -- where gloo's teardown can hang): the
+    parent ends a rank that hangs after its code *returned*, and never one whose code
+    failed (runner.py)."""
     from .recorder import DIST
 
     # the rank's own process, not one it started (inductor's compile workers inherit
@@ -77,10 +79,21 @@ def _watch_exit() -> None:
         return original(status)
 
     sys.exit = exit
-    atexit.register(_say_exit)
+    # as early in the interpreter's exit as Python allows: threading's exit callbacks run
+    # first of all (before non-daemon threads are joined and before atexit's handlers --
+    # torch's own, registered after this one, run before it and can hang in a gloo
+    # teardown: a rank that never said its code returned was never ended, seen on CI)
+    register = getattr(__import__("threading"), "_register_atexit", None)
+    try:
+        register(_say_exit) if register else atexit.register(_say_exit)
+    except Exception:
+        atexit.register(_say_exit)
 
 
 def _say_exit() -> None:
+    if _said_exit:
+        return
+    _said_exit.append(True)
     try:
         status = _exit_code[0] if _exit_code else None
         code = 0 if status is None else status if isinstance(status, int) else 1

@@ -207,9 +207,10 @@ def classify_result(
             {
                 "graph": None,
                 "text": f"rank {who} hung at exit after every rank destroyed its process "
-                "group and its code returned (as gloo's teardown can: its destructor "
-                "joins a thread that waits for the GIL); tcompile ended it -- the "
-                "program had finished (the named exception of docs/faithful.md)",
+                "group, none raised and each one's code returned or was stuck at its end "
+                "(as gloo's teardown hangs: its destructor joins a thread that waits for "
+                "the GIL); tcompile ended it -- the program had finished (the named "
+                "exception of docs/faithful.md)",
             }
         )
     records = _gather_records(result, run_dir, failures)
@@ -255,7 +256,7 @@ def classify_result(
         records=records,
         program=program,
         flaky=flaky,
-        ranks_ended=invariant.rank_endings(result.events),
+        ranks_ended=invariant.rank_endings(result.events, result.stuck_pids),
         teardown_hang=result.teardown_hang,
     )
     if exit_code == ExitCode.OK and confirm:  # a verdict never contradicts the processes

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tcompile.compiler import layout
-from tcompile.compiler.exitcodes import UsageError
+from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.program import (
     ProgramFailure,
@@ -64,7 +64,20 @@ class ProgramRun:
     jobs: int = 1
 
 
-def baseline(run: ProgramRun, source: str, work: Path) -> tuple[ProgramTarget, float] | str | None:
+@dataclasses.dataclass(frozen=True)
+class NotMinifiable:
+    """Why the program cannot be minified, with the exit code that says it: the program
+    fails without torch.compile too (3, not a compiler bug), or the failure did not come
+    back when the program ran again (5, flaky) -- never exit 1, which says a compiler
+    failure was found."""
+
+    exit_code: int
+    message: str
+
+
+def baseline(
+    run: ProgramRun, source: str, work: Path
+) -> tuple[ProgramTarget, float] | NotMinifiable | None:
     """The failure the original program shows when run as candidates are (its identity
     for the search), and how the control run must go; or why it cannot be minified.
     With ``--jobs`` above 1 the two control runs (no torch.compile; backend="eager")
@@ -121,7 +134,17 @@ def baseline(run: ProgramRun, source: str, work: Path) -> tuple[ProgramTarget, f
     with ThreadPoolExecutor(2 if run.jobs > 1 else 1) as ex:
         plain, eager = (program_failure(r) for r in ex.map(lambda c: oracle.run(path, c), controls))
     if plain is not None:
-        return f"the program fails without torch.compile too ({plain.text}): not a compiler bug"
+        if failure.same(plain):
+            return NotMinifiable(
+                int(ExitCode.NOT_COMPILER),
+                f"the program fails without torch.compile too ({plain.text}): not a compiler bug",
+            )
+        return NotMinifiable(
+            int(ExitCode.COMPILER_FAILURE),
+            f"the program fails without torch.compile too, otherwise ({plain.text}; under "
+            f"torch.compile: {failure.text}): no candidate could pass without torch.compile, "
+            "so the program level cannot minify it; `tcompile run` tells the two apart",
+        )
     # a failure that shows with backend="eager" too is Dynamo's own: candidates must
     # pass without torch.compile; one below Dynamo must pass with backend="eager"
     control = "disable" if failure.same(eager) else "eager"

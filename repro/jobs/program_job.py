@@ -38,7 +38,7 @@ from tcompile.repro.program_harness import accuracy_check, program_repro
 from tcompile.repro.verify import verify_program_repro
 
 from .minify_types import ProgramMinifyReport, ProgramSummary
-from .program_baseline import ProgramRun, script_of
+from .program_baseline import NotMinifiable, ProgramRun, script_of
 from .program_baseline import baseline as run_baseline
 
 MAX_CALLS = 400  # candidate programs judged at most
@@ -112,13 +112,16 @@ def minify_program(
             seconds=time.monotonic() - t0,
             level="program",
         )
-    if not isinstance(baseline, tuple):
+    if isinstance(baseline, NotMinifiable):
+        _close_pool(pool)
+        return _report(run, baseline.exit_code, baseline.message, t0)
+    if baseline is None:  # it failed under tcompile (run or bisect) and not again here
         _close_pool(pool)
         return _report(
             run,
-            ExitCode.COMPILER_FAILURE,
-            baseline
-            or "the failure did not show again when the program ran on its own: nothing to minify",
+            ExitCode.FLAKY,
+            "the failure did not show again when the program ran on its own: a flaky "
+            "failure, nothing to minify",
             t0,
         )
     target, seconds = baseline
