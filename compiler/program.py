@@ -28,6 +28,7 @@ from typing import Any
 from tcompile.minifier.verdict import Verdict
 
 from . import layout
+from .cause import Cause
 from .collect import collect, dying_exception
 from .protocol import STOP_EXIT, HookConfig
 from .runner import ProcessResult, run_process
@@ -43,6 +44,9 @@ class ProgramFailure:
     message: str  # normalised
     line: str = ""  # the program's own source line it was raised from
     text: str = ""  # as people read it (stage/kind: Type: message)
+    # what was raised and where, in the program's file (cause.py): the same program run
+    # with and without torch.compile compares causes, not messages
+    cause: dict[str, Any] | None = None
 
     def signature(self) -> FailureSignature:
         """Its identity: ``same`` is FailureSignature's one rule, as the program dies."""
@@ -50,6 +54,12 @@ class ProgramFailure:
 
     def same(self, other: ProgramFailure | None) -> bool:
         return other is not None and self.signature().matches(other.signature(), as_exception=True)
+
+    def same_cause(self, other: ProgramFailure | None) -> bool:
+        """The same error from the same line of the same file, however torch worded it
+        (only within one program file: candidates are other files)."""
+        mine = Cause.from_json(self.cause)
+        return other is not None and mine is not None and mine.same(Cause.from_json(other.cause))
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -91,7 +101,9 @@ def program_failure(result: ProcessResult) -> ProgramFailure | None:
         return ProgramFailure("exception", what, "", "", what)
     sig = FailureSignature.from_json(died.get("signature") or {})
     kind = "capture" if died.get("dynamo") else "exception"
-    return ProgramFailure(kind, sig.exc_type, sig.message, died.get("line") or "", str(sig))
+    return ProgramFailure(
+        kind, sig.exc_type, sig.message, died.get("line") or "", str(sig), died.get("cause")
+    )
 
 
 @dataclasses.dataclass

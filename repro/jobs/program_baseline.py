@@ -134,7 +134,7 @@ def baseline(
     with ThreadPoolExecutor(2 if run.jobs > 1 else 1) as ex:
         plain, eager = (program_failure(r) for r in ex.map(lambda c: oracle.run(path, c), controls))
     if plain is not None:
-        if failure.same(plain):
+        if failure.same(plain) or failure.same_cause(plain):
             return NotMinifiable(
                 int(ExitCode.NOT_COMPILER),
                 f"the program fails without torch.compile too ({plain.text}): not a compiler bug",
