@@ -14,9 +14,11 @@ Parent side (tcompile's own process); Linux's /proc.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 RUN_ENV = "TCOMPILE_RUN"
 STACK_SIGNAL = signal.SIGUSR2
@@ -92,3 +94,55 @@ def user_frame(frames: list[str]) -> str:
     from .owners import innermost_user
 
     return innermost_user(list(reversed(frames))) or (frames[0] if frames else "")
+
+
+def stuck_at_end(pids: set[Any], run_dir: str, window: float = 1.5) -> bool:
+    """Each process of ``pids`` is alive, spent no CPU time over ``window`` seconds,
+    and its main thread runs no frame of the program's but its module's own (none at
+    all: the interpreter is tearing down) -- its stack dumped on request (procs.py)."""
+    before = {pid: _cpu_ticks(pid) for pid in pids}
+    if any(t is None for t in before.values()):
+        return False  # gone, or not ours to read: not known to be stuck
+    sizes = {}
+    for pid in pids:
+        path = Path(run_dir, f"{STACK_PREFIX}{pid}.txt")
+        if not path.exists():  # no handler registered: the signal would kill it
+            return False
+        try:
+            sizes[pid] = path.stat().st_size  # the dump asked now is what comes after
+            os.kill(int(pid), STACK_SIGNAL)
+        except (OSError, ValueError, TypeError):
+            return False
+    time.sleep(window)
+    for pid in pids:
+        if _cpu_ticks(pid) != before[pid]:
+            return False  # still working
+        with open(Path(run_dir, f"{STACK_PREFIX}{pid}.txt"), "rb") as f:
+            f.seek(sizes[pid])
+            text = f.read().decode(errors="replace")
+        if not text.strip() or not _at_its_end(text):
+            return False  # no dump to read, or the program's own code still runs
+    return True
+
+
+def _at_its_end(dump: str) -> bool:
+    """A faulthandler dump of every thread: no thread runs a frame of the program's own
+    code but a module's, and the thread at module level has nothing above it."""
+    from .owners import is_user
+
+    for block in dump.split("\n\n"):
+        frames = re.findall(r'File "(.+?)", line \d+ in (\S+)', block)
+        if any(is_user(path) and name != "<module>" for path, name in frames):
+            return False
+        if any(name == "<module>" for _, name in frames) and len(frames) > 1:
+            return False
+    return True
+
+
+def _cpu_ticks(pid: Any) -> int | None:
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except (OSError, ValueError, IndexError, TypeError):
+        return None

@@ -239,7 +239,7 @@ def test_a_rank_hung_at_teardown_only_when_every_ranks_code_returned(tmp_path):
 def test_stuck_at_its_end_is_only_the_modules_frame_on_every_thread():
     """What gloo's hang looks like in a faulthandler dump: the main thread at its
     module's last line and nothing above it; other threads in no code of the program's."""
-    from tcompile.compiler.runner import _at_its_end
+    from tcompile.compiler.procs import _at_its_end
 
     main = 'Current thread 0x1 (most recent call first):\n  File "/p/train.py", line 41 in <module>'
     helper = (

@@ -7,6 +7,7 @@ protocol.LAUNCHER_WORKER).  It talks back only through the protocol: events, mar
 capture files and the worker's pipes.
 
   hooks.py            start-up: patch torch.compile, chain sys.excepthook
+  exits.py            how a rank's own code ended, said at the start of its exit
   session.py          one per process: config, recorder, failures said once
   recorder.py         events out, the live marker
   backend.py          TcompileBackend: number, copy, compile each Dynamo graph

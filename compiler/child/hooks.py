@@ -23,6 +23,7 @@ from typing import Any
 
 from ..protocol import CONFIG_ENV, Event, HookConfig
 from ..signature import FailureSignature, first_lines
+from . import exits
 from .recorder import Recorder
 
 _installed = False
@@ -46,63 +47,8 @@ def install_from_environment() -> bool:
     else:
         sys.meta_path.insert(0, _TorchImportHook(config))
     _chain_excepthook(config)
-    _watch_exit()
+    exits.watch(lambda: session().recorder if _config is not None else None)
     return True
-
-
-_RANK_PROCESS_ENV = "TCOMPILE_RANK_PROCESS"
-_raised: list[str] = []  # the uncaught exception this process dies of (excepthook)
-_exit_code: list[Any] = []  # what the program passed to sys.exit
-_said_exit: list[bool] = []
-
-
-def _watch_exit() -> None:
-    """A rank of a launched job says how its code ended, at exit (after the main module
-    returned, raised or called ``sys.exit``; before the interpreter joins threads, runs
-    atexit handlers and tears its objects down -- where gloo's teardown can hang): the
-    parent ends a rank that hangs after its code *returned*, and never one whose code
-    failed (runner.py)."""
-    from .recorder import DIST
-
-    # the rank's own process, not one it started (inductor's compile workers inherit
-    # RANK): the first process under the hooks with a rank marks its children
-    if "rank" not in DIST or os.environ.get(_RANK_PROCESS_ENV):
-        return
-    os.environ[_RANK_PROCESS_ENV] = str(os.getpid())
-    import atexit
-
-    original = sys.exit
-
-    @functools.wraps(original)
-    def exit(status: Any = None) -> Any:
-        _exit_code[:] = [status]
-        return original(status)
-
-    sys.exit = exit
-    # as early in the interpreter's exit as Python allows: threading's exit callbacks run
-    # first of all (before non-daemon threads are joined and before atexit's handlers --
-    # torch's own, registered after this one, run before it and can hang in a gloo
-    # teardown: a rank that never said its code returned was never ended, seen on CI)
-    register = getattr(__import__("threading"), "_register_atexit", None)
-    try:
-        register(_say_exit) if register else atexit.register(_say_exit)
-    except Exception:
-        atexit.register(_say_exit)
-
-
-def _say_exit() -> None:
-    if _said_exit:
-        return
-    _said_exit.append(True)
-    try:
-        status = _exit_code[0] if _exit_code else None
-        code = 0 if status is None else status if isinstance(status, int) else 1
-        rec = session().recorder if _config is not None else None
-        if rec is None:
-            rec = Recorder(HookConfig.from_env(os.environ[CONFIG_ENV]).dir)
-        rec.emit(Event.EXIT, code=1 if _raised else code, raised=_raised[0] if _raised else None)
-    except Exception:
-        pass
 
 
 def watch_parent() -> None:
@@ -318,7 +264,7 @@ def _say_if_nothing_compiled() -> None:
     try:
         if _session is None or _session.recorder.graphs_seen() or _config is None:
             return
-        if _raised:  # it died (in Dynamo's tracing, say): its failure says why
+        if exits.raised:  # it died (in Dynamo's tracing, say): its failure says why
             return
         if _config.disable or _config.serve is not None:
             return
@@ -384,7 +330,7 @@ def _chain_excepthook(config: HookConfig) -> None:
     previous = sys.excepthook
 
     def excepthook(exc_type: Any, exc: BaseException, tb: Any) -> None:
-        _raised[:] = [f"{exc_type.__name__}: {first_lines(str(exc), 1, 200)}".rstrip(": ")]
+        exits.note_raised(exc_type, exc)
         try:
             _record_uncaught(exc)
         except Exception:
