@@ -305,6 +305,8 @@ def minify_result(report: MinifyReport, console: Console) -> None:
         _numerics(graph, console)
     real = ", real inputs" if graph is not None and graph.real_inputs else ""
     console.print(f"repro:    {report.repro} ({ok}{real})", highlight=False)
+    if not report.verified and report.not_verified:  # why, and what to do, in one line
+        console.print(Text("why:      ", style="red") + plain(report.not_verified), highlight=False)
     if graph is not None:
         _graph_extras(graph, console)
     if report.launcher:

@@ -176,3 +176,41 @@ def verify_program_repro(
         return True, said
     tail = [ln for ln in (plain.stdout + plain.stderr).splitlines() if ln.strip()][-1:]
     return False, f"ERROR: with torch.compile off too: {tail[0] if tail else plain.returncode}"
+
+
+def why_not_verified(output: str | None) -> str:
+    """Why a repro did not verify, in one line with what to do, from what it printed
+    (its stdout and stderr, or the verifier's own words)."""
+    import re
+
+    text = output or ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    missing = re.search(r"No module named '([\w.]+)'", text)
+    if missing:
+        mod = missing.group(1)
+        return (
+            f"it imports {mod!r}, which it does not carry (only modules beside the script "
+            f"are pasted in, not packages): run it from the program's folder, where "
+            f"{mod.split('.')[0]!r} imports"
+        )
+    if "with torch.compile off too" in text:
+        return (
+            "it fails without torch.compile too: the smaller program no longer needs the "
+            "compiler to fail; run `tcompile run` on repro.py to see which failure it has"
+        )
+    if any(ln.startswith("NOT REPRODUCED") for ln in lines):
+        return (
+            "the failure did not show in a fresh interpreter: it may need state the "
+            "program's run built (a warm cache, a file it wrote) or come and go; run "
+            "`python repro.py` twice, and `tcompile run` on it"
+        )
+    other = next((ln for ln in lines if ln.startswith("REPRODUCED: ")), None)
+    if other:
+        return (
+            f"it shows another failure ({other[12:][:160]}): compare it with the one "
+            "minified; `tcompile run` on repro.py classifies it"
+        )
+    if "TimeoutExpired" in text or "timed out" in text:
+        return "it ran past its time limit: run `python repro.py` to see where it waits"
+    last = lines[-1][:200] if lines else "nothing"
+    return f"its last line: {last!r}; run `python repro.py` to see all it prints"

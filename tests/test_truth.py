@@ -368,3 +368,18 @@ def test_a_titles_device_is_the_failing_graphs():
     cudagraphs = {"kind": "runtime", "signature": "s: E: x", "bisect": {"subsystem": "cudagraphs"}}
     assert title(cudagraphs).endswith("on CUDA")
     assert title({**bug, "device": "cpu"}).endswith("on CPU")
+
+
+def test_not_verified_says_why_in_one_line_with_what_to_do():
+    from tcompile.repro.verify import why_not_verified
+
+    cases = {
+        "Traceback ...\nModuleNotFoundError: No module named 'models'\nERROR: x": "'models'",
+        "ERROR: with torch.compile off too: ValueError: x": "without torch.compile too",
+        "NOT REPRODUCED": "did not show in a fresh interpreter",
+        "REPRODUCED: program/exception: KeyError: 'a'": "another failure (program/exception",
+        "": "its last line: 'nothing'",
+    }
+    for said, want in cases.items():
+        why = why_not_verified(said)
+        assert want in why and "\n" not in why, (said, why)

@@ -246,7 +246,7 @@ def _write(
     from tcompile.minifier.source import function_lines
     from tcompile.repro.capture_writer import capture_repro
     from tcompile.repro.environment import environment
-    from tcompile.repro.verify import check_repro, repro_output
+    from tcompile.repro.verify import check_repro, repro_output, why_not_verified
     from tcompile.repro.writer import write_text
 
     fn_lines = function_lines(final, found.name)
@@ -299,8 +299,10 @@ def _write(
         message = "verified"
     elif not verified:
         message = "NOT verified: the repro did not reproduce the failure in a fresh process"
+        report.not_verified = why_not_verified(output)
     else:
         message = "NOT verified: the repro fails without torch.compile too"
+        report.not_verified = why_not_verified("with torch.compile off too")
     if report.interrupted:
         message = f"interrupted: {repro} holds the smallest function found so far ({message})"
     return _done(report, t0, message)

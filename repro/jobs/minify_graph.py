@@ -127,6 +127,8 @@ def minify_captured(job: Job) -> GraphMinifyReport:
 
 def artifact_fields(art: Any) -> dict[str, Any]:
     """The report's fields that say what repro.py is (artifacts.write_verified)."""
+    from tcompile.repro.verify import why_not_verified
+
     return {
         "repro": str(art.repro),
         "verified": art.verified,
@@ -141,6 +143,7 @@ def artifact_fields(art: Any) -> dict[str, Any]:
         "device": art.device,
         "repro_output": art.output.strip() or None,
         "pinned_choice": art.pinned,
+        "not_verified": None if art.verified else why_not_verified(art.output),
     }
 
 

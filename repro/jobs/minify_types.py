@@ -126,6 +126,8 @@ class MinifyReport:
     repro_lines: int | None = None
     repro_bytes: int | None = None
     repro_output: str | None = None  # what the verified repro printed
+    # a repro that did not verify: why, in one line, with what to do (verify.py)
+    not_verified: str | None = None
     # the search: oracle calls, its steps, the workers that had to be restarted
     calls: int | None = None
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -199,7 +201,7 @@ JSON_FIELDS = (
     "record", "repro_form", "repro_lines", "repro_bytes", "sidecar", "kernel", "inputs", "ops",
     "device", "repro_output", "pinned_choice", "report", "repro_before", "capture", "rank",
     "replayed_collectives", "level", "program", "alone_passes", "divergence", "switches",
-    "kernel_repro", "source_lines", "source",
+    "kernel_repro", "source_lines", "source", "not_verified",
 )  # fmt: skip
 KINDS = (MinifyReport, GraphMinifyReport, CaptureMinifyReport, ProgramMinifyReport)
 

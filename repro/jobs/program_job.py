@@ -35,7 +35,7 @@ from tcompile.compiler.program import (
 from tcompile.compiler.runner import write_json
 from tcompile.repro.program_files import inline_modules, program_files
 from tcompile.repro.program_harness import accuracy_check, program_repro
-from tcompile.repro.verify import verify_program_repro
+from tcompile.repro.verify import verify_program_repro, why_not_verified
 
 from .minify_types import ProgramMinifyReport, ProgramSummary
 from .program_baseline import NotMinifiable, ProgramRun, script_of
@@ -318,7 +318,8 @@ def _finish(
         + (
             "verified"
             if verified
-            else "NOT verified" + ("" if interrupted and not said else f" ({_why_not(said)})")
+            else "NOT verified"
+            + ("" if interrupted and not said else f": {why_not_verified(said)}")
         )
         + (
             f" (the program found {back} step(s) before the smallest: the smallest did not "
@@ -341,6 +342,7 @@ def _finish(
         repro_bytes=len(text.encode()),
         repro_form="program",
         repro_output=said,
+        not_verified=None if verified or (interrupted and not said) else why_not_verified(said),
         interrupted=interrupted,
         history=[{"step": h} for h in history],
         program=ProgramSummary(
@@ -374,16 +376,6 @@ def _not_the_program(said: str) -> bool:
         w in said
         for w in ("ModuleNotFoundError", "ImportError", "unrecognized arguments", "usage: ")
     )
-
-
-def _why_not(said: str) -> str:
-    """One line of what a repro that did not reproduce printed instead."""
-    lines = [ln.strip() for ln in said.splitlines() if ln.strip()]
-    for key in ("ERROR: ", "REPRODUCED: ", "NOT REPRODUCED"):
-        hit = next((ln for ln in lines if ln.startswith(key)), None)
-        if hit:
-            return f"it printed {hit[:200]!r}"
-    return f"its last line: {lines[-1][:200]!r}" if lines else "it printed nothing"
 
 
 def _write(path: Path, text: str) -> None:
