@@ -1,10 +1,24 @@
 """A program split into files, as one (the program level, program_job.py).
 
-A user's script imports its own modules (``train.py``: ``from model import Net``); a
-repro must run on a machine that has only repro.py.  The modules beside the script that
-its top-level imports name are found (:func:`local_modules`), with those ``--include``
-names (:func:`program_files`), and pasted into the program (:func:`inline_modules`)
-before the search starts: the search and the repro see one file.
+A user's script imports its own code: modules beside it (``train.py``: ``from model
+import Net``) and packages (``from models.mlp import MLP``, a ``models/`` folder with an
+``__init__.py``, whose modules import each other relatively: ``from .layers import
+Block``, ``from ..utils import seed``).  A repro must run on a machine that has only
+repro.py.  The program's own modules -- those its top-level imports name that are files
+under the script's folder, and theirs in turn, a package's ``__init__.py`` with each of
+its modules -- are found (:func:`local_modules`), with what ``--include`` names (files,
+or folders: every module in them) (:func:`program_files`), and pasted into the program
+(:func:`inline_modules`) before the search starts: the search and the repro see one
+file, and the search shrinks the pasted code with the rest.
+
+Modules are named by their dotted path from the script's folder (``models.mlp``).  A
+module is pasted once, where it is first imported, after the packages above it and the
+modules it imports; ``from m import a as b`` adds ``b = a``; a reference through a
+module (``models.mlp.MLP``, ``mlp.MLP`` after ``from models import mlp``) becomes the
+name itself -- unless the importing module also binds the module's name itself (a
+variable ``model`` beside a module ``model``): that import stays.  An included module's
+``if __name__ == "__main__":`` part is left out, its ``from __future__`` imports go to
+the top.
 """
 
 from __future__ import annotations
@@ -16,46 +30,99 @@ from typing import Any
 from tcompile.compiler.exitcodes import UsageError
 
 
+def _module_file(root: Path, name: str) -> Path | None:
+    """``a.b`` under ``root``: ``a/b.py`` or the package ``a/b/__init__.py``."""
+    base = root.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def module_name(root: Path, path: Path) -> str:
+    """A file's dotted name from ``root`` (``models/mlp.py`` -> ``models.mlp``,
+    ``models/__init__.py`` -> ``models``); a file elsewhere is named by its stem."""
+    try:
+        parts = list(path.resolve().relative_to(root.resolve()).with_suffix("").parts)
+    except ValueError:
+        parts = [path.stem]
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _absolute(stmt: ast.ImportFrom, current: str, is_package: bool) -> str | None:
+    """The module a ``from ... import`` names, relative imports resolved from
+    ``current`` (a package's ``__init__`` is its package)."""
+    if not stmt.level:
+        return stmt.module
+    parts = current.split(".") if current else []
+    if not is_package:
+        parts = parts[:-1]
+    if stmt.level - 1 > len(parts):
+        return None
+    parts = parts[: len(parts) - (stmt.level - 1)]
+    return ".".join([*parts, *([stmt.module] if stmt.module else [])]) or None
+
+
+def _wanted(tree: ast.Module, current: str, is_package: bool) -> list[str]:
+    """The modules a module's top-level imports may name, and for ``from m import a``
+    also ``m.a`` (a submodule, where there is one); outermost package first."""
+    names: list[str] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom):
+            mod = _absolute(stmt, current, is_package)
+            if mod is None:
+                continue
+            names.append(mod)
+            names += [f"{mod}.{a.name}" for a in stmt.names if a.name != "*"]
+        elif isinstance(stmt, ast.Import):
+            names += [a.name for a in stmt.names]
+    out: list[str] = []
+    for name in names:
+        parts = name.split(".")
+        out += [".".join(parts[: k + 1]) for k in range(len(parts))]  # packages first
+    return list(dict.fromkeys(out))
+
+
 def local_modules(script: Path) -> list[Path]:
-    """The program's own modules: those its top-level imports name (``import m``,
-    ``from m import a``) that are ``.py`` files beside the script, and theirs in turn.
-    A program split into files (``train.py`` importing ``model.py``) is minified -- and
-    its repro written -- as one file: a repro must run on a machine that has only it."""
+    """The program's own modules: those its top-level imports name that are files under
+    the script's folder (a module beside it, a package and its modules), and theirs in
+    turn.  A program split into files is minified -- and its repro written -- as one
+    file: a repro must run on a machine that has only it."""
+    root = script.resolve().parent
     found: list[Path] = []
 
-    def visit(path: Path) -> None:
+    def visit(path: Path, current: str) -> None:
         try:
             tree = ast.parse(path.read_text())
         except (OSError, SyntaxError, ValueError):
             return
-        for name in _imported(tree):
-            mod = script.parent / f"{name}.py"
-            if mod.is_file() and mod.resolve() != script.resolve() and mod.resolve() not in found:
-                found.append(mod.resolve())
-                visit(mod)
+        is_package = path.name == "__init__.py"
+        for name in _wanted(tree, current, is_package):
+            mod = _module_file(root, name)
+            if mod is not None and mod != script.resolve() and mod not in found:
+                found.append(mod)
+                visit(mod, name)
 
-    visit(script)
+    visit(script, "")
     return found
 
 
 def program_files(script: Path, include: list[str] | None = None) -> list[Path]:
-    """The script, the modules ``--include`` names, and its own local modules."""
-    files = [Path(p).resolve() for p in include or []]
-    for p in files:
-        if not p.is_file():
-            raise UsageError(f"--include {p}: no such file")
+    """The script, what ``--include`` names (a file, or a folder: every module in it),
+    and its own local modules."""
+    files: list[Path] = []
+    for given in include or []:
+        p = Path(given).resolve()
+        if p.is_dir():
+            files += sorted(f.resolve() for f in p.rglob("*.py") if "__pycache__" not in f.parts)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise UsageError(f"--include {given}: no such file or folder")
+    files = list(dict.fromkeys(f for f in files if f != script.resolve()))
     return [script, *files, *(m for m in local_modules(script) if m not in files)]
-
-
-def _imported(tree: ast.Module) -> list[str]:
-    """The modules a module's top-level imports name (absolute, first part only)."""
-    names: list[str] = []
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
-            names.append(stmt.module)
-        elif isinstance(stmt, ast.Import):
-            names += [a.name for a in stmt.names]
-    return [n for n in names if "." not in n]
 
 
 def _bound(tree: ast.AST) -> set[str]:
@@ -83,60 +150,142 @@ def _is_main_guard(stmt: ast.stmt) -> bool:
     )
 
 
-def inline_modules(source: str, includes: list[Path]) -> str:
-    """The program with the local modules it imports (``includes``) pasted in: ``from m
-    import a`` becomes m's source (``a as b`` adds ``b = a``); ``import m`` too, and
-    ``m.a`` becomes ``a`` -- unless the program also binds the name ``m`` (a variable
-    ``model`` beside a module ``model``): that import stays.  An included module's
-    ``if __name__ == "__main__":`` part is left out, its ``from __future__`` imports go
-    to the top."""
-    names = {p.stem: p.read_text() for p in includes}
-    tree = ast.parse(source)
-    bound = _bound(tree)
-    body: list[ast.stmt] = []
-    future: list[ast.stmt] = []
-    used: set[str] = set()
-    flat: set[str] = set()  # ``import m``: its ``m.a`` become ``a``
-    for stmt in tree.body:
-        mods = []
-        if isinstance(stmt, ast.ImportFrom) and stmt.module in names and not stmt.level:
-            mods = [stmt.module]
-        elif isinstance(stmt, ast.Import) and all(
-            a.name in names and not a.asname and a.name not in bound for a in stmt.names
-        ):
-            mods = [a.name for a in stmt.names]
-            flat.update(mods)
-        if not mods:
-            body.append(stmt)
-            continue
-        for m in mods:
-            if m not in used:
-                used.add(m)
-                inner = ast.parse(inline_modules(names[m], includes)).body
-                future += [
-                    s for s in inner if isinstance(s, ast.ImportFrom) and s.module == "__future__"
-                ]
-                body += [
-                    s
-                    for s in inner
-                    if not _is_main_guard(s)
-                    and not (isinstance(s, ast.ImportFrom) and s.module == "__future__")
-                ]
-            if isinstance(stmt, ast.ImportFrom):
-                for a in stmt.names:
-                    if a.asname and a.asname != a.name:
-                        body.append(ast.parse(f"{a.asname} = {a.name}").body[0])
-    own = [s for s in body if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
-    seen = {ast.dump(s) for s in own}
-    tree.body = (
-        own + [s for s in future if ast.dump(s) not in seen] + [s for s in body if s not in own]
-    )
+class _Paster:
+    """Pastes the program's modules into one body, each once, dependencies first."""
 
-    class Flatten(ast.NodeTransformer):
-        def visit_Attribute(self, node: ast.Attribute) -> Any:
+    def __init__(self, modules: dict[str, Path]) -> None:
+        self.modules = modules  # dotted name -> file
+        self.used: set[str] = set()
+        self.future: list[ast.stmt] = []
+
+    def _is_module(self, name: str) -> bool:
+        return name in self.modules
+
+    def _is_prefix(self, name: str) -> bool:
+        """A package the program's modules are in (with or without an __init__ here)."""
+        return name in self.modules or any(m.startswith(name + ".") for m in self.modules)
+
+    def module(self, name: str) -> list[ast.stmt]:
+        """``name``'s packages (outermost first) and ``name`` itself, those not pasted
+        yet, as statements."""
+        out: list[ast.stmt] = []
+        parts = name.split(".")
+        for k in range(len(parts)):
+            each = ".".join(parts[: k + 1])
+            if each in self.modules and each not in self.used:
+                self.used.add(each)
+                path = self.modules[each]
+                body = self.body(path.read_text(), each, path.name == "__init__.py")
+                self.future += [s for s in body if _is_future(s)]
+                out += [s for s in body if not _is_main_guard(s) and not _is_future(s)]
+        return out
+
+    def body(self, source: str, current: str, is_package: bool) -> list[ast.stmt]:
+        """One module's statements with the program's modules it imports pasted in, and
+        its references through them made plain names."""
+        tree = ast.parse(source)
+        bound = _bound(tree)
+        body: list[tuple[bool, ast.stmt]] = []  # (the module's own statement?, it)
+        aliases: dict[str, str] = {}  # a local name -> the module it stands for
+        for stmt in tree.body:
+            pasted = self._import(stmt, current, is_package, bound, aliases)
+            if pasted is None:
+                body.append((True, stmt))
+            else:
+                body += [(False, s) for s in pasted]
+        flatten = _Flatten(aliases, self._is_prefix)
+        return [flatten.visit(s) if own and aliases else s for own, s in body]
+
+    def _import(
+        self,
+        stmt: ast.stmt,
+        current: str,
+        is_package: bool,
+        bound: set[str],
+        aliases: dict[str, str],
+    ) -> list[ast.stmt] | None:
+        """The statements an import of the program's own modules becomes; None: keep it."""
+        if isinstance(stmt, ast.ImportFrom):
+            mod = _absolute(stmt, current, is_package)
+            if mod is None or mod == "__future__" or not self._is_prefix(mod):
+                return None
+            if any(a.name == "*" for a in stmt.names) and not self._is_module(mod):
+                return None
+            out = self.module(mod) if self._is_module(mod) else []
+            for a in stmt.names:
+                local = a.asname or a.name
+                sub = f"{mod}.{a.name}"
+                if self._is_prefix(sub):  # a submodule: its names are pasted
+                    if local in bound:
+                        return None  # the program binds the module's name itself
+                    out += self.module(sub) if self._is_module(sub) else []
+                    aliases[local] = sub
+                elif not self._is_module(mod):
+                    return None  # a name of a package this program does not carry
+                elif a.asname and a.asname != a.name:
+                    out.append(ast.parse(f"{a.asname} = {a.name}").body[0])
+            return out
+        if isinstance(stmt, ast.Import):
+            if not all(self._is_prefix(a.name) for a in stmt.names):
+                return None
+            out = []
+            for a in stmt.names:
+                local = a.asname or a.name.split(".")[0]
+                if local in bound:
+                    return None
+                out += self.module(a.name)
+                aliases[local] = a.name if a.asname else a.name.split(".")[0]
+            return out
+        return None
+
+
+def _is_future(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
+
+
+class _Flatten(ast.NodeTransformer):
+    """``m.a`` (``m`` a module alias) -> ``a``; through packages: ``pkg.sub.a`` -> ``a``."""
+
+    def __init__(self, aliases: dict[str, str], is_module: Any) -> None:
+        self.aliases, self.is_module = aliases, is_module
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        chain: list[str] = []
+        base: ast.AST = node
+        while isinstance(base, ast.Attribute):
+            chain.append(base.attr)
+            base = base.value
+        if not isinstance(base, ast.Name) or base.id not in self.aliases:
             self.generic_visit(node)
-            if isinstance(node.value, ast.Name) and node.value.id in flat:
-                return ast.Name(node.attr, node.ctx)
             return node
+        chain.reverse()  # base.a.b.c -> [a, b, c]
+        module = self.aliases[base.id]
+        for k, attr in enumerate(chain):
+            if self.is_module(f"{module}.{attr}"):
+                module = f"{module}.{attr}"
+                continue
+            plain: ast.expr = ast.Name(attr, ast.Load())
+            for rest in chain[k + 1 :]:
+                plain = ast.Attribute(plain, rest, ast.Load())
+            plain.ctx = node.ctx  # type: ignore[attr-defined]
+            return ast.copy_location(plain, node)
+        return node  # the chain ends at a module: left as it is
 
-    return ast.unparse(Flatten().visit(tree)) + "\n"
+
+def inline_modules(source: str, includes: list[Path], root: Path | None = None) -> str:
+    """The program with its own modules (``includes``, named from ``root``: the script's
+    folder; by default the folder of the first) pasted in (the module docstring says
+    how)."""
+    if not includes:
+        return source
+    root = root or min(includes, key=lambda p: len(p.parts)).parent
+    paster = _Paster({module_name(root, p): p.resolve() for p in includes})
+    tree = ast.parse(source)
+    body = paster.body(source, "", False)
+    own = [s for s in body if _is_future(s)]
+    seen = {ast.dump(s) for s in own}
+    future = [s for s in paster.future if ast.dump(s) not in seen]
+    seen |= {ast.dump(s) for s in future}
+    future = list({ast.dump(s): s for s in future}.values())
+    tree.body = own + future + [s for s in body if not _is_future(s)]
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"

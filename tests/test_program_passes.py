@@ -741,3 +741,48 @@ def test_a_program_search_resumes_from_its_checkpoint(tmp_path):
     # another program never resumes from this one's checkpoint
     other = minify_source("x = 1\nboom([x])\n", None, _oracle, max_calls=50, checkpoint=tmp_path)
     assert "boom" in other.source and other.calls < 50
+
+
+def test_a_package_and_its_relative_imports_are_pasted_in(tmp_path):
+    """Issue 50: ``from models.mlp import MLP`` (a package, its ``__init__`` with a side
+    effect), modules importing each other relatively two levels up (``from ..utils.seed
+    import seed_all``), ``import pkg.sub`` used as ``pkg.sub.f`` and ``from pkg import
+    sub`` as ``sub.f``: one file that runs where nothing of the project is."""
+    import subprocess
+    import sys
+
+    from tcompile.repro.program_files import inline_modules, local_modules
+
+    files = {
+        "models/__init__.py": "REGISTRY = []\nfrom .mlp import MLP\n",
+        "models/mlp.py": (
+            "from .blocks.dense import Dense\nfrom ..utils.seed import seed_all\n\n"
+            "class MLP:\n    def __init__(self):\n        seed_all()\n"
+            "        self.layer = Dense(3)\n\n    def __call__(self, x):\n"
+            "        return self.layer(x)\n"
+        ),
+        "models/blocks/__init__.py": "",
+        "models/blocks/dense.py": (
+            "from ...utils import scale\n\nclass Dense:\n    def __init__(self, k):\n"
+            "        self.k = k\n\n    def __call__(self, x):\n        return scale.times(x, self.k)\n"
+        ),
+        "utils/__init__.py": "",
+        "utils/seed.py": "SEEDED = []\n\ndef seed_all():\n    SEEDED.append(1)\n",
+        "utils/scale.py": "def times(x, k):\n    return x * k\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import utils.scale\nfrom utils import seed\nfrom models.mlp import MLP\nimport models\n"
+        "net = MLP()\nprint(net(2), utils.scale.times(1, 5), len(seed.SEEDED), models.REGISTRY)\n"
+    )
+    found = local_modules(script)
+    assert {p.relative_to(tmp_path).as_posix() for p in found} == set(files), found
+    out = inline_modules(script.read_text(), found, root=tmp_path)
+    assert "import utils" not in out and "from models" not in out and "from ." not in out, out
+    elsewhere = tmp_path / "empty"
+    elsewhere.mkdir()
+    ran = subprocess.run([sys.executable, "-c", out], capture_output=True, text=True, cwd=elsewhere)
+    assert ran.returncode == 0 and ran.stdout.strip() == "6 5 1 []", (ran.stderr, out)

@@ -80,7 +80,7 @@ def minify_program(
     source = script.read_text()
     includes = program_files(script, include)[1:]
     if includes:
-        source = inline_modules(source, includes)
+        source = inline_modules(source, includes, root=script.resolve().parent)
     run = ProgramRun(
         command, script, argv, run_dir, backend, timeout, observer, accuracy, prelude, jobs
     )
