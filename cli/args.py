@@ -11,13 +11,22 @@ from tcompile.compiler.exitcodes import UsageError
 
 
 def command_from_args(argv: tuple[str, ...]) -> list[str]:
-    """``SCRIPT [ARGS]`` runs with this Python; anything else is a command (``-- COMMAND``)."""
+    """``SCRIPT [ARGS]`` runs with this Python, as does ``-m MODULE [ARGS]`` (``python
+    -m pkg.train``, from the working folder); anything else is a command (``--
+    COMMAND``)."""
     from tcompile.compiler.runner import check_script
 
     warn_misplaced(argv)
     if not argv:
-        raise UsageError("missing SCRIPT (or -- COMMAND ...)")
+        raise UsageError("missing SCRIPT (or -m MODULE, or -- COMMAND ...)")
     first = argv[0]
+    if first == "-m" or (first.startswith("-m") and len(first) > 2 and first[2] != "-"):
+        name = argv[1] if first == "-m" and len(argv) > 1 else first[2:]
+        rest = argv[2:] if first == "-m" else argv[1:]
+        if not name or name.startswith("-"):
+            raise UsageError("-m needs a module name (tcompile run -m pkg.train ARGS)")
+        check_module(name)
+        return [sys.executable, "-m", name, *rest]
     if first.startswith("-") and first != "-":
         raise UsageError(f"no such option: {first} (tcompile's options go before SCRIPT)")
     if first.endswith(".py") or (os.path.exists(first) and not shutil.which(first)):
@@ -34,6 +43,26 @@ def command_from_args(argv: tuple[str, ...]) -> list[str]:
             if not arg.startswith("-"):
                 break
     return list(argv)
+
+
+def check_module(name: str) -> None:
+    """``-m pkg.train``: the module is a file under the working folder (or PYTHONPATH,
+    or an installed package): else a usage error, in one line.  Nothing is imported."""
+    from tcompile.repro.project import entry_of
+
+    try:
+        entry_of([sys.executable, "-m", name])
+        return
+    except UsageError:
+        pass
+    import importlib.util
+
+    try:  # an installed module (no parent package is imported for a top-level name)
+        if "." not in name and importlib.util.find_spec(name) is not None:
+            return
+    except (ImportError, ValueError):
+        pass
+    raise UsageError(f"-m {name}: no module named {name} under {os.getcwd()}")
 
 
 def streams(as_json: bool) -> dict[str, Any]:

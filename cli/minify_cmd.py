@@ -42,7 +42,11 @@ from .options import (
     help="Which compiled graph to minify (default: the first failing one).",
 )
 @match_option
-@jobs_option("Workers judging candidates in parallel (each one a paused copy of the program)")
+@jobs_option(
+    "Workers judging candidates in parallel (each one a paused copy of the program; "
+    "default: 1 for a graph, the cores up to 4 for the program level)",
+    default=None,
+)
 @timeout_option("Time limit for a run of the program: kill it")
 @click.option("--real-inputs", is_flag=True, help="Embed the real input values in repro.py.")
 @click.option(
@@ -97,6 +101,7 @@ def minify(
 
     def job() -> Any:
         from tcompile.repro.jobs.pipelines import minify_start
+        from tcompile.repro.jobs.program_job import default_jobs
 
         return minify_start(
             list(argv),
@@ -108,7 +113,8 @@ def minify(
             backend=backend,
             graph=graph,
             match=match,
-            jobs=jobs,
+            jobs=jobs or 1,
+            program_jobs=jobs or default_jobs(),
             real_inputs=real_inputs,
             level=level,
             include=list(include),

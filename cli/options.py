@@ -115,12 +115,12 @@ def backend_option(what: str) -> Callable[[F], F]:
     )
 
 
-def jobs_option(what: str) -> Callable[[F], F]:
+def jobs_option(what: str, default: int | None = 1) -> Callable[[F], F]:
     return click.option(
         "--jobs",
         type=click.IntRange(min=1, max=MAX_JOBS),
-        default=1,
-        show_default=True,
+        default=default,
+        show_default=default is not None,
         envvar=ENV["jobs"],
         help=f"{what}. Env: {ENV['jobs']}.",
     )

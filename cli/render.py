@@ -288,7 +288,8 @@ def minify_result(report: MinifyReport, console: Console) -> None:
         prog = report.program or {}
         console.print(
             f"program:  {prog.get('lines_before')} -> {prog.get('lines_after')} lines   "
-            f"candidate runs: {prog.get('runs')}   time: {report.seconds:.1f}s",
+            f"candidates: {report.calls} ({prog.get('runs')} runs of the program, with "
+            f"their controls)   time: {report.seconds:.1f}s",
             highlight=False,
         )
     else:

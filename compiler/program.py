@@ -85,6 +85,13 @@ def program_failure(result: ProcessResult) -> ProgramFailure | None:
             FailureKind.ACCURACY.value,  # only runs with the accuracy check have them
         )
     ]
+    if graph_failures and all(f.kind == FailureKind.ACCURACY.value for f in graph_failures):
+        # a wrong value tcompile's check saw, where the program died of its own
+        # exception (its assertion on that value): the program's failure is what a repro
+        # without tcompile's hooks shows (seen: a dtype check of the hooks' kept, the
+        # program's assertion minified away, a repro that could not reproduce)
+        if result.returncode not in (0, None, STOP_EXIT) and dying_exception(result):
+            graph_failures = []
     if graph_failures:
         sig = graph_failures[0].signature
         return ProgramFailure(sig.kind, sig.exc_type, sig.message, "", str(sig))
@@ -160,8 +167,10 @@ class ProgramOracle:
         self.work = work
         self.script_name = script_name
         self.argv = list(argv or [])
-        self.runs = 0
+        self.runs = 0  # runs of the program: candidates and their control runs
         self.observations = 0  # runs of instrumented candidates (observe)
+        # candidate programs run (judged, or observed): the one count said everywhere
+        self.candidates = 0
         # the quickest run of a candidate that failed the same way: later candidates get
         # a few times that, not the original program's limit -- a candidate whose loop
         # no longer ends (a data loader shrunk to nothing under ``while step < n``)
@@ -239,6 +248,7 @@ class ProgramOracle:
         layout.write_file(path, with_prelude(t.prelude, instrumented(str(facts))))
         with self._lock:
             self.observations += 1
+            self.candidates += 1
         got = program_failure(
             self.run(
                 path,
@@ -261,6 +271,8 @@ class ProgramOracle:
         path = d / self.script_name
         t = self.target
         layout.write_file(path, with_prelude(t.prelude, source))
+        with self._lock:
+            self.candidates += 1
         start = time.monotonic()
         got = program_failure(
             self.run(

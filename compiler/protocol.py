@@ -133,6 +133,8 @@ class HookConfig:
     record: str = "failures"
     # an accuracy failure the check sees: its first divergent node (child/localize.py)
     localize: bool = False
+    # record the files the program opens to read into this file (child/opened.py)
+    opened: str | None = None
     schema: int = SCHEMA
 
     def to_env(self) -> str:

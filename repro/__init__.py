@@ -6,6 +6,7 @@ Writers never import a job; each writes once, atomically (``layout.write_file``)
 Helpers the jobs use:
 
   program_files.py      a program split into files, as one
+  project.py            the project a program belongs to: entry, roots, data files
   shrink.py             a minimal graph's inputs, shrunk (a format of the one search)
   triage_cluster.py     duplicates by culprit and minimal graph (pure)
 

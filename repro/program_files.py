@@ -30,22 +30,29 @@ from typing import Any
 from tcompile.compiler.exitcodes import UsageError
 
 
-def _module_file(root: Path, name: str) -> Path | None:
-    """``a.b`` under ``root``: ``a/b.py`` or the package ``a/b/__init__.py``."""
-    base = root.joinpath(*name.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate.resolve()
+def _module_file(roots: list[Path], name: str) -> Path | None:
+    """``a.b`` under the first root that has it: ``a/b.py`` or ``a/b/__init__.py``."""
+    for root in roots:
+        base = root.joinpath(*name.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate.resolve()
     return None
 
 
-def module_name(root: Path, path: Path) -> str:
-    """A file's dotted name from ``root`` (``models/mlp.py`` -> ``models.mlp``,
-    ``models/__init__.py`` -> ``models``); a file elsewhere is named by its stem."""
-    try:
-        parts = list(path.resolve().relative_to(root.resolve()).with_suffix("").parts)
-    except ValueError:
-        parts = [path.stem]
+def module_name(roots: Path | list[Path], path: Path) -> str:
+    """A file's dotted name from the innermost root it is under (``models/mlp.py`` ->
+    ``models.mlp``, ``models/__init__.py`` -> ``models``; ``src/pkg/a.py`` -> ``pkg.a``
+    where both the project and its src/ are roots); elsewhere, its stem."""
+    parts = [path.stem]
+    inside = []
+    for root in [roots] if isinstance(roots, Path) else roots:
+        try:
+            inside.append(list(path.resolve().relative_to(root.resolve()).with_suffix("").parts))
+        except ValueError:
+            continue
+    if inside:
+        parts = min(inside, key=len)
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
@@ -85,33 +92,63 @@ def _wanted(tree: ast.Module, current: str, is_package: bool) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def local_modules(script: Path) -> list[Path]:
+def local_modules(
+    script: Path,
+    roots: list[Path] | None = None,
+    current: str = "",
+    project: Path | None = None,
+) -> list[Path]:
     """The program's own modules: those its top-level imports name that are files under
-    the script's folder (a module beside it, a package and its modules), and theirs in
-    turn.  A program split into files is minified -- and its repro written -- as one
-    file: a repro must run on a machine that has only it."""
-    root = script.resolve().parent
+    its roots (by default the script's folder: a module beside it, a package and its
+    modules; repro/project.py finds the others), and theirs in turn; ``current``: the
+    script's dotted name when it runs as ``-m pkg.mod`` (its packages too, its relative
+    imports); ``project``: a package of the project installed editable imports from
+    where it is (its folder joins ``roots``).  A program split into files is minified
+    -- and its repro written -- as one file: a repro must run on a machine that has
+    only it."""
+    from .project import editable_root
+
+    script = script.resolve()
+    roots = roots if roots is not None else [script.parent]
+    roots += [] if roots else [script.parent]
     found: list[Path] = []
 
-    def visit(path: Path, current: str) -> None:
+    def add(name: str) -> None:
+        mod = _module_file(roots, name)
+        if mod is None and "." not in name and project is not None:
+            extra = editable_root(name, project)
+            if extra is not None and extra not in roots:
+                roots.append(extra)
+                mod = _module_file(roots, name)
+        if mod is not None and mod != script and mod not in found:
+            found.append(mod)
+            visit(mod, name)
+
+    def visit(path: Path, name: str) -> None:
         try:
             tree = ast.parse(path.read_text())
         except (OSError, SyntaxError, ValueError):
             return
-        is_package = path.name == "__init__.py"
-        for name in _wanted(tree, current, is_package):
-            mod = _module_file(root, name)
-            if mod is not None and mod != script.resolve() and mod not in found:
-                found.append(mod)
-                visit(mod, name)
+        for each in _wanted(tree, name, path.name == "__init__.py"):
+            add(each)
 
-    visit(script, "")
+    parts = current.split(".")[:-1] if current else []
+    for k in range(len(parts)):  # ``-m a.b.c``: a, then a.b, import first
+        add(".".join(parts[: k + 1]))
+    visit(script, current)
     return found
 
 
-def program_files(script: Path, include: list[str] | None = None) -> list[Path]:
+def program_files(
+    script: Path,
+    include: list[str] | None = None,
+    roots: list[Path] | None = None,
+    current: str = "",
+    project: Path | None = None,
+) -> list[Path]:
     """The script, what ``--include`` names (a file, or a folder: every module in it),
     and its own local modules."""
+    script = script.resolve()
     files: list[Path] = []
     for given in include or []:
         p = Path(given).resolve()
@@ -121,8 +158,9 @@ def program_files(script: Path, include: list[str] | None = None) -> list[Path]:
             files.append(p)
         else:
             raise UsageError(f"--include {given}: no such file or folder")
-    files = list(dict.fromkeys(f for f in files if f != script.resolve()))
-    return [script, *files, *(m for m in local_modules(script) if m not in files)]
+    files = list(dict.fromkeys(f for f in files if f != script))
+    found = local_modules(script, roots, current, project)
+    return [script, *files, *(m for m in found if m not in files)]
 
 
 def _bound(tree: ast.AST) -> set[str]:
@@ -272,20 +310,28 @@ class _Flatten(ast.NodeTransformer):
         return node  # the chain ends at a module: left as it is
 
 
-def inline_modules(source: str, includes: list[Path], root: Path | None = None) -> str:
-    """The program with its own modules (``includes``, named from ``root``: the script's
-    folder; by default the folder of the first) pasted in (the module docstring says
-    how)."""
+def inline_modules(
+    source: str,
+    includes: list[Path],
+    root: Path | None = None,
+    roots: list[Path] | None = None,
+    current: str = "",
+) -> str:
+    """The program with its own modules (``includes``, named from ``roots``, or
+    ``root``: the script's folder; by default the folder of the first) pasted in (the
+    module docstring says how); ``current``: the script's dotted name under ``-m``
+    (its packages are pasted first, as Python imports them first)."""
     if not includes:
         return source
-    root = root or min(includes, key=lambda p: len(p.parts)).parent
-    paster = _Paster({module_name(root, p): p.resolve() for p in includes})
+    roots = roots or [root or min(includes, key=lambda p: len(p.parts)).parent]
+    paster = _Paster({module_name(roots, p): p.resolve() for p in includes})
     tree = ast.parse(source)
-    body = paster.body(source, "", False)
+    parts = current.split(".")[:-1] if current else []
+    first = paster.module(".".join(parts)) if parts else []
+    body = paster.body(source, current, False)
     own = [s for s in body if _is_future(s)]
     seen = {ast.dump(s) for s in own}
     future = [s for s in paster.future if ast.dump(s) not in seen]
-    seen |= {ast.dump(s) for s in future}
     future = list({ast.dump(s): s for s in future}.values())
-    tree.body = own + future + [s for s in body if not _is_future(s)]
+    tree.body = own + future + first + [s for s in body if not _is_future(s)]
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"

@@ -118,12 +118,15 @@ def program_repro(
     argv: list[str] | None = None,
     launcher: list[str] | None = None,
     one_process: bool = False,
+    needs: dict[str, str] | None = None,
+    files: list[str] | None = None,
 ) -> str:
     """repro.py of the program level: a header, the harness (with the program's
     arguments, ``argv``; a launched job's world of one where its failure shows in one
     process), the prelude the candidates ran (the accuracy check of a wrong value), the
     program, the end line.  ``launcher``: the job's launcher, said in the header (the
-    repro runs under it)."""
+    repro runs under it); ``needs``: the installed packages it imports, with versions;
+    ``files``: the data files beside it, which it reads (it runs from its folder)."""
     import platform
 
     import torch
@@ -139,6 +142,12 @@ def program_repro(
         f"{datetime.date.today().isoformat()} (the program itself):\n"
         f"#   {failure.text}\n"
         f"# torch {torch.__version__}, Python {platform.python_version()}\n"
+        + (
+            "# needs (installed): " + ", ".join(f"{k} {v}" for k, v in sorted(needs.items())) + "\n"
+            if needs
+            else ""
+        )
+        + (f"# reads {', '.join(files)} (beside it): run it from its own folder\n" if files else "")
         + (
             f"# run it as the job ran: {' '.join(launcher)} repro.py (each rank prints its line)\n"
             if launcher

@@ -46,8 +46,9 @@ def repro_output(
     extra: list[str] | None = None,
     env_extra: dict[str, str] | None = None,
     launcher: list[str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a repro as a stranger would.  ``cache_dir``: inductor's cache for this run
+    """Run a repro as a stranger would (``cwd``: from that folder; else from TMPDIR).  ``cache_dir``: inductor's cache for this run
     alone (a cache that cannot lie, and where the generated code can be found);
     ``extra``: more command-line arguments for it; ``launcher``: the job's launcher
     (torchrun ...) it runs under, on a port of its own."""
@@ -80,7 +81,7 @@ def repro_output(
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        cwd=str(with_tmp),
+        cwd=str(cwd or with_tmp),
         start_new_session=True,  # the repro's own check process dies with it
     )
     try:
@@ -148,13 +149,36 @@ def verify_program_repro(
     *,
     parallel: bool = False,
     launcher: list[str] | None = None,
+    folder: Path | None = None,
 ) -> tuple[bool, str]:
     """Run as a stranger would (no tcompile, another directory): exit 1 and REPRODUCED
     with the same exception type (or death by the same kind of signal); with
     torch.compile disabled, exit 0 and NOT REPRODUCED.  ``parallel``: both runs at once;
-    ``launcher``: both under the job's launcher (torchrun ...)."""
+    ``launcher``: both under the job's launcher (torchrun ...); ``folder``: repro.py's
+    folder (the files it reads): copied to an empty folder, each run from its copy."""
+    if folder is not None:
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="tcompile-repro-") as tmp:
+            copy = Path(tmp) / folder.name
+            shutil.copytree(folder, copy)
+            return _verify_program_repro(
+                copy / repro.name, failure, timeout, parallel, launcher, copy
+            )
+    return _verify_program_repro(repro, failure, timeout, parallel, launcher, None)
+
+
+def _verify_program_repro(
+    repro: Path,
+    failure: ProgramFailure,
+    timeout: float,
+    parallel: bool,
+    launcher: list[str] | None,
+    cwd: Path | None,
+) -> tuple[bool, str]:
     off = {"TORCHDYNAMO_DISABLE": "1"}
-    kw: dict[str, Any] = {"timeout": timeout, "launcher": launcher}
+    kw: dict[str, Any] = {"timeout": timeout, "launcher": launcher, "cwd": cwd}
     if parallel:
         with ThreadPoolExecutor(2) as ex:
             later = ex.submit(repro_output, repro, env_extra=off, **kw)
@@ -189,9 +213,10 @@ def why_not_verified(output: str | None) -> str:
     if missing:
         mod = missing.group(1)
         return (
-            f"it imports {mod!r}, which it does not carry (only modules beside the script "
-            f"are pasted in, not packages): run it from the program's folder, where "
-            f"{mod.split('.')[0]!r} imports"
+            f"it imports {mod!r}, which it does not carry (not found among the program's "
+            f"own files, nor installed): minify again with --include PATH naming "
+            f"{mod.split('.')[0]!r}'s file or folder, or run it where {mod.split('.')[0]!r} "
+            "imports"
         )
     if "with torch.compile off too" in text:
         return (

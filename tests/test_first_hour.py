@@ -202,7 +202,7 @@ def test_program_level_on_a_clean_program_and_on_a_wrong_value(tmp_path):
     code, out, err = _interrupt_after(
         ["minify", "--json", "--level", "program", "--out", str(tmp_path / "o"),
          str(TRAIN), "--steps", "1", "--bug", "accuracy"],
-        "after 1 candidate program", tmp_path,
+        "candidate(s)", tmp_path,
     )  # fmt: skip
     assert "each torch.compile'd call checked against eager" in err, err[-3000:]
     doc = json.loads(out)

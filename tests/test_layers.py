@@ -125,6 +125,7 @@ def test_every_job_is_in_jobs():
         "tcompile.compiler.stack": "the torch version warning",
         "tcompile.compiler.runner": "check_script / check_backend: bad input, before any job",
         "tcompile.repro.environment": "`tcompile env` prints the environment, no job",
+        "tcompile.repro.project": "-m MODULE: the module's file is found, before any job",
     }
     below = {
         d

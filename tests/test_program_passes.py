@@ -420,7 +420,7 @@ def test_a_repro_that_does_not_reproduce_falls_back_to_an_earlier_program(tmp_pa
 
     tried: list[str] = []
 
-    def verify(repro, failure, timeout, parallel=False, launcher=None):
+    def verify(repro, failure, timeout, parallel=False, launcher=None, folder=None):
         text = repro.read_text()
         tried.append(text)
         return ("x = 2" in text, "REPRODUCED" if "x = 2" in text else "NOT REPRODUCED")

@@ -8,6 +8,7 @@ capture files and the worker's pipes.
 
   hooks.py            start-up: patch torch.compile, chain sys.excepthook
   exits.py            how a rank's own code ended, said at the start of its exit
+  opened.py           the files the program opens to read (the program level's baseline)
   session.py          one per process: config, recorder, failures said once
   recorder.py         events out, the live marker
   backend.py          TcompileBackend: number, copy, compile each Dynamo graph

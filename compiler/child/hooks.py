@@ -42,6 +42,10 @@ def install_from_environment() -> bool:
         return False
     _installed = True
     watch_parent()
+    if config.opened:
+        from . import opened
+
+        opened.record(config.opened)
     if "torch" in sys.modules:
         _patch_torch(sys.modules["torch"], config)
     else:

@@ -92,7 +92,7 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
                 command,
                 Path(report.run_dir),
                 backend=opts.backend,
-                jobs=opts.jobs,
+                jobs=opts.for_program(),
                 timeout=opts.timeout,
                 observer=opts.observer or NullObserver(),
                 t0=time.monotonic() - report.seconds,
@@ -117,6 +117,7 @@ def _run_minify(command: list[str], o: MinifyOptions) -> MinifyReport:
         return _minify_in(
             command, run_dir, observer, t0, after=o.after, accuracy=o.accuracy,
             backend=o.backend, graph=o.graph, match=o.match, jobs=o.jobs, timeout=o.timeout,
+            program_jobs=o.for_program(),
             real_inputs=o.real_inputs, stdout=o.stdout, stderr=o.stderr, level=Level(o.level),
             include=o.include,
         )  # fmt: skip
@@ -150,9 +151,15 @@ def _minify_in(
     stderr: Any,
     level: Level,
     include: list[str] | None,
+    program_jobs: int,
 ) -> MinifyReport:
     program = dict(
-        backend=backend, jobs=jobs, timeout=timeout, observer=observer, t0=t0, include=include
+        backend=backend,
+        jobs=program_jobs,
+        timeout=timeout,
+        observer=observer,
+        t0=t0,
+        include=include,
     )
     if level == Level.PROGRAM:  # the user's source itself, whatever graphs it has
         from .program_job import minify_program

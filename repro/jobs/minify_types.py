@@ -76,6 +76,12 @@ class ProgramSummary(TypedDict, total=False):
     observations: int
     passes: dict[str, Any]
     pass_errors: list[str]
+    module: str  # ``-m pkg.mod``: the module it ran as ("" for a script)
+    files: list[str]  # data files carried beside repro.py (its folder), as placed there
+    repro_dir: str | None  # repro.py's folder when it carries files (else None)
+    command: str  # how to run the repro (``cd DIR && python repro.py``)
+    installed: dict[str, str]  # installed packages the repro imports, with versions
+    candidates: int  # candidate programs judged: the one count (progress, summary, calls)
 
 
 class SourceSummary(ProgramSummary, total=False):
@@ -236,6 +242,12 @@ class MinifyOptions:
     stderr: Any = None
     level: Level = Level.AUTO
     include: list[str] | None = None
+    # the program level's candidates in parallel (None: ``jobs``); the CLI's default is
+    # the cores, up to 4 (program_job.default_jobs)
+    program_jobs: int | None = None
+
+    def for_program(self) -> int:
+        return self.program_jobs or self.jobs
 
 
 @dataclasses.dataclass

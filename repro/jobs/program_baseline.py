@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tcompile.compiler import layout
-from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.program import (
     ProgramFailure,
@@ -27,6 +27,8 @@ from tcompile.compiler.program import (
 )
 from tcompile.compiler.protocol import HookConfig
 from tcompile.compiler.runner import is_distributed_launch
+
+OPENED = "opened.jsonl"  # the files the baseline opened to read (child/opened.py)
 
 
 def launcher_of(command: list[str]) -> list[str] | None:
@@ -40,14 +42,12 @@ def launcher_of(command: list[str]) -> list[str] | None:
 
 
 def script_of(command: list[str]) -> tuple[Path, list[str], bool]:
-    """(the script, its arguments, launched by torchrun) of a command."""
-    distributed = is_distributed_launch(command)
-    for i, arg in enumerate(command[1:], start=1):
-        if arg.endswith(".py") and os.path.isfile(arg):
-            return Path(arg).resolve(), command[i + 1 :], distributed
-    raise UsageError(
-        "program-level minify needs a Python script (SCRIPT [ARGS], or a launcher of one)"
-    )
+    """(the script, its arguments, launched by torchrun) of a command (``-m pkg.mod``:
+    the module's file; repro/project.py)."""
+    from tcompile.repro.project import entry_of
+
+    entry = entry_of(command)
+    return entry.script, entry.argv, entry.distributed
 
 
 @dataclasses.dataclass
@@ -62,6 +62,9 @@ class ProgramRun:
     accuracy: str = "off"
     prelude: str = ""
     jobs: int = 1
+    root: Path | None = None  # the program's own imports resolve from here first
+    # data files the program read (repro/project.py): (the file, its path beside repro.py)
+    files: list[tuple[Path, str]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +91,7 @@ def baseline(
         control="disable",
         timeout=run.timeout or 900.0,
         cwd=os.getcwd(),
-        script_dir=str(run.script.parent),
+        script_dir=str(run.root or run.script.parent),
         accuracy=run.accuracy,
         prelude=run.prelude,
         launcher=launcher_of(run.command),
@@ -100,7 +103,7 @@ def baseline(
     def compiled(target: ProgramTarget, name: str) -> ProgramFailure | None:
         config = HookConfig(
             dir=str(work / "baseline" / name), stage=run.backend, record="off",
-            accuracy=run.accuracy,
+            accuracy=run.accuracy, opened=str(work / OPENED) if name == "c" else None,
         )  # fmt: skip
         return program_failure(ProgramOracle(target, work / "baseline", run.script.name,
                                              run.argv).run(path, config))  # fmt: skip

@@ -35,15 +35,23 @@ from tcompile.compiler.program import (
 from tcompile.compiler.runner import write_json
 from tcompile.repro.program_files import inline_modules, program_files
 from tcompile.repro.program_harness import accuracy_check, program_repro
+from tcompile.repro.project import Entry, data_files, entry_of, installed_versions
 from tcompile.repro.verify import verify_program_repro, why_not_verified
 
 from .minify_types import ProgramMinifyReport, ProgramSummary
-from .program_baseline import NotMinifiable, ProgramRun, script_of
+from .program_baseline import OPENED, NotMinifiable, ProgramRun
 from .program_baseline import baseline as run_baseline
 
 MAX_CALLS = 400  # candidate programs judged at most
 CALLS_PER_LINE = 4  # ... or this many per non-blank line of a longer program
 FALLBACKS = 3  # earlier programs verified when the smallest does not reproduce
+
+
+def default_jobs() -> int:
+    """Candidates judged at once when ``--jobs`` is not given: the cores, up to 4 (each
+    candidate is a forked copy of a warm interpreter; inductor's C++ compiles of one
+    candidate mostly use one core)."""
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def nonblank(text: str) -> int:
@@ -76,14 +84,12 @@ def minify_program(
     clean (exit 0)."""
     if first and accuracy != AccuracyMode.OFF and not prelude:
         prelude, accuracy = accuracy_check(strict=accuracy == AccuracyMode.STRICT), "off"
-    script, argv, distributed = script_of(command)
-    source = script.read_text()
-    includes = program_files(script, include)[1:]
-    if includes:
-        source = inline_modules(source, includes, root=script.resolve().parent)
+    entry, source, roots, includes = program_source(command, include)
+    script, argv, distributed = entry.script, entry.argv, entry.distributed
     run = ProgramRun(
-        command, script, argv, run_dir, backend, timeout, observer, accuracy, prelude, jobs
-    )
+        command, script, argv, run_dir, backend, timeout, observer, accuracy, prelude, jobs,
+        root=roots[0],
+    )  # fmt: skip
     work = run_dir / "program"
     work.mkdir(parents=True, exist_ok=True)
     observer.status(
@@ -93,6 +99,52 @@ def minify_program(
     )
     # the fork servers import torch while the baselines run (they need nothing of them)
     pool = _start_pool(jobs)
+    baseline = _pinned(run, source, work, first, t0)
+    if isinstance(baseline, ProgramMinifyReport):
+        _close_pool(pool)
+        return baseline
+    target, seconds = baseline
+    run.files = data_files(work / OPENED, entry, exclude=run_dir)
+    if run.files:
+        names = ", ".join(rel for _, rel in run.files)
+        observer.status(f"it reads {names}: repro.py carries them (a folder)")
+    write_json(
+        run_dir / layout.TARGET,  # the oracle's target, for benchmarks/program_oracle.py
+        {**dataclasses.asdict(target), "script_name": script.name},
+    )
+    oracle = ProgramOracle(target, work, script.name, argv)
+    forked = _fork(oracle, source, pool, observer)
+    best, calls, history, passes, interrupted, found = _search(run, oracle, target, source, keep)
+    report = _finish(
+        run, target, best, source, calls, history, interrupted, t0, seconds, found, oracle.runs
+    )
+    # a pass that raised (tcompile's bug) was skipped, the search went on: said, not hidden
+    errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
+    assert report.program is not None  # _finish filled it
+    report.program.update(
+        runs=oracle.runs,
+        candidates=report.calls,
+        single_process=distributed and target.one_process,
+        launcher=target.launcher,
+        includes=[str(p) for p in includes],
+        module=entry.module,
+        forked=forked,
+        observations=oracle.observations,
+        passes=passes,
+        pass_errors=errors,
+    )
+    for e in errors:
+        observer.status(f"warning: {e}; the other passes went on")
+    write_json(run_dir / layout.MINIFY, report.to_json())
+    return report
+
+
+def _pinned(
+    run: ProgramRun, source: str, work: Path, first: bool, t0: float
+) -> tuple[ProgramTarget, float] | ProgramMinifyReport:
+    """The baseline's target and seconds per run; or the report that ends the minify
+    here (no failure, not the compiler's, flaky)."""
+    observer, run_dir = run.observer, run.run_dir
     baseline = run_baseline(run, source, work)
     if baseline is None and first and not run.prelude:
         # a wrong value raises nothing: the same program, each compiled call checked
@@ -103,7 +155,6 @@ def minify_program(
         run.prelude = accuracy_check()
         baseline = run_baseline(run, source, work)
     if baseline is None and first:
-        _close_pool(pool)
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing to report: leave no files
         return ProgramMinifyReport(
             ExitCode.OK,
@@ -113,10 +164,8 @@ def minify_program(
             level="program",
         )
     if isinstance(baseline, NotMinifiable):
-        _close_pool(pool)
         return _report(run, baseline.exit_code, baseline.message, t0)
     if baseline is None:  # it failed under tcompile (run or bisect) and not again here
-        _close_pool(pool)
         return _report(
             run,
             ExitCode.FLAKY,
@@ -124,32 +173,21 @@ def minify_program(
             "failure, nothing to minify",
             t0,
         )
-    target, seconds = baseline
-    write_json(
-        run_dir / layout.TARGET,  # the oracle's target, for benchmarks/program_oracle.py
-        {**dataclasses.asdict(target), "script_name": script.name},
-    )
-    oracle = ProgramOracle(target, work, script.name, argv)
-    forked = _fork(oracle, source, pool, observer)
-    best, calls, history, passes, interrupted, found = _search(run, oracle, target, source, keep)
-    report = _finish(run, target, best, source, calls, history, interrupted, t0, seconds, found)
-    # a pass that raised (tcompile's bug) was skipped, the search went on: said, not hidden
-    errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
-    assert report.program is not None  # _finish filled it
-    report.program.update(
-        runs=oracle.runs,
-        single_process=distributed and target.one_process,
-        launcher=target.launcher,
-        includes=[str(p) for p in includes],
-        forked=forked,
-        observations=oracle.observations,
-        passes=passes,
-        pass_errors=errors,
-    )
-    for e in errors:
-        observer.status(f"warning: {e}; the other passes went on")
-    write_json(run_dir / layout.MINIFY, report.to_json())
-    return report
+    return baseline
+
+
+def program_source(
+    command: list[str], include: list[str] | None
+) -> tuple[Entry, str, list[Path], list[Path]]:
+    """The program a command runs (repro/project.py), its source with its own modules
+    pasted in (program_files.py), its roots, the modules pasted."""
+    entry = entry_of(command)
+    source = entry.script.read_text()
+    roots = list(entry.roots)
+    includes = program_files(entry.script, include, roots, entry.module, entry.project)[1:]
+    if includes:
+        source = inline_modules(source, includes, roots=roots, current=entry.module)
+    return entry, source, roots, includes
 
 
 def _search(
@@ -170,8 +208,8 @@ def _search(
     def progress(best: str, calls: int) -> None:
         found.append(best)
         layout.write_file(best_path, best)
-        observer.status(
-            f"{best.strip().count(chr(10)) + 1} lines after {calls} candidate program(s)"
+        observer.status(  # the oracle's count: the one said in the summary and --json
+            f"{best.strip().count(chr(10)) + 1} lines after {oracle.candidates} candidate(s)"
         )
 
     from tcompile.minifier.source import Hints, minify_source
@@ -190,12 +228,12 @@ def _search(
             stop=stop.is_set,
             progress_cb=progress,
         )
-        best, calls, history = result.source, result.calls, result.history
-        passes = result.passes
+        best, history = result.source, result.history
+        calls, passes = oracle.candidates, result.passes
     except KeyboardInterrupt:
         interrupted = True
         best = best_path.read_text() if best_path.exists() else source
-        calls, history, passes = oracle.runs, [], {}
+        calls, history, passes = oracle.candidates, [], {}
     finally:
         if oracle.fork is not None:
             oracle.fork.close()
@@ -272,6 +310,7 @@ def _finish(
     t0: float,
     seconds: float,
     earlier: list[str] | None = None,
+    run_count: int = 0,
 ) -> ProgramMinifyReport:
     """repro.py from the best program, verified (unless interrupted), and the report.
 
@@ -280,13 +319,12 @@ def _finish(
     half the draws); the programs found before it (``earlier``, the last first, at most
     FALLBACKS) are verified in turn, and the first that reproduces is the repro."""
     lines_before = source.strip().count("\n") + 1
-    run_dir, observer = run.run_dir, run.observer
-    repro = run_dir / layout.REPRO
+    observer = run.observer
     verified, said, back = False, "", 0
     tries = [best] + [b for b in reversed(earlier or []) if b != best][:FALLBACKS]
     for back, program in enumerate(tries):
         text = _repro_text(program, target, run)
-        _write(repro, text)
+        repro = _write_repro(run, text, program)
         if interrupted:
             break
         observer.status(
@@ -301,6 +339,7 @@ def _finish(
                 target.timeout * 2,
                 parallel=run.jobs > 1,
                 launcher=target.launcher,
+                folder=repro.parent if _files_for(run, program) else None,
             )
         except KeyboardInterrupt:  # during the verification: the repro stands, unverified
             interrupted = True
@@ -308,13 +347,14 @@ def _finish(
             break
     if not verified and not interrupted and back:  # none did: the smallest stands
         text = _repro_text(best, target, run)
-        _write(repro, text)
+        repro = _write_repro(run, text, best)
         back, program = 0, best
     best = program
     lines = text.strip().count("\n") + 1
     message = (
         f"the program minified from {lines_before} to {best.strip().count(chr(10)) + 1} lines "
-        f"in {calls} candidate runs; repro.py ({lines} lines) "
+        f"in {calls} candidates ({run_count} runs of the program, with their controls); "
+        f"repro.py ({lines} lines) "
         + (
             "verified"
             if verified
@@ -352,6 +392,7 @@ def _finish(
                 "seconds_per_run": round(seconds, 2),
                 "control": target.control,
                 "fallback": back,
+                **_carried(run, best, repro, target),
             }
         ),
     )
@@ -359,14 +400,62 @@ def _finish(
 
 
 def _repro_text(program: str, target: ProgramTarget, run: ProgramRun) -> str:
+    files = _files_for(run, program)
+    placed = {str(path): rel for path, rel in files}
+    argv = [placed.get(str(Path(a).resolve()), a) if os.path.isabs(a) else a for a in run.argv]
+    if not files and not any(w in program for w in ("argv", "argparse", "parse_args")):
+        argv = []  # the minimal program reads no arguments: the repro sets none
     return program_repro(
         program,
         target.failure,
         target.prelude,
-        run.argv,
+        argv,
         launcher=target.launcher,
         one_process=target.one_process,
+        needs=installed_versions(program),
+        files=[rel for _, rel in files],
     )
+
+
+def _carried(run: ProgramRun, best: str, repro: Path, target: ProgramTarget) -> dict[str, Any]:
+    """What the repro carries and needs, and how to run it (``program`` in --json)."""
+    files = _files_for(run, best)
+    return {
+        "files": [rel for _, rel in files],
+        "repro_dir": str(repro.parent) if files else None,
+        "command": (f"cd {repro.parent} && " if files else "")
+        + (f"{' '.join(target.launcher)} " if target.launcher else "python ")
+        + (layout.REPRO if files else str(repro)),
+        "installed": installed_versions(best),
+    }
+
+
+_READS = ("open(", "argv", "parse_args", "__file__", "load(", "read_text", "read_bytes", "Path(")
+
+
+def _files_for(run: ProgramRun, program: str) -> list[tuple[Path, str]]:
+    """The data files a program carries: the baseline's, unless the minimal program
+    no longer reads anything (it names no file and calls nothing that opens one)."""
+    if any(w in program for w in _READS) or any(Path(r).name in program for _, r in run.files):
+        return run.files
+    return []
+
+
+def _repro_path(run: ProgramRun, program: str) -> Path:
+    """repro.py; in a folder of its own when it carries the files the program read."""
+    if _files_for(run, program):
+        return run.run_dir / "repro" / layout.REPRO
+    return run.run_dir / layout.REPRO
+
+
+def _write_repro(run: ProgramRun, text: str, program: str) -> Path:
+    repro = _repro_path(run, program)
+    for path, rel in _files_for(run, program):
+        dest = repro.parent / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)
+    _write(repro, text)
+    return repro
 
 
 def _not_the_program(said: str) -> bool:

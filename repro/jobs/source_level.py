@@ -95,8 +95,9 @@ def with_source_level(
     of another kind -- no graph holds the failure -- is returned as it is)."""
     from tcompile.compiler.exitcodes import UsageError
     from tcompile.repro.program_files import program_files
+    from tcompile.repro.project import entry_of
 
-    from .program_job import minify_program, script_of
+    from .program_job import minify_program
 
     report.level = "source"
     if not isinstance(report, GraphMinifyReport) or report.graph is None:
@@ -104,8 +105,10 @@ def with_source_level(
     if not report.repro or not report.run_dir:
         return report  # nothing was minified
     try:
-        script, _, _ = script_of(command)
-        files = program_files(script, opts.include)
+        entry = entry_of(command)
+        files = program_files(
+            entry.script, opts.include, list(entry.roots), entry.module, entry.project
+        )
     except UsageError as exc:
         report.source = SourceSummary(error=str(exc))
         return report
@@ -127,7 +130,7 @@ def with_source_level(
             command,
             Path(report.run_dir) / "source",
             backend=opts.backend,
-            jobs=opts.jobs,
+            jobs=opts.for_program(),
             timeout=opts.timeout,
             observer=observer,
             t0=t0,
