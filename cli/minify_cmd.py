@@ -63,8 +63,17 @@ from .options import (
     "--include",
     "include",
     multiple=True,
-    type=click.Path(dir_okay=False),
-    help="A local module the script imports, shrunk with it at the program level (repeatable).",
+    type=click.Path(exists=True),
+    help="A module or a folder of the program's own code found nowhere its imports "
+    "resolve, pasted in and shrunk with it at the program level (repeatable).",
+)
+@click.option(
+    "--max-time",
+    "max_time",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="The program level's search stops after this many seconds of the whole minify "
+    "(default 300; 0: no limit) and the best program so far is verified and kept.",
 )
 @click.option(
     "--trust",
@@ -87,6 +96,7 @@ def minify(
     real_inputs: bool,
     level: str,
     include: tuple[str, ...],
+    max_time: float | None,
     trust: bool,
     write_report: bool,
     as_json: bool,
@@ -118,6 +128,7 @@ def minify(
             real_inputs=real_inputs,
             level=level,
             include=list(include),
+            max_time=max_time,
             **app.common(out, timeout, as_json),
         )
 

@@ -133,11 +133,17 @@ class ProgramTarget:
     # launcher and the variables of a world of one (RANK, WORLD_SIZE, MASTER_ADDR, ...)
     launcher: list[str] | None = None
     one_process: bool = False
+    script_file: str = ""  # the program's own path: each candidate's ``__file__``
 
 
-def with_prelude(prelude: str, source: str) -> str:
+def with_prelude(prelude: str, source: str, file: str = "") -> str:
     """A candidate as it runs: ``prelude`` first -- after the program's docstring and
-    ``from __future__`` imports, which must stay first."""
+    ``from __future__`` imports, which must stay first.  ``file``: the program's own
+    path, as ``__file__``: a candidate runs from a folder of its own, and a program
+    that finds its files from where it lives (``Path(__file__).parent / "configs"``)
+    finds them there (repro.py carries them beside itself instead)."""
+    if file:
+        prelude = f"__file__ = {file!r}  # where the program lives (tcompile)\n" + prelude
     if not prelude:
         return source
     import ast
@@ -245,7 +251,7 @@ class ProgramOracle:
         path = d / self.script_name
         facts = d / layout.OBSERVED
         t = self.target
-        layout.write_file(path, with_prelude(t.prelude, instrumented(str(facts))))
+        layout.write_file(path, with_prelude(t.prelude, instrumented(str(facts)), t.script_file))
         with self._lock:
             self.observations += 1
             self.candidates += 1
@@ -270,7 +276,7 @@ class ProgramOracle:
         d = self._slot()
         path = d / self.script_name
         t = self.target
-        layout.write_file(path, with_prelude(t.prelude, source))
+        layout.write_file(path, with_prelude(t.prelude, source, t.script_file))
         with self._lock:
             self.candidates += 1
         start = time.monotonic()

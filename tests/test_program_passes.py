@@ -104,7 +104,7 @@ def test_local_modules_are_pasted_in(tmp_path):
 
 def test_the_program_repro_harness(tmp_path):
     from tcompile.compiler.program import ProgramFailure
-    from tcompile.repro.jobs.program_job import program_repro
+    from tcompile.repro.program_harness import program_repro
 
     failure = ProgramFailure("exception", "AssertionError", "stale", "assert x == 2", "x")
     for body, code, said in (
@@ -161,8 +161,8 @@ def test_the_accuracy_check_turns_a_wrong_value_into_the_failure(tmp_path):
     torch.compile'd code (functions and modules) against eager; a backend off by 1 is
     REPRODUCED, off by 1e-9 is not, and with torch.compile off nothing is checked."""
     from tcompile.compiler.program import ProgramFailure
-    from tcompile.repro.jobs.program_job import program_repro, verify_program_repro
-    from tcompile.repro.program_harness import ACCURACY_FAILURE, prelude_for
+    from tcompile.repro.jobs.program_job import verify_program_repro
+    from tcompile.repro.program_harness import ACCURACY_FAILURE, prelude_for, program_repro
 
     assert prelude_for("inductor/runtime: RuntimeError: x") == ""
     prelude = prelude_for("inductor/accuracy: AccuracyError: inference output differs")

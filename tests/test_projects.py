@@ -168,3 +168,17 @@ def test_the_fixture_projects_paste_into_one_file(layout, command, names, monkey
         t.split(".")[0] in {"nets", "utils", "lib", "trainer", "splitnet", "src"} for t in tops
     ), tops
     assert not any(getattr(n, "level", 0) for n in ast.walk(ast.parse(out))), out
+
+
+def test_a_candidate_finds_files_from_where_the_program_lives(tmp_path):
+    """Candidates run from folders of their own: ``__file__`` is the program's path,
+    after the docstring and ``from __future__`` imports."""
+    from tcompile.compiler.program import with_prelude
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "a.txt").write_text("found")
+    src = '"""doc"""\nfrom __future__ import annotations\nimport os\n'
+    src += "print(open(os.path.join(os.path.dirname(__file__), 'configs', 'a.txt')).read())\n"
+    out = with_prelude("", src, str(tmp_path / "train.py"))
+    assert out.startswith('"""doc"""\nfrom __future__ import annotations\n__file__ = '), out
+    assert _runs_alone(out, tmp_path) == "found"

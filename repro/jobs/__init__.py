@@ -36,6 +36,7 @@ capture, a launcher, a record, the program):
   source_level.py       ``--level source``: the failing graph's frame as source
   program_job.py        program-level minify: the user's script, shrunk
   program_baseline.py   the program level's start: what runs, and the target
+  program_output.py     the program level's repro: its text, the files it carries
 
 ``tcompile report`` and ``triage``, and what runs after a job:
 

@@ -93,6 +93,7 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
                 Path(report.run_dir),
                 backend=opts.backend,
                 jobs=opts.for_program(),
+                max_time=opts.max_time,
                 timeout=opts.timeout,
                 observer=opts.observer or NullObserver(),
                 t0=time.monotonic() - report.seconds,
@@ -117,7 +118,7 @@ def _run_minify(command: list[str], o: MinifyOptions) -> MinifyReport:
         return _minify_in(
             command, run_dir, observer, t0, after=o.after, accuracy=o.accuracy,
             backend=o.backend, graph=o.graph, match=o.match, jobs=o.jobs, timeout=o.timeout,
-            program_jobs=o.for_program(),
+            program_jobs=o.for_program(), max_time=o.max_time,
             real_inputs=o.real_inputs, stdout=o.stdout, stderr=o.stderr, level=Level(o.level),
             include=o.include,
         )  # fmt: skip
@@ -152,8 +153,10 @@ def _minify_in(
     level: Level,
     include: list[str] | None,
     program_jobs: int,
+    max_time: float | None,
 ) -> MinifyReport:
     program = dict(
+        max_time=max_time,
         backend=backend,
         jobs=program_jobs,
         timeout=timeout,

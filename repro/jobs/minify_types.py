@@ -82,6 +82,7 @@ class ProgramSummary(TypedDict, total=False):
     command: str  # how to run the repro (``cd DIR && python repro.py``)
     installed: dict[str, str]  # installed packages the repro imports, with versions
     candidates: int  # candidate programs judged: the one count (progress, summary, calls)
+    stopped_at_time: bool  # the search stopped at --max-time (the best so far stands)
 
 
 class SourceSummary(ProgramSummary, total=False):
@@ -245,6 +246,9 @@ class MinifyOptions:
     # the program level's candidates in parallel (None: ``jobs``); the CLI's default is
     # the cores, up to 4 (program_job.default_jobs)
     program_jobs: int | None = None
+    # the program level's search stops at this many seconds of the whole minify (None:
+    # program_job.MAX_TIME; 0: no limit)
+    max_time: float | None = None
 
     def for_program(self) -> int:
         return self.program_jobs or self.jobs

@@ -95,10 +95,11 @@ def baseline(
         accuracy=run.accuracy,
         prelude=run.prelude,
         launcher=launcher_of(run.command),
+        script_file=str(run.script),
     )
     path = work / "baseline" / run.script.name
     path.parent.mkdir(parents=True, exist_ok=True)
-    layout.write_file(path, with_prelude(run.prelude, source))
+    layout.write_file(path, with_prelude(run.prelude, source, str(run.script)))
 
     def compiled(target: ProgramTarget, name: str) -> ProgramFailure | None:
         config = HookConfig(

@@ -34,15 +34,17 @@ from tcompile.compiler.program import (
 )
 from tcompile.compiler.runner import write_json
 from tcompile.repro.program_files import inline_modules, program_files
-from tcompile.repro.program_harness import accuracy_check, program_repro
-from tcompile.repro.project import Entry, data_files, entry_of, installed_versions
+from tcompile.repro.program_harness import accuracy_check
+from tcompile.repro.project import Entry, data_files, entry_of
 from tcompile.repro.verify import verify_program_repro, why_not_verified
 
 from .minify_types import ProgramMinifyReport, ProgramSummary
 from .program_baseline import OPENED, NotMinifiable, ProgramRun
 from .program_baseline import baseline as run_baseline
+from .program_output import carried, files_for, repro_text, write_repro
 
 MAX_CALLS = 400  # candidate programs judged at most
+MAX_TIME = 300.0  # seconds of the whole minify, by default (--max-time; 0: no limit)
 CALLS_PER_LINE = 4  # ... or this many per non-blank line of a longer program
 FALLBACKS = 3  # earlier programs verified when the smallest does not reproduce
 
@@ -73,6 +75,7 @@ def minify_program(
     keep: list[frozenset[str]] | None = None,
     prelude: str = "",
     first: bool = False,
+    max_time: float | None = None,
 ) -> ProgramMinifyReport:
     """``accuracy``: candidates run with that check (``--level program``: the check of
     each compiled call, program_harness.accuracy_check); ``keep``: anchors, the names each
@@ -81,7 +84,9 @@ def minify_program(
     first, never minified (program_harness.py: the check of a wrong value); ``first``:
     no earlier run saw the failure (``--level program``): a program that runs to the
     end is run again with each compiled call checked, and one that passes that too is
-    clean (exit 0)."""
+    clean (exit 0).  ``max_time``: seconds of the whole minify (from ``t0``) after
+    which the search stops and the best program so far is verified (None: MAX_TIME;
+    0: no limit)."""
     if first and accuracy != AccuracyMode.OFF and not prelude:
         prelude, accuracy = accuracy_check(strict=accuracy == AccuracyMode.STRICT), "off"
     entry, source, roots, includes = program_source(command, include)
@@ -114,14 +119,25 @@ def minify_program(
     )
     oracle = ProgramOracle(target, work, script.name, argv)
     forked = _fork(oracle, source, pool, observer)
-    best, calls, history, passes, interrupted, found = _search(run, oracle, target, source, keep)
+    deadline = _deadline(t0, MAX_TIME if max_time is None else max_time, seconds)
+    best, calls, history, passes, interrupted, found = _search(
+        run, oracle, target, source, keep, deadline
+    )
+    timed_out = deadline is not None and time.monotonic() > deadline and not interrupted
     report = _finish(
         run, target, best, source, calls, history, interrupted, t0, seconds, found, oracle.runs
     )
     # a pass that raised (tcompile's bug) was skipped, the search went on: said, not hidden
     errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
     assert report.program is not None  # _finish filled it
+    if timed_out:
+        limit = MAX_TIME if max_time is None else max_time
+        report.message += (
+            f" (the search stopped at --max-time {limit:g} s: the best program so far; "
+            "--max-time 0 searches on)"
+        )
     report.program.update(
+        stopped_at_time=timed_out,
         runs=oracle.runs,
         candidates=report.calls,
         single_process=distributed and target.one_process,
@@ -196,6 +212,7 @@ def _search(
     target: ProgramTarget,
     source: str,
     keep: list[frozenset[str]] | None,
+    deadline: float | None = None,
 ) -> tuple[str, int, list[str], dict[str, Any], bool, list[str]]:
     """The engine on the program: the best program, the candidate runs, the history,
     what each pass spent, whether it was interrupted, each smaller program found."""
@@ -225,7 +242,7 @@ def _search(
             ),
             max_calls=max(MAX_CALLS, CALLS_PER_LINE * nonblank(source)),
             jobs=jobs,
-            stop=stop.is_set,
+            stop=lambda: stop.is_set() or (deadline is not None and time.monotonic() > deadline),
             progress_cb=progress,
         )
         best, history = result.source, result.history
@@ -238,6 +255,15 @@ def _search(
         if oracle.fork is not None:
             oracle.fork.close()
     return best, calls, history, passes, interrupted, found
+
+
+def _deadline(t0: float, max_time: float, seconds: float) -> float | None:
+    """When the search stops: ``max_time`` after the start, less what verifying the
+    repro takes (about two fresh runs of the original program, side by side); None: no
+    limit."""
+    if not max_time:
+        return None
+    return t0 + max_time - min(max_time / 3, 10.0 + 1.5 * seconds)
 
 
 def _observer(oracle: ProgramOracle) -> Callable[[str], dict[str, Any] | None]:
@@ -323,8 +349,8 @@ def _finish(
     verified, said, back = False, "", 0
     tries = [best] + [b for b in reversed(earlier or []) if b != best][:FALLBACKS]
     for back, program in enumerate(tries):
-        text = _repro_text(program, target, run)
-        repro = _write_repro(run, text, program)
+        text = repro_text(program, target, run)
+        repro = write_repro(run, text, program)
         if interrupted:
             break
         observer.status(
@@ -339,15 +365,15 @@ def _finish(
                 target.timeout * 2,
                 parallel=run.jobs > 1,
                 launcher=target.launcher,
-                folder=repro.parent if _files_for(run, program) else None,
+                folder=repro.parent if files_for(run, program) else None,
             )
         except KeyboardInterrupt:  # during the verification: the repro stands, unverified
             interrupted = True
         if verified or interrupted or _not_the_program(said):
             break
     if not verified and not interrupted and back:  # none did: the smallest stands
-        text = _repro_text(best, target, run)
-        repro = _write_repro(run, text, best)
+        text = repro_text(best, target, run)
+        repro = write_repro(run, text, best)
         back, program = 0, best
     best = program
     lines = text.strip().count("\n") + 1
@@ -392,70 +418,11 @@ def _finish(
                 "seconds_per_run": round(seconds, 2),
                 "control": target.control,
                 "fallback": back,
-                **_carried(run, best, repro, target),
+                **carried(run, best, repro, target),
             }
         ),
     )
     return report
-
-
-def _repro_text(program: str, target: ProgramTarget, run: ProgramRun) -> str:
-    files = _files_for(run, program)
-    placed = {str(path): rel for path, rel in files}
-    argv = [placed.get(str(Path(a).resolve()), a) if os.path.isabs(a) else a for a in run.argv]
-    if not files and not any(w in program for w in ("argv", "argparse", "parse_args")):
-        argv = []  # the minimal program reads no arguments: the repro sets none
-    return program_repro(
-        program,
-        target.failure,
-        target.prelude,
-        argv,
-        launcher=target.launcher,
-        one_process=target.one_process,
-        needs=installed_versions(program),
-        files=[rel for _, rel in files],
-    )
-
-
-def _carried(run: ProgramRun, best: str, repro: Path, target: ProgramTarget) -> dict[str, Any]:
-    """What the repro carries and needs, and how to run it (``program`` in --json)."""
-    files = _files_for(run, best)
-    return {
-        "files": [rel for _, rel in files],
-        "repro_dir": str(repro.parent) if files else None,
-        "command": (f"cd {repro.parent} && " if files else "")
-        + (f"{' '.join(target.launcher)} " if target.launcher else "python ")
-        + (layout.REPRO if files else str(repro)),
-        "installed": installed_versions(best),
-    }
-
-
-_READS = ("open(", "argv", "parse_args", "__file__", "load(", "read_text", "read_bytes", "Path(")
-
-
-def _files_for(run: ProgramRun, program: str) -> list[tuple[Path, str]]:
-    """The data files a program carries: the baseline's, unless the minimal program
-    no longer reads anything (it names no file and calls nothing that opens one)."""
-    if any(w in program for w in _READS) or any(Path(r).name in program for _, r in run.files):
-        return run.files
-    return []
-
-
-def _repro_path(run: ProgramRun, program: str) -> Path:
-    """repro.py; in a folder of its own when it carries the files the program read."""
-    if _files_for(run, program):
-        return run.run_dir / "repro" / layout.REPRO
-    return run.run_dir / layout.REPRO
-
-
-def _write_repro(run: ProgramRun, text: str, program: str) -> Path:
-    repro = _repro_path(run, program)
-    for path, rel in _files_for(run, program):
-        dest = repro.parent / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest)
-    _write(repro, text)
-    return repro
 
 
 def _not_the_program(said: str) -> bool:
@@ -465,11 +432,6 @@ def _not_the_program(said: str) -> bool:
         w in said
         for w in ("ModuleNotFoundError", "ImportError", "unrecognized arguments", "usage: ")
     )
-
-
-def _write(path: Path, text: str) -> None:
-    compile(text, str(path), "exec")  # never a repro that does not parse
-    layout.write_file(path, text, mode=0o755)
 
 
 def _report(run: ProgramRun, code: int, message: str, t0: float, **kw: Any) -> ProgramMinifyReport:

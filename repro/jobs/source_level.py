@@ -131,6 +131,7 @@ def with_source_level(
             Path(report.run_dir) / "source",
             backend=opts.backend,
             jobs=opts.for_program(),
+            max_time=opts.max_time,
             timeout=opts.timeout,
             observer=observer,
             t0=t0,

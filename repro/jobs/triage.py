@@ -15,7 +15,6 @@ does only what is not there.  Clusters (triage_cluster.py) and the pages
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import json
@@ -68,14 +67,17 @@ class TriageReport:
 
 def discover(paths: list[str]) -> list[Path]:
     """The scripts under ``paths``: files as given; in a folder every ``*.py`` (sorted,
-    recursively) except packages' files and modules a sibling script imports."""
+    recursively) except packages' modules and the modules a script there imports (a
+    project: its scripts, not its library)."""
     found: list[Path] = []
     for p in paths:
         path = Path(p)
         if path.is_file():
             found.append(path.resolve())
         elif path.is_dir():
-            files = sorted(f for f in path.rglob("*.py") if f.name not in _SKIP)
+            files = sorted(
+                f for f in path.rglob("*.py") if f.name not in _SKIP and not _in_package(f, path)
+            )
             imported = {m for f in files for m in _local_imports(f)}
             found += [f.resolve() for f in files if f.resolve() not in imported]
         else:
@@ -87,22 +89,22 @@ def discover(paths: list[str]) -> list[Path]:
 
 
 def _local_imports(script: Path) -> list[Path]:
-    """The modules beside ``script`` that it imports (``import model``)."""
+    """The program's own modules ``script`` imports (repro/program_files.py: modules
+    beside it, packages, a src/ layout's), and theirs in turn."""
+    from tcompile.repro.program_files import local_modules
+    from tcompile.repro.project import entry_of
+
     try:
-        tree = ast.parse(script.read_text(errors="replace"))
-    except (SyntaxError, ValueError, OSError):
+        entry = entry_of([sys.executable, str(script)])
+        return local_modules(entry.script, list(entry.roots), "", entry.project)
+    except (UsageError, OSError, ValueError):
         return []
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module.split(".")[0])
-    return [
-        (script.parent / f"{n}.py").resolve()
-        for n in names
-        if (script.parent / f"{n}.py").is_file()
-    ]
+
+
+def _in_package(path: Path, root: Path) -> bool:
+    """A module of a package below ``root`` (its folder has an ``__init__.py``): not
+    a script (the folder given may be a package itself: its files are scripts)."""
+    return path.parent != root and (path.parent / "__init__.py").is_file()
 
 
 def torch_version(python: str | None = None) -> str:
