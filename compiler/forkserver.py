@@ -92,10 +92,11 @@ class ForkServer:
         timeout: float,
         cwd: str,
         extra_path: list[str],
+        extra_env: dict[str, str] | None = None,
     ) -> ProcessResult:
         os.makedirs(config.dir, exist_ok=True)
         stderr = os.path.join(config.dir, layout.STDERR)
-        env = child_env(config, extra_path=extra_path)
+        env = {**child_env(config, extra_path=extra_path), **(extra_env or {})}
         request = {"script": script, "argv": argv, "cwd": cwd, "env": env, "stderr": stderr}
         t0 = time.monotonic()
         self.proc.stdin.write(json.dumps(request) + "\n")  # type: ignore[union-attr]

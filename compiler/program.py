@@ -209,7 +209,7 @@ class ProgramOracle:
                 cwd=self.target.cwd,
                 extra_path=[self.target.script_dir],
             )
-        if self.fork is not None and not self.target.one_process:
+        if self.fork is not None:  # a launched job's one process too: its world's variables
             try:
                 return self.fork.run(
                     str(path),
@@ -218,6 +218,7 @@ class ProgramOracle:
                     timeout=self.limit(),
                     cwd=self.target.cwd,
                     extra_path=[self.target.script_dir],
+                    extra_env=world_of_one() if self.target.one_process else None,
                 )
             except RuntimeError:  # the server is gone: fresh processes from now on
                 self.fork = None

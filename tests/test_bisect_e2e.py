@@ -89,3 +89,19 @@ def test_a_random_op_the_program_compares_is_its_decomposition(tmp_path):
     # baseline 4 (compiled, plain, located -- its check draws eager's numbers -- and a
     # rerun only watching), then the ladder and the guided search
     assert "native_dropout" in doc["detail"] and doc["runs"] <= 9, doc
+
+
+def test_a_wrong_value_the_program_asserts_bisects_without_the_flag(tmp_path):
+    """No --accuracy: the program's own assertion fails; run's locating run (the check
+    on) ties it to graph 0 as a wrong value, and the probes must check too -- they ran
+    without the check, never saw the wrong value, and every probe "passed" while the
+    program raised its assertion (fixtures/projects/textcls: a false culprit)."""
+    script = tmp_path / "asserts.py"
+    script.write_text(
+        (FIXTURES / "cpp_relu_accuracy.py")
+        .read_text()
+        .replace("print(f(x, w))", "torch.testing.assert_close(f(x, w), f.__wrapped__(x, w))")
+    )
+    r = run_tcompile("bisect", "--json", "--jobs", "1", "--out", str(tmp_path / "o"), str(script))
+    doc = json.loads(r.stdout)
+    assert (doc["stage"], doc["subsystem"], doc["detail"]) == ("inductor", "lowerings", "relu"), doc

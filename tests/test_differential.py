@@ -73,9 +73,10 @@ def _fixtures() -> list[str]:
         rel = path.relative_to(FIXTURES).as_posix()
         # triage/: the triage corpus (real/'s bugs written as other programs, a flaky
         # script, one that hangs): benchmarks/triage_corpus.py runs it; user_bugs/: the
-        # user's own bugs, each run (and its outcome compared) by tests/test_user_bugs.py
+        # user's own bugs, each run (and its outcome compared) by tests/test_user_bugs.py;
+        # projects/: programs of several files (tests/test_project_layouts.py)
         if (
-            rel.startswith(("expected/", "real_gpu/", "triage/", "user_bugs/"))
+            rel.startswith(("expected/", "real_gpu/", "triage/", "user_bugs/", "projects/"))
             or path.name in NOT_HERE
         ):
             continue

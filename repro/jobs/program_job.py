@@ -308,8 +308,8 @@ def _fork(oracle: ProgramOracle, source: str, pool: Future[Any] | None, observer
     """Candidates forked from a server that imported torch already (compiler/
     forkserver.py), when the original program, run that way, still fails as the fresh
     baseline did (one candidate run); else fresh processes.  TCOMPILE_NO_FORK=1: never."""
-    if pool is None or oracle.target.launcher or oracle.target.one_process:
-        _close_pool(pool)  # a launched job's runs: not forked (their own environment)
+    if pool is None or oracle.target.launcher:
+        _close_pool(pool)  # a launched job's runs: not forked (its launcher starts them)
         return False
     try:
         oracle.fork = pool.result()
