@@ -122,7 +122,8 @@ def test_a_package_under_torchrun_minifies_and_bisects(tmp_path):
 
 @pytest.mark.extended
 def test_bisect_report_and_triage_on_the_projects(tmp_path):
-    """bisect names inductor's pass for the split bug (#197080); report writes report.md
+    """bisect names inductor's stage for the split bug (#197080), the graph-level minify
+    verifies its repro.py; report writes report.md
     with a verified repro; triage finds the projects' scripts, not their modules."""
     b = run_tcompile(
         "bisect", "--json", "--out", str(tmp_path / "b"), "train.py",
@@ -130,6 +131,12 @@ def test_bisect_report_and_triage_on_the_projects(tmp_path):
     )  # fmt: skip
     doc = json.loads(b.stdout)
     assert b.returncode == 1 and doc["stage"] == "inductor", doc["message"]
+    g = run_tcompile(
+        "minify", "--json", "--out", str(tmp_path / "g"), "train.py",
+        cwd=str(PROJECTS / "src_layout"), env=SRC, timeout=900,
+    )  # fmt: skip
+    doc = json.loads(g.stdout)
+    assert g.returncode == 1 and doc["level"] == "graph" and doc["verified"], doc["message"]
     rep = run_tcompile(
         "report", "--json", "--out", str(tmp_path / "r"), "run.py",
         cwd=str(PROJECTS / "deep_relative"), timeout=1500,
