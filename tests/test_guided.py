@@ -70,3 +70,16 @@ def test_a_wrong_guess_costs_one_run():
     blind = []
     first_failing(-1, len(ITEMS), lambda pts: [blind.append(p) or 1 < p for p in pts])
     assert len(seen) <= len(blind) + 1
+
+
+def test_a_decomposition_is_named_as_people_write_it():
+    """Issue 52: ``<OpOverload(op='aten.unfold_backward', overload='default')>`` is
+    ``aten.unfold_backward.default`` in bisect's culprit, and guides as before."""
+    from tcompile.compiler.child.subsystems import op_name
+    from tcompile.repro.jobs.guided import candidates
+
+    name = op_name("<OpOverload(op='aten.unfold_backward', overload='default')>")
+    assert name == "aten.unfold_backward.default"
+    assert op_name("pass_pattern_0") == "pass_pattern_0"
+    items = [Item("application", "decomposition", 0, name)]
+    assert candidates(items, "unfold_backward") == [0]

@@ -36,7 +36,7 @@ class Counter:
         apps = self.seen[subsystem]
         index = len(apps)
         try:
-            apps.append(str(debug_info()) if callable(debug_info) else "")
+            apps.append(op_name(str(debug_info())) if callable(debug_info) else "")
         except Exception:
             apps.append("")
         if index in self.skip.get(subsystem, ()):
@@ -89,3 +89,12 @@ def not_counted() -> Iterator[None]:
         yield
     finally:
         c.paused = False
+
+
+def op_name(info: str) -> str:
+    """An application's detail as people write it: torch's ``<OpOverload(op='aten.
+    unfold_backward', overload='default')>`` -> ``aten.unfold_backward.default``."""
+    import re
+
+    m = re.fullmatch(r"<OpOverload\(op='([\w.]+)', overload='(\w+)'\)>", info.strip())
+    return f"{m.group(1)}.{m.group(2)}" if m else info
