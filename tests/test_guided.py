@@ -83,3 +83,16 @@ def test_a_decomposition_is_named_as_people_write_it():
     assert op_name("pass_pattern_0") == "pass_pattern_0"
     items = [Item("application", "decomposition", 0, name)]
     assert candidates(items, "unfold_backward") == [0]
+
+
+def test_an_inductor_pattern_is_named_from_the_error_text():
+    """Issue 52: where bisect names only the stage, the pattern the error names."""
+    from tcompile.repro.jobs.bisect_report import pattern_named
+
+    assert pattern_named("RuntimeError: while replacing randperm_index_pattern") == (
+        "randperm_index_pattern"
+    )
+    assert pattern_named("pass_pattern_0: tracing _sfdp_replacement_28 failed") == (
+        "_sfdp_replacement_28"
+    )
+    assert pattern_named("AssertionError: pass_pattern_1") is None

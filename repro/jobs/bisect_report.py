@@ -43,6 +43,9 @@ class BisectReport:
     divergence: dict[str, Any] | None = None
     forked: dict[str, Any] | None = None  # forked probes, and the check run (probe.py)
     command: list[str] | None = None  # the program's command (good/bad run it by hand)
+    # an inductor pattern the failure's own text names (randperm_index_pattern,
+    # _sfdp_replacement_28): the culprit in words where bisect names only a stage
+    pattern: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -56,3 +59,14 @@ class BisectReport:
         if self.graph is None:  # a frame Dynamo could not capture: its record
             return {"record": self.record} if self.record else None
         return {"graph": self.graph, "backend": self.stage if self.stage != "inductor" else None}
+
+
+def pattern_named(text: str | None) -> str | None:
+    """The inductor pattern an error's text names: its function (``..._pattern``,
+    ``_sfdp_pattern_2``, ``_sfdp_replacement_28``), the first one; None: none."""
+    import re
+
+    for m in re.finditer(r"\b(_?\w*?_(?:pattern|replacement)(?:_\d+)?)\b", text or ""):
+        if not m.group(1).startswith("pass_pattern"):  # a PatternMatcherPass, not a pattern
+            return m.group(1)
+    return None

@@ -38,7 +38,7 @@ from tcompile.compiler.stack import LADDER
 from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
-from .bisect_report import BisectReport
+from .bisect_report import BisectReport, pattern_named
 from .classify import RunReport, base_counts, run_and_classify
 from .guided import guesses
 
@@ -287,10 +287,14 @@ class _Bisection:
                 + (f" #{found['application']}" if found.get("application") is not None else "")
                 + (f": {found['detail']}" if found.get("detail") else "")
             )
+        pattern = pattern_named(target.message or target.signature.message)
+        if pattern and not found.get("subsystem"):
+            where += f" (its error names inductor's pattern {pattern})"
         msg = ("FLAKY: " if found.get("flaky") else "") + where
         return self.done(
             ExitCode.COMPILER_FAILURE,
             msg,
+            pattern=pattern,
             next_command=self.next_command(graph, culprit_stage, top),
             stage=culprit_stage,
             graph=graph,
