@@ -213,6 +213,16 @@ def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
     return any(o.matches(other, as_exception=True) for o in mine)
 
 
+def last_effects(events: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    """What each enabled application of inductor's subsystems did (child/subsystems.py:
+    the change in inductor's counters), by subsystem and index, in a bisection run."""
+    found: dict[str, dict[str, dict[str, int]]] = {}
+    for e in events:
+        if e.get("event") == Event.BISECT_COUNTS and e.get("effects"):
+            found = e["effects"]
+    return found
+
+
 def last_counts(events: list[dict[str, Any]]) -> dict[str, list[str]]:
     counts: dict[str, list[str]] = {}
     for e in events:

@@ -96,3 +96,31 @@ def test_an_inductor_pattern_is_named_from_the_error_text():
         "_sfdp_replacement_28"
     )
     assert pattern_named("AssertionError: pass_pattern_1") is None
+
+
+def test_an_application_is_named_by_what_it_did(monkeypatch):
+    """Issue 52: a pattern pass's application is named by the change in inductor's
+    counters between its hook call and the next (``fuse_attention x2``)."""
+    from tcompile.compiler.child import subsystems
+    from tcompile.repro.jobs.bisect_report import effect_words
+
+    now = {"pattern_matcher_count": 0}
+    monkeypatch.setattr(subsystems, "_inductor_counters", lambda: dict(now))
+    c = subsystems.Counter({"joint_graph_passes": 5})
+    assert not c.disable("inductor", "joint_graph_passes", lambda: "pass_pattern_0")
+    now.update(fuse_attention=2, pattern_matcher_count=2)  # what pass_pattern_0 did
+    assert not c.disable("inductor", "joint_graph_passes", lambda: "pass_pattern_1")
+    now.update(pattern_matcher_count=3)  # pass_pattern_1: one generic match
+    c2 = c.effects()
+    assert c2 == {
+        "joint_graph_passes": {
+            "0": {"fuse_attention": 2, "pattern_matcher_count": 2},
+            "1": {"pattern_matcher_count": 1},
+        }
+    }
+    assert effect_words(c2["joint_graph_passes"]["0"]) == "fuse_attention x2"
+    assert effect_words(c2["joint_graph_passes"]["1"]) == "pattern_matcher_count x1"
+    limited = subsystems.Counter({"joint_graph_passes": 0})  # disabled: nothing is its
+    assert limited.disable("inductor", "joint_graph_passes", lambda: "pass_pattern_0")
+    now.update(fuse_attention=9)
+    assert limited.effects() == {}

@@ -178,7 +178,7 @@ class Session:
 
         c = counter()
         if c is not None and c.seen:
-            self.recorder.emit(Event.BISECT_COUNTS, counts=c.snapshot())
+            self.recorder.emit(Event.BISECT_COUNTS, counts=c.snapshot(), effects=c.effects())
 
     def phases(
         self, before: dict[str, float], after: dict[str, float], total: float, inner: float

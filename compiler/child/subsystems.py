@@ -22,30 +22,65 @@ from .torch_config import set_config
 
 
 class Counter:
+    """Each subsystem's applications, the limits and skips that disable some, and what
+    each enabled application did: the change in inductor's own counters
+    (``counters["inductor"]``: ``fuse_attention``, ``pattern_matcher_count``, ...)
+    between its hook call and the next one -- a pattern pass's application is then
+    named by what it fused, not by its index alone."""
+
     def __init__(self, limits: dict[str, int], skip: dict[str, list[int]] | None = None) -> None:
         self.limits = limits
         # applications disabled one by one, everything else enabled (guided.py)
         self.skip = {k: set(v) for k, v in (skip or {}).items()}
         self.seen: dict[str, list[str]] = defaultdict(list)
+        self.did: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
+        self._last: tuple[str, int] | None = None  # the enabled application running
+        self._before: dict[str, int] = {}
 
     paused = False  # compiles that are not the program's (localize.py): not counted
 
     def disable(self, backend: str, subsystem: str, debug_info: Any = None) -> bool:
         if self.paused:
             return False
+        self._settle()
         apps = self.seen[subsystem]
         index = len(apps)
         try:
             apps.append(op_name(str(debug_info())) if callable(debug_info) else "")
         except Exception:
             apps.append("")
-        if index in self.skip.get(subsystem, ()):
-            return True
         limit = self.limits.get(subsystem)
-        return limit is not None and index >= limit
+        off = index in self.skip.get(subsystem, ()) or (limit is not None and index >= limit)
+        self._last = None if off else (subsystem, index)
+        return off
+
+    def _settle(self) -> None:
+        """What the application running since the last hook call did (its counters)."""
+        now = _inductor_counters()
+        if self._last is not None:
+            delta = {k: v - self._before.get(k, 0) for k, v in now.items()}
+            delta = {k: v for k, v in delta.items() if v > 0}
+            if delta:
+                sub, index = self._last
+                self.did[sub][str(index)] = delta
+        self._before = now
+
+    def effects(self) -> dict[str, dict[str, dict[str, int]]]:
+        self._settle()
+        self._last = None
+        return {k: dict(v) for k, v in self.did.items() if v}
 
     def snapshot(self) -> dict[str, list[str]]:
         return {k: list(v)[:5000] for k, v in self.seen.items()}
+
+
+def _inductor_counters() -> dict[str, int]:
+    try:
+        from torch._dynamo.utils import counters
+
+        return {k: int(v) for k, v in counters["inductor"].items()}
+    except Exception:  # torch's counters moved: nothing said, nothing broken
+        return {}
 
 
 _counter: Counter | None = None

@@ -46,6 +46,9 @@ class BisectReport:
     # an inductor pattern the failure's own text names (randperm_index_pattern,
     # _sfdp_replacement_28): the culprit in words where bisect names only a stage
     pattern: str | None = None
+    # what the culprit application did in the baseline run: the change in inductor's
+    # own counters (``{"fuse_attention": 2, "pattern_matcher_count": 2}``)
+    effects: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -70,3 +73,30 @@ def pattern_named(text: str | None) -> str | None:
         if not m.group(1).startswith("pass_pattern"):  # a PatternMatcherPass, not a pattern
             return m.group(1)
     return None
+
+
+_GENERIC = {"pattern_matcher_count", "pattern_matcher_nodes"}
+
+
+def culprit_effects(run_dir: str | None, found: dict[str, Any]) -> dict[str, int] | None:
+    """What the culprit application did in the baseline's compiled run (its counters'
+    change: child/subsystems.py); None where it changed none."""
+    import os
+
+    from tcompile.compiler import layout
+    from tcompile.compiler.collect import last_effects
+    from tcompile.compiler.protocol import read_events
+
+    if not run_dir or found.get("application") is None or not found.get("subsystem"):
+        return None
+    events = read_events(os.path.join(run_dir, layout.COMPILED))
+    did = last_effects(events).get(found["subsystem"], {}).get(str(found["application"]))
+    return dict(did) if did else None
+
+
+def effect_words(did: dict[str, int]) -> str:
+    """``{"fuse_attention": 2, "pattern_matcher_count": 2}`` -> ``fuse_attention x2``:
+    the counters that say what it did first, the pattern matcher's own counts only
+    when nothing else does."""
+    named = {k: v for k, v in did.items() if k not in _GENERIC} or did
+    return ", ".join(f"{k} x{v}" for k, v in sorted(named.items()))

@@ -38,7 +38,7 @@ from tcompile.compiler.stack import LADDER
 from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
-from .bisect_report import BisectReport, pattern_named
+from .bisect_report import BisectReport, culprit_effects, effect_words, pattern_named
 from .classify import RunReport, base_counts, run_and_classify
 from .guided import guesses
 
@@ -117,12 +117,10 @@ class _Bisection:
         stdout: Any,
         stderr: Any,
     ) -> None:
-        self.b = b
-        self.command = command
-        self.accuracy = accuracy
-        self.match = match
+        self.b, self.command, self.accuracy, self.match = b, command, accuracy, match
         self.stdout, self.stderr = stdout, stderr
         self.t0 = time.monotonic()
+        self.base_dir: str | None = None  # the baseline's run (what each application did)
         # what is known so far, for a report when interrupted
         self.partial: dict[str, Any] = {}
         self.track: dict[str, int] = {}
@@ -164,7 +162,7 @@ class _Bisection:
                 "seconds": round(base.seconds, 2),
             }
         )
-        counts = base_counts(base)
+        counts, self.base_dir = base_counts(base), base.run_dir
         if b.peers is not None:
             counts = self.share_baseline(base, counts)
         if base.exit_code == ExitCode.NOT_COMPILER:
@@ -290,21 +288,19 @@ class _Bisection:
         pattern = pattern_named(target.message or target.signature.message)
         if pattern and not found.get("subsystem"):
             where += f" (its error names inductor's pattern {pattern})"
+        if did := culprit_effects(self.base_dir, found):
+            where += f" (it did: {effect_words(did)})"
         msg = ("FLAKY: " if found.get("flaky") else "") + where
         return self.done(
             ExitCode.COMPILER_FAILURE,
             msg,
             pattern=pattern,
+            effects=did,
             next_command=self.next_command(graph, culprit_stage, top),
-            stage=culprit_stage,
-            graph=graph,
-            graph_kind=graph_kind,
-            signature=sig_text,
-            rank=target.rank,
-            rank_only=self.b.gate_rank is not None,
-            divergence=divergence,
+            stage=culprit_stage, graph=graph, graph_kind=graph_kind, signature=sig_text,
+            rank=target.rank, rank_only=self.b.gate_rank is not None, divergence=divergence,
             **found,
-        )
+        )  # fmt: skip
 
     def stage_ladder(
         self, top: str, target: Failure, counts: dict[str, list[str]]
