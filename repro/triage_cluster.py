@@ -38,12 +38,20 @@ def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
     elif not op and subsystem and detail:
         op = str(detail)
     parts = [p for p in (stage, subsystem, op or (detail if subsystem else None)) if p]
+    did = bis.get("effects") or {}
+    named = [k for k in did if k not in ("pattern_matcher_count", "pattern_matcher_nodes")]
+    if subsystem and named:  # what the application did: ``pass_pattern_0 (fuse_attention)``
+        parts[-1] = f"{parts[-1]} ({', '.join(sorted(named))})"
+    elif not subsystem and bis.get("pattern"):  # bisect named only the stage
+        parts.append(f"pattern {bis['pattern']} (named in the error)")
     return {
         "stage": stage,
         "subsystem": subsystem,
         "detail": detail,
         "op": op,
         "kind": bug.get("kind"),
+        "pattern": bis.get("pattern"),
+        "effects": did or None,
         "text": " / ".join(str(p) for p in parts) or str(bug.get("signature") or "?"),
     }
 

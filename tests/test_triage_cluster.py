@@ -200,3 +200,17 @@ def test_without_a_named_op_the_minimal_graphs_decide_and_without_a_graph_the_si
     assert a["cluster"] == b["cluster"] != c["cluster"]
     assert p1["cluster"] == p3["cluster"] != p2["cluster"]
     assert len({a["cluster"], p1["cluster"], p2["cluster"]}) == 3
+
+
+def test_a_culprit_says_what_its_pass_did_or_the_pattern_its_error_names():
+    """Issue 52: ``joint_graph_passes / pass_pattern_0 (fuse_attention)``, and where
+    bisect names only the stage, the pattern the error text names."""
+    from tcompile.repro.triage_cluster import culprit_of
+
+    sdpa = culprit_of({"bisect": {
+        "stage": "inductor", "subsystem": "joint_graph_passes", "detail": "pass_pattern_0",
+        "effects": {"fuse_attention": 2, "pattern_matcher_count": 2},
+    }})  # fmt: skip
+    assert sdpa["text"] == "inductor / joint_graph_passes / pass_pattern_0 (fuse_attention)"
+    stage = culprit_of({"bisect": {"stage": "inductor", "pattern": "randperm_index_pattern"}})
+    assert stage["text"] == "inductor / pattern randperm_index_pattern (named in the error)"
