@@ -8,6 +8,7 @@ with eager.  Used by benchmarks/minifier_vs_torch.py and by tests.
 
 from __future__ import annotations
 
+import operator
 import random
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,10 @@ def _leaky(x: torch.Tensor, err: float) -> torch.Tensor:  # right in eager, err 
 
 def _double(x: torch.Tensor) -> torch.Tensor:  # a gentler amplifier: 7 of them are needed
     return x * 2
+
+
+def _soft(x: torch.Tensor) -> torch.Tensor:  # small outputs; "compiled", 1e-4 too large (relative)
+    return 0.1 * torch.tanh(x)
 
 
 class BuggyInterpreter(fx.Interpreter):
@@ -51,6 +56,8 @@ class BuggyInterpreter(fx.Interpreter):
                 return result + 6e-4
             if n.target is _leaky:  # every application a little wrong: errors add up
                 return result + n.args[1]
+            if n.target is _soft:  # relative 1e-4 of at most 0.1: 7 doublings needed
+                return result * (1 + 1e-4)
         return result
 
 
@@ -109,6 +116,14 @@ def chain(n: int, culprits: list[int], seed: int = 0, kind: str = "relu") -> fx.
                 i += 1
                 h = g.call_function(_double, (h,))
             kind = "after-tiny"
+        elif i in culprits and kind == "doublings":
+            # issue 51: one pointwise op 1e-4 wrong (relative; at most 1e-5 absolute)
+            # that only the 7 ``x * 2`` right after it take past tolerance (6 do not);
+            # ordinary ops before and after
+            h = g.call_function(_soft, (h,))
+            for _ in range(7):
+                i += 1
+                h = g.call_function(operator.mul, (h, 2))
         elif i in culprits and kind.startswith("amplified"):
             # a tiny error (sigmoid, 1e-5) that exceeds tolerance only after all L
             # amplifying ops that follow it: 1e-5 * f**L > 1e-3 > 1e-5 * f**(L-1)
@@ -230,6 +245,8 @@ CASES: dict[str, Callable[[int], fx.GraphModule]] = {
         )
         for share in (0.05, 0.25)
     },
+    # issue 51: a 1e-4 error in the middle of the chain, 7 doublings after it needed
+    "amplified: 1e-4, 7 doublings": lambda n: chain(n, [n // 2], kind="doublings"),
     # issue 26: a small error that a chain of L later ops must amplify past tolerance
     **{
         f"amplified by {length} ops": (

@@ -122,6 +122,8 @@ class Problem(_OneProblem[Case]):
             recheck=True,
         )
         self.on_progress = on_progress
+        # nodes an earlier truncate_suffix ended a case at (passes.truncate_suffix)
+        self.ends_found: set[str] = set()
 
     def progress(self) -> None:
         if self.on_progress is not None:

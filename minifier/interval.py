@@ -9,7 +9,8 @@ implies "fails at k + 1":
   bisect's guesses at the culprit op's applications are its first points);
 * the minifier's passes: the shortest prefix that still fails (``first_failing_tree``,
   the engine's speculative form: the sequential path, the next levels' midpoints
-  evaluated while waiting), the last cut that still fails (``gallop`` then the same);
+  evaluated while waiting; where a pass already found the end, ``narrow`` asks it
+  first), the last cut that still fails (``gallop`` then the same);
 * the numerics search: the first node whose prefix is wrong;
 * input shrinking: how many times a size can be halved with the failure still showing
   (``find_integer``: an exponential probe, then binary search).
@@ -47,19 +48,7 @@ def first_failing(
     search's answer when the predicate is monotone).  ``track`` holds the narrowest
     (lo, hi) so far, for a search that is interrupted."""
     track = {} if track is None else track
-    points = sorted(set(guesses))
-    first = True
-    while True:
-        inside = [p for p in points if lo < p < hi]
-        if not inside:
-            break
-        p = inside[0] if first else inside[(len(inside) - 1) // 2]
-        first = False
-        track.update(lo=lo, hi=hi)
-        if fails([p])[0]:
-            hi = p
-        else:
-            lo = p
+    lo, hi = narrow(lo, hi, lambda p: fails([p])[0], guesses, track)
     while lo + 1 < hi:
         track.update(lo=lo, hi=hi)
         n = min(max(1, width), hi - lo - 1)
@@ -71,6 +60,32 @@ def first_failing(
         hi = first_fail
     track.update(lo=lo, hi=hi)
     return hi
+
+
+def narrow(
+    lo: int,
+    hi: int,
+    fails: Callable[[int], bool],
+    guesses: Iterable[int],
+    track: dict[str, int] | None = None,
+) -> tuple[int, int]:
+    """(lo, hi) narrowed by asking ``guesses`` one at a time: the lowest inside the
+    interval first, then the middle one of those left inside -- the guess phase of
+    ``first_failing``, for a search whose rounds are another form's."""
+    track = {} if track is None else track
+    points = sorted(set(guesses))
+    first = True
+    while True:
+        inside = [p for p in points if lo < p < hi]
+        if not inside:
+            return lo, hi
+        p = inside[0] if first else inside[(len(inside) - 1) // 2]
+        first = False
+        track.update(lo=lo, hi=hi)
+        if fails(p):
+            hi = p
+        else:
+            lo = p
 
 
 def first_failing_tree(lo: int, hi: int, submit: Submit, *, depth: int = 1) -> int:

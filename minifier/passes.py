@@ -66,7 +66,13 @@ def truncate_suffix(problem: Problem, case: Case) -> Case | None:
             return None
         return rebuild(case, drop=drop, outputs=outs)
 
-    k = problem.bisect_first_failing(0, n - 1, candidate, "truncate_suffix")
+    # Where an earlier run of this pass already ended the case here, the end rarely
+    # moved (the passes since took nodes from the front or the middle): drop-the-last
+    # is asked first -- one call, not log2(n), to confirm the end (else one more).
+    end = nodes[-1].name
+    guesses = [n - 2] if end in problem.ends_found else []
+    k = problem.bisect_first_failing(0, n - 1, candidate, "truncate_suffix", guesses)
+    problem.ends_found.add(nodes[k].name if k is not None else end)
     return candidate(k) if k is not None else None
 
 

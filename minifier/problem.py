@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, Protocol, TypeVar
 
 from .gate import Gate, Stop
-from .interval import first_failing_tree, gallop, next_round_points
+from .interval import first_failing_tree, gallop, narrow, next_round_points
 from .verdict import Verdict
 
 __all__ = ["Candidate", "Format", "Problem", "Stopped"]
@@ -334,12 +334,20 @@ class Problem(Generic[C]):
         return max(1, (self.jobs + 1).bit_length() - 1)  # 2**depth - 1 <= jobs
 
     def bisect_first_failing(
-        self, lo: int, hi: int, make: Callable[[int], C | None], name: str
+        self,
+        lo: int,
+        hi: int,
+        make: Callable[[int], C | None],
+        name: str,
+        guesses: Iterable[int] = (),
     ) -> int | None:
         """Smallest k in [lo, hi) whose candidate fails, assuming failure is monotone
-        (fails at k => fails at k+1) and that k = hi (the current case) fails."""
+        (fails at k => fails at k+1) and that k = hi (the current case) fails.
+        ``guesses`` are asked first, one at a time (interval.narrow), then the rest is
+        bisected."""
         self.pass_name = name
-        first = self._bisect(lo - 1, hi, make)
+        a, b = narrow(lo - 1, hi, lambda k: self.evaluate([lambda: make(k)])[0], guesses)
+        first = self._bisect(a, b, make)
         return first if first < hi else None
 
     def bisect_last_failing(

@@ -12,6 +12,7 @@ from tcompile.minifier.interval import (
     first_failing,
     first_failing_tree,
     gallop,
+    narrow,
     next_round_points,
     tree_points,
 )
@@ -69,6 +70,22 @@ def test_the_tree_form_takes_the_sequential_path(n, t, depth):
     assert awaited == seq_asked  # the decisions are the sequential search's
     assert len(started) == len(set(started))
     assert len(started) <= len(seq_asked) * (2**depth - 1)
+
+
+@given(st.integers(0, 200), st.integers(0, 200), st.lists(st.integers(-5, 210)))
+def test_narrow_brackets_the_threshold(n, t, guesses):
+    """The guess phase alone (a pass's earlier answer asked before the tree form)."""
+    t = min(t, n)
+    fails, asked = _threshold(t)
+    lo, hi = narrow(-1, n, lambda p: fails([p])[0], guesses)
+    assert lo < t <= hi and -1 <= lo and hi <= n
+    assert set(asked) <= set(guesses) and len(asked) == len(set(asked))
+
+
+def test_narrow_confirms_a_known_end_in_one_ask():
+    fails, asked = _threshold(40)
+    assert narrow(-1, 40, lambda p: fails([p])[0], [39]) == (39, 40)
+    assert asked == [39]
 
 
 def test_tree_points_and_next_rounds():
