@@ -175,7 +175,8 @@ class ProgramOracle:
         self.argv = list(argv or [])
         self.runs = 0  # runs of the program: candidates and their control runs
         self.observations = 0  # runs of instrumented candidates (observe)
-        # candidate programs run (judged, or observed): the one count said everywhere
+        # candidate programs run (judged, observed, the fork's check); the engine's own
+        # count (``calls``) is the one said everywhere
         self.candidates = 0
         # the quickest run of a candidate that failed the same way: later candidates get
         # a few times that, not the original program's limit -- a candidate whose loop

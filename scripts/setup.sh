@@ -36,6 +36,6 @@ if ! "$PY" -c "import tcompile.cli.main, click, rich, dill" >/dev/null 2>&1 \
   "$PY" -m pip install --quiet -e ".[${extras}]"
 else
   # extras may be missing even when tcompile is installed
-  case ",$extras," in *,test,*) { "$PY" -c "import pytest, hypothesis, xdist" 2>/dev/null && command -v tlparse >/dev/null; } || "$PY" -m pip install --quiet -e ".[${extras}]";; esac
+  case ",$extras," in *,test,*) { "$PY" -c "import pytest, hypothesis, xdist, yaml" 2>/dev/null && command -v tlparse >/dev/null; } || "$PY" -m pip install --quiet -e ".[${extras}]";; esac
   case ",$extras," in *,models,*) "$PY" -c "import transformers" 2>/dev/null || "$PY" -m pip install --quiet -e ".[${extras}]";; esac
 fi

@@ -222,11 +222,14 @@ def _search(
 
     found: list[str] = []  # each smaller program found, in order (the fallbacks)
 
+    judged = [0]
+
     def progress(best: str, calls: int) -> None:
         found.append(best)
+        judged[0] = calls
         layout.write_file(best_path, best)
-        observer.status(  # the oracle's count: the one said in the summary and --json
-            f"{best.strip().count(chr(10)) + 1} lines after {oracle.candidates} candidate(s)"
+        observer.status(  # the engine's count: the one said in the summary and --json
+            f"{best.strip().count(chr(10)) + 1} lines after {calls} candidate(s)"
         )
 
     from tcompile.minifier.source import Hints, minify_source
@@ -246,11 +249,14 @@ def _search(
             progress_cb=progress,
         )
         best, history = result.source, result.history
-        calls, passes = oracle.candidates, result.passes
+        calls, passes = result.calls, result.passes
     except KeyboardInterrupt:
         interrupted = True
         best = best_path.read_text() if best_path.exists() else source
-        calls, history, passes = oracle.candidates, [], {}
+        # the candidates the engine judged: the oracle's, less its instrumented runs
+        # and the fork's check
+        calls = max(judged[0], oracle.candidates - oracle.observations - 1)
+        history, passes = [], {}
     finally:
         if oracle.fork is not None:
             oracle.fork.close()
