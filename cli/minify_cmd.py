@@ -72,7 +72,7 @@ from .options import (
     "max_time",
     type=click.FloatRange(min=0),
     default=None,
-    help="The program level's search stops after this many seconds of the whole minify "
+    help="The program level's search stops after this many seconds of the program level "
     "(default 300; 0: no limit) and the best program so far is verified and kept.",
 )
 @click.option(

@@ -246,7 +246,7 @@ class MinifyOptions:
     # the program level's candidates in parallel (None: ``jobs``); the CLI's default is
     # the cores, up to 4 (program_job.default_jobs)
     program_jobs: int | None = None
-    # the program level's search stops at this many seconds of the whole minify (None:
+    # the program level stops its search at this many seconds from its start (None:
     # program_job.MAX_TIME; 0: no limit)
     max_time: float | None = None
 

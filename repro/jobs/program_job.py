@@ -44,7 +44,7 @@ from .program_baseline import baseline as run_baseline
 from .program_output import carried, files_for, repro_text, write_repro
 
 MAX_CALLS = 400  # candidate programs judged at most
-MAX_TIME = 300.0  # seconds of the whole minify, by default (--max-time; 0: no limit)
+MAX_TIME = 300.0  # seconds of the program level, by default (--max-time; 0: no limit)
 CALLS_PER_LINE = 4  # ... or this many per non-blank line of a longer program
 FALLBACKS = 3  # earlier programs verified when the smallest does not reproduce
 
@@ -84,9 +84,10 @@ def minify_program(
     first, never minified (program_harness.py: the check of a wrong value); ``first``:
     no earlier run saw the failure (``--level program``): a program that runs to the
     end is run again with each compiled call checked, and one that passes that too is
-    clean (exit 0).  ``max_time``: seconds of the whole minify (from ``t0``) after
+    clean (exit 0).  ``max_time``: seconds of the program level (from its start) after
     which the search stops and the best program so far is verified (None: MAX_TIME;
     0: no limit)."""
+    began = time.monotonic()  # the program level's own start (a graph's minify may precede)
     if first and accuracy != AccuracyMode.OFF and not prelude:
         prelude, accuracy = accuracy_check(strict=accuracy == AccuracyMode.STRICT), "off"
     entry, source, roots, includes = program_source(command, include)
@@ -119,7 +120,7 @@ def minify_program(
     )
     oracle = ProgramOracle(target, work, script.name, argv)
     forked = _fork(oracle, source, pool, observer)
-    deadline = _deadline(t0, MAX_TIME if max_time is None else max_time, seconds)
+    deadline = _deadline(began, MAX_TIME if max_time is None else max_time, seconds)
     best, calls, history, passes, interrupted, found = _search(
         run, oracle, target, source, keep, deadline
     )
