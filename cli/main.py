@@ -292,6 +292,18 @@ class _InfoReport:
     help="An accuracy failure: try the applications of the op whose values go wrong first "
     "before the binary search (default on; --no-guided: the binary search alone).",
 )
+@click.option(
+    "--confirm/--no-confirm",
+    default=None,
+    help="Run the whole program once more with the culprit found on the saved graph "
+    "turned off (default: when its first run took at most 2 minutes).",
+)
+@click.option(
+    "--whole-program",
+    is_flag=True,
+    help="Ask every question of the whole program (a run each), not of the failing graph "
+    "the baseline saved (the default: two program runs for a failure in a graph).",
+)
 @report_option
 @json_option
 @out_option
@@ -305,6 +317,8 @@ def bisect(
     then_minify: bool,
     peers: str | None,
     guided: bool,
+    confirm: bool | None,
+    whole_program: bool,
     write_report: bool,
     as_json: bool,
     out: str | None,
@@ -325,6 +339,8 @@ def bisect(
             repeat=repeat,
             peers=peers,
             guided=guided,
+            whole_program=whole_program,
+            confirm=confirm,
             **app.common(out, timeout, as_json),
         )
 
@@ -372,6 +388,12 @@ if __name__ == "__main__":  # pragma: no cover
     help="Write torch's structured trace of the first run here (TORCH_TRACE); with "
     "tlparse installed, the failing graph's page is named in report.md.",
 )
+@click.option(
+    "--confirm/--no-confirm",
+    default=None,
+    help="Run the whole program once more with the culprit found on the saved graph "
+    "turned off (default: when its first run took at most 2 minutes).",
+)
 @json_option
 @out_option
 @program_argument
@@ -382,6 +404,7 @@ def report(
     max_bugs: int,
     level: str,
     trace: str | None,
+    confirm: bool | None,
     as_json: bool,
     out: str | None,
     argv: tuple[str, ...],
@@ -402,6 +425,7 @@ def report(
             max_bugs=max_bugs,
             level=level,
             trace=args.abs_dir(trace),
+            confirm=confirm,
             **app.common(out, timeout, as_json),
         )
 

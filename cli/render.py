@@ -209,7 +209,7 @@ def bisect_result(report: Any, console: Console) -> None:
             table.add_column(col)
         for s in report.steps:
             table.add_row(
-                str(s["run"]),
+                str(s["run"]) if s.get("run") is not None else f"graph {s.get('judgement')}",
                 s["what"],
                 "[red]yes[/red]" if s["failed"] else "[green]no[/green]",
                 f"{s['seconds']:.1f}",

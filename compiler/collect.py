@@ -223,6 +223,15 @@ def last_effects(events: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, 
     return found
 
 
+def last_graphs(events: list[dict[str, Any]]) -> dict[str, list[int | None]]:
+    """The Dynamo graph each counted application belonged to, in a bisection run."""
+    found: dict[str, list[int | None]] = {}
+    for e in events:
+        if e.get("event") == Event.BISECT_COUNTS and e.get("graphs"):
+            found = e["graphs"]
+    return found
+
+
 def last_counts(events: list[dict[str, Any]]) -> dict[str, list[str]]:
     counts: dict[str, list[str]] = {}
     for e in events:

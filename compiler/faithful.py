@@ -106,15 +106,18 @@ def locate(
     observer: Observer,
     stdout: IO[str] | None,
     stderr: IO[str] | None,
+    capture: str | None = None,
 ) -> ProcessResult:
     """A run with the accuracy check on the first calls of every graph (to find the
-    graphs whose values are wrong, for a failure that showed outside any graph)."""
+    graphs whose values are wrong, for a failure that showed outside any graph);
+    ``capture``: the graphs it finds wrong are saved there (HookConfig.capture)."""
     observer.status("the program failed outside any graph: checking the values each graph computes")
     config = HookConfig(
         dir=os.path.join(run_dir, layout.LOCATED),
         stage=stage,
         accuracy="loose",
         check_calls=LOCATE_CALLS,
+        capture=capture,
     )
     return run_process(
         command, config, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr

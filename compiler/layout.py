@@ -65,7 +65,11 @@ CAPTURE_COLLECTIVES = "collectives.pt"
 # a kernel traced for kernel_repro.py (kernel_trace.py writes, kernel_repro.py reads)
 KERNEL_TENSORS = "kernel.pt"
 KERNEL_DOC = "kernel.json"
-OBSERVED = "observed.json"  # what a program run observed (program.py)
+OBSERVED = "observed.json"
+# the failing graphs a bisect's or report's baseline saved as it ran (HookConfig.capture):
+# CAPTURES/graph-N/ holds CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META
+CAPTURES = "captures"
+MAX_CAPTURES = 3  # graphs saved per run (report's --max-bugs default)  # what a program run observed (program.py)
 
 # report
 REPORT = "report.md"

@@ -265,8 +265,16 @@ class WorkerPool:
         return reply.get("analysis") or {}
 
     def evaluate(
-        self, gm: Any, inputs: list[Any], patch: dict[str, Any] | None = None
+        self,
+        gm: Any,
+        inputs: list[Any],
+        patch: dict[str, Any] | None = None,
+        *,
+        request: dict[str, Any] | None = None,
+        reply_out: dict[str, Any] | None = None,
     ) -> tuple[Verdict, dict[str, Any] | None]:
+        """The verdict on ``gm``; ``request``: more of the request (a bisect's
+        ``stage`` and ``bisect``), ``reply_out``: filled with the whole reply."""
         import torch
 
         with self._lock:
@@ -278,10 +286,10 @@ class WorkerPool:
         w = self._acquire()
         t0 = time.monotonic()
         try:
-            request = {"id": n, "graph": str(gpath), "inputs": str(ipath)}
+            req = {**(request or {}), "id": n, "graph": str(gpath), "inputs": str(ipath)}
             if patch:
-                request["patch"] = patch
-            w.to_child.write(json.dumps(request) + "\n")
+                req["patch"] = patch
+            w.to_child.write(json.dumps(req) + "\n")
             reply = w.wait_line(self.timeout)
         except TimeoutError:
             w.kill()
@@ -310,6 +318,8 @@ class WorkerPool:
             self.restarts += 1
         else:
             self._idle.put(w)
+        if reply_out is not None:
+            reply_out.update(reply)
         verdict = Verdict(reply["verdict"])
         if (
             verdict is Verdict.OTHER_FAILURE

@@ -135,6 +135,9 @@ class HookConfig:
     localize: bool = False
     # record the files the program opens to read into this file (child/opened.py)
     opened: str | None = None
+    # save each graph's first compile or accuracy failure here (graph-N/: the graph, the
+    # inputs of that call, capture.json) and go on: bisect and minify start from it
+    capture: str | None = None
     schema: int = SCHEMA
 
     def to_env(self) -> str:

@@ -74,9 +74,12 @@ def _fixtures() -> list[str]:
         # triage/: the triage corpus (real/'s bugs written as other programs, a flaky
         # script, one that hangs): benchmarks/triage_corpus.py runs it; user_bugs/: the
         # user's own bugs, each run (and its outcome compared) by tests/test_user_bugs.py;
-        # projects/: programs of several files (tests/test_project_layouts.py)
+        # projects/: programs of several files (tests/test_project_layouts.py); long_job/: minutes
+        # long (tests/test_capture_bisect.py runs it short, benchmarks/long_job.py whole)
         if (
-            rel.startswith(("expected/", "real_gpu/", "triage/", "user_bugs/", "projects/"))
+            rel.startswith(
+                ("expected/", "real_gpu/", "triage/", "user_bugs/", "projects/", "long_job/")
+            )
             or path.name in NOT_HERE
         ):
             continue

@@ -42,6 +42,7 @@ from .judge import CompileSpec
 from .recorder import PHASE_COMPILE, PHASE_IDLE, serves
 from .runners import AotHooks, GraphRunner
 from .session import Session
+from .subsystems import compiling
 
 
 class TcompileBackend:
@@ -112,7 +113,7 @@ class TcompileBackend:
             if "inference" in hooks.kinds or not _wants_grad(example_inputs)
             else "forward"
         )
-        if compiled is None and not session.config.serve:
+        if compiled is None and not (session.config.serve or session.config.capture):
             return reference.forward
         runner = GraphRunner(session, index, stage, compiled, reference, forward_kind, backend=self)
         runner.expected = expected_outputs(gm)
@@ -159,7 +160,7 @@ class TcompileBackend:
             return None
         rec.mark(index, PHASE_COMPILE, "dynamo")
         try:
-            with _fallback_random(checking):
+            with _fallback_random(checking), compiling(index):
                 return compile_fn(gm, example_inputs)
         except Exception as exc:
             if _dynamo_control_flow(exc):

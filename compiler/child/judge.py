@@ -47,6 +47,7 @@ class Target:
     # the state the program's call ran in (observe.Ambient): the forward runs in it,
     # the backward outside autocast, as the program's did
     ambient: Any = None
+    any_stage: bool = False  # the same failure at another stage counts (a bisect's ladder)
 
     @property
     def checking(self) -> bool:
@@ -55,7 +56,8 @@ class Target:
         )
 
     def verdict(self, sig: FailureSignature) -> Verdict:
-        return Verdict.SAME_FAILURE if sig.matches(self.signature) else Verdict.OTHER_FAILURE
+        same = sig.matches(self.signature, any_stage=self.any_stage)
+        return Verdict.SAME_FAILURE if same else Verdict.OTHER_FAILURE
 
 
 Judgement = tuple[Verdict, "dict[str, Any] | None"]

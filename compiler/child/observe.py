@@ -236,6 +236,7 @@ class Watch:
             message=message,
             **extra,
         )
+        runner.capture_pending(self.snap.values())  # a gradient's: this call's inputs
         return True
 
     # -- backward ---------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ..signature import FailureKind, cuda_fatal_message, first_lines
 from .graphs import count_compute, fresh_copy, has_collectives, in_distributed_job
 from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN, serves
 from .session import Session, is_dynamo_exception
+from .subsystems import compiling
 
 
 class AotHooks:
@@ -86,7 +87,10 @@ class AotHooks:
             return seconds
 
         try:
-            with _debug_artifacts(self.session.config.debug_dir, self.index, kind):
+            with (
+                _debug_artifacts(self.session.config.debug_dir, self.index, kind),
+                compiling(self.index),
+            ):
                 compiled = real_compile(gm, example_inputs, **kwargs)
         except Exception as exc:
             emit(failed=True)
@@ -383,6 +387,27 @@ class GraphRunner:
         target = self.session.serve_target
         if target is not None and target[0] == self.index:
             self._serve(args, target)
+        self.capture_pending(args)
+
+    def capture_pending(self, args: list[Any]) -> None:
+        """A run saving its failing graphs (HookConfig.capture): this graph's failure,
+        with ``args`` (its next call's, or the checked call's own snapshot), and go on."""
+        pending = self.session.take_capture(self.index) if self.session.config.capture else None
+        if pending is not None:
+            from .serve import capture_graph
+
+            capture_graph(
+                self.session.config.capture,  # type: ignore[arg-type]
+                self.reference,
+                args,
+                index=self.index,
+                stage=self.stage,
+                forward_kind=self.forward_kind,
+                spec=self.backend.spec(),
+                signature=pending[0],
+                graph_kind=pending[1],
+                message=pending[2],
+            )
 
     def _runtime_failure(self, exc: BaseException, graph_kind: str | None = None) -> None:
         self.session.failure(

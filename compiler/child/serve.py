@@ -10,6 +10,7 @@ side is compiler/pool.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -29,6 +30,7 @@ from .global_state import isolated
 from .graphs import has_collectives, holds_transform
 from .judge import CompileSpec, Target, judge
 from .numerics import patched
+from .subsystems import counting
 from .torch_config import config_diffs, source_of
 
 
@@ -96,6 +98,37 @@ def serve(
     }
     _answer(serve_spec.fds or [], target, ready)
     os._exit(0)
+
+
+def capture_graph(
+    capture_dir: str,
+    graph: Any,
+    args: list[Any],
+    *,
+    index: int,
+    stage: str,
+    forward_kind: str,
+    spec: CompileSpec,
+    signature: FailureSignature,
+    graph_kind: str,
+    message: str = "",
+) -> None:
+    """A run that saves its failing graphs (HookConfig.capture): the graph, the inputs
+    of this call and capture.json under ``capture_dir/graph-N``, then the program goes
+    on.  bisect judges its configurations on it (capture_bisect.py), minify shrinks it:
+    neither runs the program again to get there.  A capture that cannot be written
+    is said in capture.json's absence, never as a failure of the program."""
+    from ..snapshot import Snapshot
+
+    cap = Path(capture_dir) / f"graph-{index}"
+    try:
+        inputs = Snapshot(args).values()
+        meta = _capture_meta(graph, index, stage, forward_kind, spec, "dynamo")
+        meta.update(signature=signature.to_json(), graph_kind=graph_kind, message=message)
+        _write_capture(cap, graph, inputs, meta)
+    except Exception as exc:  # an input torch cannot save: bisect reruns the program
+        cap.mkdir(parents=True, exist_ok=True)
+        (cap / "not-saved.txt").write_text(f"{type(exc).__name__}: {exc}"[:500])
 
 
 def _capture_meta(
@@ -167,18 +200,29 @@ def _answer(fds: list[int], target: Target, ready: dict[str, Any]) -> None:
                     json.dumps({"id": req["id"], "analysis": _analyze(req, target)}) + "\n"
                 )
                 continue
+            extra: dict[str, Any] = {}
             try:
                 gm = load_graph(req["graph"])  # written by our parent
                 cand_inputs = torch.load(req["inputs"], weights_only=False)
-                with isolated(), patched(req.get("patch")):  # a cut inside a transform; a switch
-                    verdict, sig = judge(gm, cand_inputs, target)
+                # a bisect judging the captured graph (capture_bisect.py): another stage,
+                # a configuration of inductor's subsystems, their applications counted
+                judged = target
+                if req.get("stage"):
+                    judged = dataclasses.replace(target, stage=req["stage"], any_stage=True)
+                with isolated(), patched(req.get("patch")), counting(req.get("bisect")) as c:
+                    verdict, sig = judge(gm, cand_inputs, judged)
+                    if c is not None:
+                        extra = {"counts": c.snapshot(), "effects": c.effects()}
             except Exception as exc:  # a broken candidate, not a broken worker
                 verdict, sig = judge_error(exc)
             # a sticky CUDA error (a kernel faulted) leaves this process's CUDA context
             # unusable: answer, then retire, so that the next candidate runs in a
             # fresh worker with a healthy context
             retire = bool(sig) and sig.get("exc_type") == "CUDAError"
-            reply = {"id": req["id"], "verdict": verdict.value, "signature": sig, "retire": retire}
+            reply = {
+                "id": req["id"], "verdict": verdict.value, "signature": sig, "retire": retire,
+                **extra,
+            }  # fmt: skip
             replies.write(json.dumps(reply) + "\n")
             if retire:
                 break
@@ -279,6 +323,11 @@ def serve_launcher() -> NoReturn:
         user_backend = namespace.get(meta["user_backend"], user_backend)
     gm = load_graph(here / data["graph_file"])  # written by tcompile
     inputs = torch.load(here / data["inputs_file"], weights_only=False)
+    # the state the program's call ran in (serve's Ambient reads it): an inference
+    # graph judged with grad on would be compiled as a training graph, another compile
+    torch.set_grad_enabled(bool(meta.get("grad_enabled", True)))
+    for dev, dtype in meta.get("autocast") or []:
+        torch.autocast(dev, dtype=getattr(torch, str(dtype).replace("torch.", ""))).__enter__()
     serve(
         config,
         gm,

@@ -102,6 +102,10 @@ class Session:
         # a minifier worker serving the first failure it meets: (graph, signature, kind)
         self.serve_target: tuple[int, FailureSignature, str] | None = None
         self.serve_message = ""  # the unscrubbed text of the failure served
+        # a run saving its failing graphs (config.capture): graph -> (signature, graph
+        # kind, message) of its first failure, saved at the graph's next call
+        self.to_capture: dict[int, tuple[FailureSignature, str, str]] = {}
+        self.captured: set[int] = set()
         # the backward graphs of graphs whose gradients a check watches: graph index ->
         # (the eager backward graph, the inputs the program's backward call got), for
         # localizing a wrong gradient inside the backward graph (localize.py)
@@ -141,6 +145,7 @@ class Session:
             **({"divergence": divergence} if divergence is not None else {}),
         )
         self._maybe_serve(graph, graph_kind, signature, message)
+        self._maybe_capture(graph, graph_kind, signature, message)
         if self._stop_on is not None and self._stop_on.matches(signature, any_stage=True):
             self.emit_counts()
             # the parent stops every other process of the run too (other ranks)
@@ -170,6 +175,27 @@ class Session:
         self.serve_target = (graph, sig, graph_kind)
         self.serve_message = first_lines(message, 12, 400)  # unscrubbed (autotune.py)
 
+    def _maybe_capture(
+        self, graph: int | None, graph_kind: str, sig: FailureSignature, message: str
+    ) -> None:
+        """A run saving its failing graphs: the first compile or accuracy failure of
+        each graph (up to layout.MAX_CAPTURES graphs) is saved at its next call."""
+        from ..layout import MAX_CAPTURES
+
+        if not self.config.capture or graph is None or graph in self.captured:
+            return
+        if sig.kind not in (FailureKind.COMPILE.value, FailureKind.ACCURACY.value):
+            return
+        if graph in self.to_capture or len(self.captured) >= MAX_CAPTURES:
+            return
+        self.to_capture[graph] = (sig, graph_kind, first_lines(message, 12, 400))
+
+    def take_capture(self, graph: int) -> tuple[FailureSignature, str, str] | None:
+        pending = self.to_capture.pop(graph, None)
+        if pending is not None:
+            self.captured.add(graph)
+        return pending
+
     def emit_counts(self) -> None:
         """Applications of inductor's subsystems so far (bisection runs only)."""
         if self.config.bisect is None:
@@ -178,7 +204,9 @@ class Session:
 
         c = counter()
         if c is not None and c.seen:
-            self.recorder.emit(Event.BISECT_COUNTS, counts=c.snapshot(), effects=c.effects())
+            self.recorder.emit(
+                Event.BISECT_COUNTS, counts=c.snapshot(), effects=c.effects(), graphs=c.graphs()
+            )
 
     def phases(
         self, before: dict[str, float], after: dict[str, float], total: float, inner: float

@@ -28,8 +28,19 @@ class Counter:
     between its hook call and the next one -- a pattern pass's application is then
     named by what it fused, not by its index alone."""
 
-    def __init__(self, limits: dict[str, int], skip: dict[str, list[int]] | None = None) -> None:
+    def __init__(
+        self,
+        limits: dict[str, int],
+        skip: dict[str, list[int]] | None = None,
+        graph: int | None = None,
+    ) -> None:
         self.limits = limits
+        # limits and skips about one Dynamo graph's compile alone, its applications
+        # numbered from 0 as in a compile of that graph alone (capture_bisect.py's
+        # whole-program confirmation); the other graphs' are enabled and not counted
+        self.graph = graph
+        self.current: int | None = None  # the Dynamo graph being compiled (compiling())
+        self.tags: dict[str, list[int | None]] = defaultdict(list)  # each application's graph
         # applications disabled one by one, everything else enabled (guided.py)
         self.skip = {k: set(v) for k, v in (skip or {}).items()}
         self.seen: dict[str, list[str]] = defaultdict(list)
@@ -42,7 +53,10 @@ class Counter:
     def disable(self, backend: str, subsystem: str, debug_info: Any = None) -> bool:
         if self.paused:
             return False
+        if self.graph is not None and self.current != self.graph:
+            return False
         self._settle()
+        self.tags[subsystem].append(self.current)
         apps = self.seen[subsystem]
         index = len(apps)
         try:
@@ -73,6 +87,10 @@ class Counter:
     def snapshot(self) -> dict[str, list[str]]:
         return {k: list(v)[:5000] for k, v in self.seen.items()}
 
+    def graphs(self) -> dict[str, list[int | None]]:
+        """The Dynamo graph each application of ``snapshot()`` belongs to."""
+        return {k: list(v)[:5000] for k, v in self.tags.items()}
+
 
 def _inductor_counters() -> dict[str, int]:
     try:
@@ -94,6 +112,7 @@ def install(bisect: dict[str, Any]) -> Counter:
     _counter = Counter(
         {k: int(v) for k, v in (bisect.get("limits") or {}).items()},
         {k: [int(i) for i in v] for k, v in (bisect.get("skip") or {}).items()},
+        graph=bisect.get("graph"),
     )
     counter = _counter
 
@@ -110,6 +129,31 @@ def counter() -> Counter | None:
     return _counter
 
 
+def uninstall(previous: Any) -> None:
+    """Give CompilerBisector.disable_subsystem back (a worker judging one configuration
+    at a time: capture_bisect.py); ``previous`` is what ``install`` replaced."""
+    global _counter
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    CompilerBisector.disable_subsystem = previous  # type: ignore[method-assign]
+    _counter = None
+
+
+@contextlib.contextmanager
+def compiling(index: int) -> Iterator[None]:
+    """Applications from here on belong to Dynamo graph ``index`` (its compile, or its
+    backward's, compiled later at the first backward)."""
+    c = _counter
+    if c is None:
+        yield
+        return
+    before, c.current = c.current, index
+    try:
+        yield
+    finally:
+        c.current = before
+
+
 @contextlib.contextmanager
 def not_counted() -> Iterator[None]:
     """Compiles tcompile makes in the program's process (a localization's prefixes):
@@ -124,6 +168,33 @@ def not_counted() -> Iterator[None]:
         yield
     finally:
         c.paused = False
+
+
+@contextlib.contextmanager
+def counting(bisect: dict[str, Any] | None) -> Iterator[Counter | None]:
+    """One judgement under a bisection configuration (a worker judging a captured graph
+    for capture_bisect.py): applications counted, limited and skipped as ``bisect``
+    says, its toggles set, inductor's caches off (a cached graph runs no pass); all of
+    it undone afterwards.  None: no configuration, nothing changed."""
+    if bisect is None:
+        yield None
+        return
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    previous = CompilerBisector.__dict__["disable_subsystem"]
+    toggles = dict(bisect.get("toggles") or {})
+    inductor = {k: v for k, v in toggles.items() if not k.startswith("functorch.")}
+    functorch = {k.split(".", 1)[1]: v for k, v in toggles.items() if k.startswith("functorch.")}
+    with inductor_config.patch({**inductor, "force_disable_caches": True}):
+        with functorch_config.patch(functorch):
+            c = install({**bisect, "toggles": {}})
+            try:
+                yield c
+            finally:
+                c.effects()
+                uninstall(previous)
 
 
 def op_name(info: str) -> str:

@@ -49,6 +49,15 @@ class BisectReport:
     # what the culprit application did in the baseline run: the change in inductor's
     # own counters (``{"fuse_attention": 2, "pattern_matcher_count": 2}``)
     effects: dict[str, int] | None = None
+    # found on the graph the baseline saved (capture_bisect.py): its compiles, the
+    # culprit's switch (the configuration that makes the program pass) and what the
+    # whole program did with it; or why the program bisect ran instead
+    from_capture: bool = False
+    graph_judgements: int = 0
+    switch: dict[str, Any] | None = None
+    confirmed: str | None = None
+    fallback: str | None = None
+    capture: str | None = None  # the saved graph it was found on (minify starts there)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -61,7 +70,11 @@ class BisectReport:
             return None
         if self.graph is None:  # a frame Dynamo could not capture: its record
             return {"record": self.record} if self.record else None
-        return {"graph": self.graph, "backend": self.stage if self.stage != "inductor" else None}
+        backend = self.stage if self.stage != "inductor" else None
+        args: dict[str, Any] = {"graph": self.graph, "backend": backend}
+        if self.capture and backend is None:  # minified from the saved graph
+            args["capture"] = self.capture
+        return args
 
 
 def pattern_named(text: str | None) -> str | None:

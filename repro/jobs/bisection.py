@@ -58,6 +58,8 @@ def run_bisect(
     repeat: int | None = None,
     peers: str | None = None,
     guided: bool = True,
+    whole_program: bool = False,
+    confirm: bool | None = None,
 ) -> BisectReport:
     """``tcompile bisect``: baseline, stage, graph, inside the stage, confirmation.
     ``baseline``: a run already made with :func:`baseline_run` (``tcompile report``
@@ -75,7 +77,9 @@ def run_bisect(
         b.peers = Peers(peers, command)
         b.jobs = 1
     job = _Bisection(b, command, accuracy, match, stdout, stderr)
-    b.warm_fork()
+    job.from_capture, job.confirm = not whole_program, confirm
+    if whole_program:  # else only once the capture hands over (_Bisection.captured)
+        b.warm_fork()
     try:
         report = job.run(baseline)
     finally:
@@ -97,11 +101,12 @@ def baseline_run(
 ) -> RunReport:
     """The program as it is, counting inductor's subsystem applications as it goes
     (no limits: it runs exactly as a plain run); ``localize``: where an accuracy
-    failure's values first go wrong, once, here."""
+    failure's values first go wrong, once, here; each failing graph saved with its
+    inputs (capture_bisect.py bisects it without running the program again)."""
     return run_and_classify(
         command, out=out, accuracy=accuracy, timeout=timeout, observer=NullObserver(),
         stdout=stdout, stderr=stderr, bisect={"limits": {}, "toggles": {}}, trace=trace,
-        localize=True,
+        localize=True, capture=True,
     )  # fmt: skip
 
 
@@ -125,6 +130,10 @@ class _Bisection:
         self.partial: dict[str, Any] = {}
         self.track: dict[str, int] = {}
         self.items: list[Item] = []
+        self.from_capture = True  # capture_bisect.py first; False: --whole-program
+        self.fallback: str | None = None  # why the program bisect ran instead
+        self.confirm: bool | None = None  # the capture's culprit on the program (None: short)
+        self.base_seconds = 0.0  # the baseline run's
 
     def done(self, code: int, message: str, **kw: Any) -> BisectReport:
         b = self.b
@@ -136,8 +145,19 @@ class _Bisection:
             steps=b.steps,
             run_dir=str(b.run_dir),
             command=self.command,
-            **kw,
+            **{"fallback": self.fallback, **kw},
         )
+
+    def captured(self, target: Failure) -> BisectReport | None:
+        from .capture_bisect import from_capture
+
+        self.b.fork = False  # no fork-check run: one program run here
+        found = from_capture(self, target)
+        if found is None:
+            self.b.fork = None  # the program bisect decides at its first probe
+            self.b.warm_fork()
+            self.b.observer.status(f"bisecting by running the program: {self.fallback}")
+        return found
 
     def run(self, base: RunReport | None = None) -> BisectReport:
         b = self.b
@@ -162,9 +182,11 @@ class _Bisection:
                 "seconds": round(base.seconds, 2),
             }
         )
-        counts, self.base_dir = base_counts(base), base.run_dir
+        counts, self.base_dir, self.base_seconds = base_counts(base), base.run_dir, base.seconds
         if b.peers is not None:
-            counts = self.share_baseline(base, counts)
+            from .peers import share_baseline
+
+            counts = share_baseline(b.peers, base, counts)
         if base.exit_code == ExitCode.NOT_COMPILER:
             return self.done(ExitCode.NOT_COMPILER, base.explanation)
         if base.exit_code == ExitCode.FLAKY:  # it failed once, then passed: no search
@@ -196,31 +218,13 @@ class _Bisection:
             rank=target.rank,
         )
         try:
+            if self.from_capture and b.peers is None:  # capture_bisect.py: 2 program runs
+                found = self.captured(target)
+                if found is not None:
+                    return found
             return self.search(target, base.graphs, counts)
         except KeyboardInterrupt:
             return self.interrupted()
-
-    def share_baseline(self, base: RunReport, counts: dict[str, list[str]]) -> Any:
-        """Several nodes: every node's baseline failures, so that all of them bisect the
-        same failure (it may show on another node's rank only)."""
-        shared = self.b.peers.share(
-            "baseline",
-            {
-                "failures": [f.to_json() for f in base.failures],
-                "exit_code": base.exit_code,
-                "explanation": base.explanation,
-                "counts": counts,
-            },
-        )
-        base.failures = sorted(
-            (Failure.from_json(f) for d in shared for f in d["failures"]),
-            key=lambda f: (f.rank if f.rank is not None else -1, f.graph or 0),
-        )
-        if base.failures:
-            base.exit_code = int(ExitCode.COMPILER_FAILURE)
-        elif any(d["exit_code"] != ExitCode.NOT_COMPILER for d in shared):
-            base.exit_code = int(ExitCode.OK)
-        return next((d["counts"] for d in shared if d["failures"] and d["counts"]), counts)
 
     def interrupted(self) -> BisectReport:
         """Ctrl-C or SIGTERM after the baseline: the narrowest answer found so far."""

@@ -114,11 +114,17 @@ def run_and_classify(
     confirm: bool = True,
     trace: str | None = None,
     localize: bool = False,
+    capture: bool = False,
 ) -> RunReport:
     """``tcompile run``: the command under the wrapped stack, every graph, every failure
-    (``localize``: an accuracy failure's first divergent node, child/localize.py)."""
+    (``localize``: an accuracy failure's first divergent node, child/localize.py;
+    ``capture``: each failing graph saved with its inputs under layout.CAPTURES, for a
+    bisect or minify that starts from it: capture_bisect.py)."""
     observer = observer or NullObserver()
     run_dir = new_run_dir(out, "run")
+    captures = captures_dir(run_dir)
+    if capture:  # its existence tells the locating run to save what it finds too
+        os.makedirs(captures, exist_ok=True)
     config = HookConfig(
         dir=os.path.join(run_dir, layout.COMPILED),
         stage=stage,
@@ -130,6 +136,7 @@ def run_and_classify(
         record=record,
         trace=trace,
         localize=localize and accuracy != AccuracyMode.OFF,
+        capture=captures if capture else None,
     )
     observer.status("running the command under tcompile")
     t0 = time.monotonic()
@@ -295,7 +302,10 @@ def _unexplained(
     if not failures:
         # a wrong value the program itself noticed?  A run with the values checked
         # finds the graph that computed it -- and is the compiled command run again
-        located = faithful.locate(command, run_dir, **io)
+        saving = captures_dir(run_dir)
+        located = faithful.locate(
+            command, run_dir, **io, capture=saving if os.path.isdir(saving) else None
+        )
         failures = _located(result, located)
         rerun = located
         if not failures and passed(located) and faithful.effects(located):
@@ -451,6 +461,11 @@ def _gather_records(
         if f.record:
             f.record = moved.get(f.record, f.record)
     return records
+
+
+def captures_dir(run_dir: str) -> str:
+    """Where a run saves its failing graphs (HookConfig.capture)."""
+    return os.path.join(run_dir, layout.CAPTURES)
 
 
 def base_counts(report: RunReport) -> dict[str, list[str]]:

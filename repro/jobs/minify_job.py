@@ -120,7 +120,7 @@ def _run_minify(command: list[str], o: MinifyOptions) -> MinifyReport:
             backend=o.backend, graph=o.graph, match=o.match, jobs=o.jobs, timeout=o.timeout,
             program_jobs=o.for_program(), max_time=o.max_time,
             real_inputs=o.real_inputs, stdout=o.stdout, stderr=o.stderr, level=Level(o.level),
-            include=o.include,
+            include=o.include, capture=o.capture,
         )  # fmt: skip
     except KeyboardInterrupt:  # before any search began (a search keeps its best itself)
         report = MinifyReport(
@@ -154,6 +154,7 @@ def _minify_in(
     include: list[str] | None,
     program_jobs: int,
     max_time: float | None,
+    capture: str | None = None,
 ) -> MinifyReport:
     program = dict(
         max_time=max_time,
@@ -173,6 +174,8 @@ def _minify_in(
     common = dict(jobs=jobs, timeout=timeout, real_inputs=real_inputs, accuracy=accuracy)
     streams = {"stdout": stdout, "stderr": stderr}
     distributed = is_distributed_launch(command)
+    if capture and after != After.AOT and backend is None and not distributed:
+        return _from_capture(command, Path(capture), run_dir, observer, t0, common)
     report: Any = None
     if after != After.AOT and not distributed:
         # the first run is the first worker: it serves the first failure it meets in a
@@ -265,6 +268,44 @@ def _graph_job(
         t0=t0,
         **common,
     )
+    return minify_captured(job)
+
+
+def _from_capture(
+    command: list[str],
+    capture: Path,
+    run_dir: Path,
+    observer: Observer,
+    t0: float,
+    common: dict[str, Any],
+) -> MinifyReport:
+    """The graph a bisect's baseline saved (HookConfig.capture), served by a launcher
+    worker: the program is not run again (issue 51)."""
+    import json
+
+    from .launcher_job import launcher_job
+
+    meta = json.loads((capture / layout.CAPTURE_META).read_text())
+    sig = FailureSignature.from_json(meta["signature"])
+    accuracy = common["accuracy"]
+    if sig.kind == FailureKind.ACCURACY and accuracy == AccuracyMode.OFF:
+        accuracy = "strict" if sig.exc_type == "StrictAccuracyError" else "loose"
+    data = {
+        "graph_file": layout.CAPTURE_GRAPH,
+        "inputs_file": layout.CAPTURE_INPUTS,
+        "meta": meta,
+        "signature": meta["signature"],
+        "accuracy": accuracy,
+        "command": command,
+    }
+    observer.status(f"minifying graph {meta['graph']} from the baseline's capture: {sig}")
+    job = launcher_job(
+        capture, data, run_dir, jobs=common["jobs"], real_inputs=common["real_inputs"],
+        observer=observer, t0=t0,
+    )  # fmt: skip
+    job.graph, job.graph_kind = int(meta["graph"]), meta.get("graph_kind") or job.graph_kind
+    job.timeout, job.write_launcher, job.message = common["timeout"], True, meta.get("message", "")
+    job.from_capture = True
     return minify_captured(job)
 
 

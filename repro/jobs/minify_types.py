@@ -177,6 +177,8 @@ class GraphMinifyReport(MinifyReport):
     # CUDA: the one Triton kernel that writes the wrong value, launched alone
     # (kernel_repro.py beside repro.py: path, kernel, output, verified; or error)
     kernel_repro: dict[str, Any] | None = None
+    # served from the graph a bisect's baseline saved: the program was not run again
+    from_capture: bool = False
     # the user's source lines the minimal graph's nodes came from (file, line, code, ops)
     source_lines: list[dict[str, Any]] | None = None
     # --level source: the user-level repro made from the program (repro, verified,
@@ -249,6 +251,9 @@ class MinifyOptions:
     # the program level stops its search at this many seconds from its start (None:
     # program_job.MAX_TIME; 0: no limit)
     max_time: float | None = None
+    # the failing graph a bisect's baseline saved (capture_bisect.py): minified from
+    # there, the program not run again (None: the program's own run finds it)
+    capture: str | None = None
 
     def for_program(self) -> int:
         return self.program_jobs or self.jobs
@@ -274,6 +279,7 @@ class Job:
     command_for_repro: list[str] | None = None
     pool: Any = None  # a pool whose first worker already serves the graph
     message: str = ""  # the failure's unscrubbed text (an autotune choice: autotune.py)
+    from_capture: bool = False  # the graph a bisect's baseline saved (minify_job._from_capture)
 
     def report(self, code: int, message: str, **kw: Any) -> GraphMinifyReport:
         return GraphMinifyReport(
@@ -282,6 +288,7 @@ class Job:
             signature=str(self.signature),
             run_dir=str(self.run_dir),
             graph=self.graph,
+            from_capture=self.from_capture,
             seconds=time.monotonic() - self.t0,
             **kw,
         )

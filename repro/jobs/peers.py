@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tcompile.compiler.exitcodes import UsageError
+from tcompile.compiler.exitcodes import ExitCode, UsageError
+from tcompile.compiler.failure import Failure
 from tcompile.compiler.runner import CANCEL, write_json
 
 WAIT_SECONDS = 1800.0  # how long a node waits for the others at one step
@@ -78,3 +79,26 @@ class Peers:
                 time.sleep(0.2)
                 out.append(json.loads(p.read_text()))
         return out
+
+
+def share_baseline(peers: Any, base: Any, counts: dict[str, list[str]]) -> Any:
+    """Several nodes: every node's baseline failures, so that all of them bisect the
+    same failure (it may show on another node's rank only)."""
+    shared = peers.share(
+        "baseline",
+        {
+            "failures": [f.to_json() for f in base.failures],
+            "exit_code": base.exit_code,
+            "explanation": base.explanation,
+            "counts": counts,
+        },
+    )
+    base.failures = sorted(
+        (Failure.from_json(f) for d in shared for f in d["failures"]),
+        key=lambda f: (f.rank if f.rank is not None else -1, f.graph or 0),
+    )
+    if base.failures:
+        base.exit_code = int(ExitCode.COMPILER_FAILURE)
+    elif any(d["exit_code"] != ExitCode.NOT_COMPILER for d in shared):
+        base.exit_code = int(ExitCode.OK)
+    return next((d["counts"] for d in shared if d["failures"] and d["counts"]), counts)

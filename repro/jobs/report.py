@@ -65,6 +65,7 @@ def run_report(
     stdout: Any = None,
     stderr: Any = None,
     trace: str | None = None,
+    confirm: bool | None = None,
 ) -> Report:
     from .minify_job import run_minify
 
@@ -110,8 +111,9 @@ def run_report(
         if first.graph is not None:
             observer.status(f"bisecting: {g['signature']}")
             bis = run_bisect(
-                command, match=_match(g["signature"]), observer=observer, baseline=base, **common
-            )
+                command, match=_match(g["signature"]), observer=observer, baseline=base,
+                confirm=confirm, **common,
+            )  # fmt: skip
             bug["bisect"] = bis.to_json()
             args = bis.minify_args() or {"graph": first.graph, "backend": None}
             args["level"] = level  # source: a user-level repro beside the graph's

@@ -1,0 +1,343 @@
+"""Bisect from the capture: the search on the failing graph the baseline saved, one
+whole-program run to confirm (issue 51).
+
+The baseline run saves each failing graph with the inputs of its failing call and
+the configuration in force (HookConfig.capture; child/serve.capture_graph).  A worker
+serves that graph (the launcher worker: the program is not run again), and every
+question of the program bisect is asked of the graph instead, each one compile of
+one graph, in seconds:
+
+1. the graph unchanged, at its stage: the same failure?  (else: the program bisect)
+   -- and how many times each subsystem applied itself in its compile alone;
+2. the stage ladder below it;
+3. inside the stage: the flat list of toggles and applications, one binary search;
+4. the culprit off alone (everything else on): does the graph pass?  That is the
+   culprit's *switch*: that application skipped, in that graph's compile only
+   (child/subsystems.Counter's graph scope), or that toggle changed; where skipping
+   it alone is not enough, every application from it on in its subsystem is off;
+5. one whole-program run with the switch: the failure must not show.  Where it still
+   does, the graph's answer is not the program's: the program bisect runs, and says so.
+
+Whole-program runs: the baseline and the confirmation.  The program bisect
+(bisection.py) remains for failures outside any graph, runtime errors and crashes
+(the graph is saved only for compile and accuracy failures), launched jobs, and
+captures that do not fail alone; ``--whole-program`` asks for it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler import layout
+from tcompile.compiler.exitcodes import ExitCode
+from tcompile.compiler.failure import Failure
+from tcompile.compiler.probe import Item, describe, items_of, prefix_config
+from tcompile.compiler.protocol import LAUNCHER_WORKER, HookConfig, ServeSpec
+from tcompile.compiler.signature import FailureKind
+from tcompile.compiler.stack import LADDER
+from tcompile.minifier.interval import first_failing
+from tcompile.minifier.verdict import Verdict
+
+from .bisect_report import effect_words, pattern_named
+
+SAVED_KINDS = (FailureKind.COMPILE.value, FailureKind.ACCURACY.value)
+# a program whose baseline ran longer than this is not run again to confirm the culprit
+# by default (``--confirm`` does): the graph's answer is given as not confirmed
+CONFIRM_WITHIN = 120.0
+
+
+def capture_of(base_dir: str | None, target: Failure) -> tuple[Path | None, str]:
+    """The capture of the target's graph in the baseline's run folder, or None and
+    why there is none (the reason the program bisect then says)."""
+    from .classify import captures_dir
+
+    if target.graph is None:
+        return None, "the failure is outside any graph"
+    if target.rank is not None:
+        return None, "a rank of a launched job (its graph is judged among the other ranks)"
+    if target.kind not in SAVED_KINDS:
+        return None, f"a {target.kind} failure (graphs are saved for compile and accuracy failures)"
+    if not base_dir:
+        return None, "no baseline run folder"
+    cap = Path(captures_dir(base_dir)) / f"graph-{target.graph}"
+    if (cap / "not-saved.txt").exists():
+        return None, "its graph could not be saved: " + (cap / "not-saved.txt").read_text()[:200]
+    if not (cap / layout.CAPTURE_META).exists():
+        return None, f"graph {target.graph}'s failing call was not saved (it never ran again)"
+    meta = json.loads((cap / layout.CAPTURE_META).read_text())
+    if meta.get("collectives"):
+        return None, "the graph talks to other ranks"
+    return cap, ""
+
+
+class CaptureBisect:
+    """Steps 1-5 above for one target; ``run`` returns the result fields, or None with
+    ``self.why`` set (the program bisect takes over)."""
+
+    def __init__(self, job: Any, target: Failure, cap: Path) -> None:
+        self.job, self.b, self.target, self.cap = job, job.b, target, cap
+        self.meta = json.loads((cap / layout.CAPTURE_META).read_text())
+        self.why = ""
+        self.judged = 0
+        self.pool: Any = None
+
+    # ---- the worker ------------------------------------------------------------
+
+    def start(self) -> None:
+        from tcompile.compiler.pool import WorkerPool
+
+        from .minify_search import read_capture
+
+        sig = self.target.signature.to_json()
+        data = {
+            "graph_file": layout.CAPTURE_GRAPH,
+            "inputs_file": layout.CAPTURE_INPUTS,
+            "meta": self.meta,
+            "signature": sig,
+            "accuracy": self.b.accuracy,
+            "command": self.job.command,
+        }
+        work = self.b.run_dir / "capture-bisect"
+        config = HookConfig(
+            dir=str(work / "events"),
+            accuracy=self.b.accuracy,
+            serve=ServeSpec(
+                graph=0,
+                capture_dir=str(self.cap),  # already written: the worker leaves it be
+                signature=sig,
+                launcher={"dir": str(self.cap), "data": data},
+            ),
+        )
+        self.pool = WorkerPool(
+            [sys.executable, "-c", LAUNCHER_WORKER],
+            config,
+            jobs=1,
+            work_dir=str(work / "workers"),
+            target=self.target.signature,
+        )
+        self.pool.start()
+        self.gm, self.inputs, _ = read_capture(self.cap)
+
+    def judge(
+        self, label: str, stage: str | None = None, bisect: dict[str, Any] | None = None
+    ) -> tuple[bool, dict[str, Any]]:
+        """One compile of the captured graph: does the target failure show?"""
+        self.judged += 1
+        t0 = time.monotonic()
+        reply: dict[str, Any] = {}
+        request: dict[str, Any] = {"bisect": bisect or {"limits": {}, "toggles": {}}}
+        if stage:
+            request["stage"] = stage
+        verdict, _ = self.pool.evaluate(self.gm, self.inputs, request=request, reply_out=reply)
+        same = verdict is Verdict.SAME_FAILURE
+        step = {
+            "run": None,
+            "judgement": self.judged,
+            "what": f"captured graph {self.target.graph}: {label}",
+            "failed": same,
+            "verdict": verdict.value,
+            "seconds": round(time.monotonic() - t0, 2),
+            "graph": self.target.graph,
+        }
+        self.b.steps.append(step)
+        from tcompile.compiler.protocol import Event
+
+        self.b.observer.event({"event": Event.BISECT_STEP, **step})
+        return same, reply
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+    # ---- the search -------------------------------------------------------------
+
+    def run(self) -> dict[str, Any] | None:
+        b, top = self.b, self.target.stage
+        b.observer.status(f"bisecting on the captured graph {self.target.graph} (no program runs)")
+        try:
+            self.start()
+        except Exception as exc:  # the worker could not serve it: the program bisect
+            self.why = f"the captured graph could not be served ({type(exc).__name__}: {exc})"[:300]
+            return None
+        same, reply = self.judge("unchanged")
+        if not same:
+            self.why = "the captured graph does not fail alone"
+            return None
+        counts, effects = reply.get("counts") or {}, reply.get("effects") or {}
+        stage = top
+        ladder = list(LADDER[: LADDER.index(top)]) if top in LADDER else list(LADDER)
+        self.passing: str | None = None  # the stage below the culprit's (it passes)
+        for lower in reversed(ladder):
+            b.observer.status(f"stage: does the captured graph fail with --backend {lower}?")
+            same, reply = self.judge(f"stage {lower}", stage=lower)
+            if not same:
+                self.passing = lower
+                break
+            stage, counts, effects = lower, reply.get("counts") or {}, reply.get("effects") or {}
+        self.stage_arg = None if stage == top and top not in LADDER else stage
+        found = self.inside(stage, counts)
+        found.update(stage=stage, counts=counts, effects_all=effects, cap=str(self.cap))
+        return found
+
+    def inside(self, stage: str, counts: dict[str, list[str]]) -> dict[str, Any]:
+        items = items_of(stage, counts)
+        found: dict[str, Any] = {"items": len(items), "item": None, "switch": None}
+        if not items:
+            return found
+        self.b.observer.status(
+            f"inside {stage}: {len(items)} toggles and applications, on the captured graph"
+        )
+
+        def fails(pts: list[int]) -> list[bool]:
+            out = []
+            for p in pts:
+                what = describe(items[p - 1]) if p else "none"
+                cfg = prefix_config(stage, items, p)
+                out.append(
+                    self.judge(f"enable {p} of {len(items)} ({what})", self.stage_arg, cfg)[0]
+                )
+            return out
+
+        k = first_failing(-1, len(items), fails)
+        if k <= 0:
+            found["switch"] = None  # fails with everything off: elsewhere in the stage
+            return found
+        item = items[k - 1]
+        found["item"] = item
+        found["switch"] = self.switch(stage, items, k, item)
+        return found
+
+    def switch(self, stage: str, items: list[Item], k: int, item: Item) -> dict[str, Any]:
+        """The culprit off, everything else on: that toggle changed, or that application
+        skipped in this graph's compile (where that alone still fails: every
+        application of its subsystem from it on)."""
+        if item.kind == "toggle":
+            return {"limits": {}, "toggles": {item.name: item.value}}
+        alone = {"limits": {}, "toggles": {}, "skip": {item.name: [item.index]}}
+        if not self.judge(f"only {describe(item)} off", self.stage_arg, alone)[0]:
+            return {**alone, "graph": self.target.graph}
+        return {"limits": {item.name: item.index}, "toggles": {}, "graph": self.target.graph}
+
+
+def from_capture(job: Any, target: Failure) -> Any:
+    """The bisect from the capture, or None (``job.fallback`` says why): the result
+    for bisection._Bisection.done."""
+    b = job.b
+    cap, why = capture_of(job.base_dir, target)
+    if cap is None:
+        job.fallback = why
+        return None
+    search = CaptureBisect(job, target, cap)
+    try:
+        found = search.run()
+    finally:
+        search.close()
+    if found is None:
+        job.fallback = search.why
+        return None
+    stage, item, switch = found["stage"], found["item"], found["switch"]
+    label = "confirm: the whole program, " + (
+        f"{describe(item)} off" if item is not None else f"with --backend below {stage}"
+    )
+    b.observer.status(label)
+    confirm_stage = search.stage_arg
+    if item is None:  # the stage itself: the stage below must make the program pass
+        confirm_stage, switch = search.passing, None
+        if confirm_stage is None:  # it fails at every stage: no switch to try
+            why = "it fails at every stage: nothing to turn off"
+            return _result(job, target, found, search.judged, None, why)
+    long = job.base_seconds > CONFIRM_WITHIN
+    if job.confirm is False or (job.confirm is None and long):
+        # a long job: the graph's answer stands, said as not confirmed (--confirm)
+        why = (
+            "--no-confirm"
+            if job.confirm is False
+            else (
+                f"its run took {job.base_seconds:.0f} s: --confirm runs it once more with the "
+                "culprit off"
+            )
+        )
+        return _result(job, target, found, search.judged, None, why)
+    verdict, _ = b.probe(label, stage=confirm_stage, bisect=switch, reuse=False)
+    if verdict is Verdict.SAME_FAILURE:
+        job.fallback = (
+            f"the whole program still fails with the captured graph's culprit off "
+            f"({describe(item) if item else stage})"
+        )
+        return None
+    return _result(job, target, found, search.judged, verdict)
+
+
+def _result(
+    job: Any,
+    target: Failure,
+    found: dict[str, Any],
+    judged: int,
+    verdict: Verdict | None,
+    unconfirmed: str = "",
+) -> Any:
+    stage, item = found["stage"], found["item"]
+    where = f"stage {stage}, graph {target.graph} ({target.graph_kind})"
+    fields: dict[str, Any] = {}
+    did = None
+    if item is not None and item.kind == "toggle":
+        fields.update(subsystem="config", detail=f"{item.name}={item.value!r} makes it pass")
+        where += f", config: {fields['detail']}"
+    elif item is not None:
+        fields.update(subsystem=item.name, application=item.index, detail=item.detail)
+        where += f", {item.name} #{item.index}" + (f": {item.detail}" if item.detail else "")
+        did = (found["effects_all"].get(item.name) or {}).get(str(item.index))
+        fields.update(_torch_envs(job, target, stage, item))
+    elif found["items"]:
+        fields["detail"] = (
+            "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"
+        )
+    pattern = pattern_named(target.message or target.signature.message)
+    if pattern and item is None:
+        where += f" (its error names inductor's pattern {pattern})"
+    if did:
+        where += f" (it did: {effect_words(did)})"
+    where += f"; found on the captured graph ({judged} compiles of it)"
+    if verdict is None:
+        where += f"; not confirmed on the whole program ({unconfirmed})"
+    else:
+        confirmed = "passes" if verdict is Verdict.PASS else f"ends {verdict.value}"
+        where += f", and the whole program {confirmed} with the culprit off"
+    return job.done(
+        ExitCode.COMPILER_FAILURE,
+        where,
+        pattern=pattern,
+        effects=dict(did) if did else None,
+        next_command=job.next_command(target.graph, stage, target.stage),
+        stage=stage, graph=target.graph, graph_kind=target.graph_kind,
+        signature=target.text, divergence=target.divergence, flaky=None,
+        from_capture=True, graph_judgements=judged, switch=found["switch"], capture=found["cap"],
+        confirmed=verdict.value if verdict is not None else None, **fields,
+    )  # fmt: skip
+
+
+def _torch_envs(job: Any, target: Failure, stage: str, item: Item) -> dict[str, Any]:
+    """TORCH_BISECT_* for the whole program (bad: the culprit on, good: off), where the
+    culprit's place among the program's applications is known: the baseline ran at
+    this stage and tagged each application with its graph."""
+    from tcompile.compiler.collect import last_graphs
+    from tcompile.compiler.protocol import read_events
+
+    if stage != target.stage or not job.base_dir:
+        return {}
+    events = read_events(Path(job.base_dir) / layout.COMPILED)
+    tags = last_graphs(events).get(item.name) or []
+    mine = [i for i, g in enumerate(tags) if g == target.graph]
+    if item.index >= len(mine):
+        return {}
+    n = mine[item.index]
+    bad = {
+        "TORCH_BISECT_BACKEND": stage,
+        "TORCH_BISECT_SUBSYSTEM": item.name,
+        "TORCH_BISECT_MAX": str(n),  # torch enables applications 0..MAX (bisection.py)
+    }
+    return {"bad": bad, "good": {**bad, "TORCH_BISECT_MAX": str(n - 1)}}
