@@ -63,7 +63,8 @@ def test_backward_only_bug(tmp_path):
 
 
 def test_multi_graph_names_the_graph(tmp_path):
-    doc = bisect(tmp_path, "multi_graph.py", "--accuracy")
+    # the program bisect (its probes fork); from the capture: test_capture_bisect.py
+    doc = bisect(tmp_path, "multi_graph.py", "--accuracy", "--whole-program")
     assert doc["graph"] == 1
     assert (doc["subsystem"], doc["detail"]) == ("lowerings", "relu")
     # probes forked from a server that imported torch, after one forked run checked it

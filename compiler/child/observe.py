@@ -236,7 +236,7 @@ class Watch:
             message=message,
             **extra,
         )
-        runner.capture_pending(self.snap.values())  # a gradient's: this call's inputs
+        runner.capture_pending(self.snap.values(), self.ambient)  # this call's inputs
         return True
 
     # -- backward ---------------------------------------------------------------------

@@ -361,6 +361,7 @@ class GraphRunner:
                 )
                 raise
             self._runtime_failure(exc)
+            self.capture_pending(args)  # a run saving its failing graphs (bisect's baseline)
             return result
         finally:
             rec.mark(-1, PHASE_IDLE)
@@ -389,9 +390,11 @@ class GraphRunner:
             self._serve(args, target)
         self.capture_pending(args)
 
-    def capture_pending(self, args: list[Any]) -> None:
+    def capture_pending(self, args: list[Any], ambient: Any = None) -> None:
         """A run saving its failing graphs (HookConfig.capture): this graph's failure,
-        with ``args`` (its next call's, or the checked call's own snapshot), and go on."""
+        with ``args`` (its next call's, or the checked call's own snapshot, ``ambient``
+        the state that call ran in: a gradient is judged inside the backward, where grad
+        mode is off), and go on."""
         pending = self.session.take_capture(self.index) if self.session.config.capture else None
         if pending is not None:
             from .serve import capture_graph
@@ -407,6 +410,7 @@ class GraphRunner:
                 signature=pending[0],
                 graph_kind=pending[1],
                 message=pending[2],
+                ambient=ambient,
             )
 
     def _runtime_failure(self, exc: BaseException, graph_kind: str | None = None) -> None:

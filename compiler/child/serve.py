@@ -112,6 +112,7 @@ def capture_graph(
     signature: FailureSignature,
     graph_kind: str,
     message: str = "",
+    ambient: Any = None,
 ) -> None:
     """A run that saves its failing graphs (HookConfig.capture): the graph, the inputs
     of this call and capture.json under ``capture_dir/graph-N``, then the program goes
@@ -125,6 +126,8 @@ def capture_graph(
         inputs = Snapshot(args).values()
         meta = _capture_meta(graph, index, stage, forward_kind, spec, "dynamo")
         meta.update(signature=signature.to_json(), graph_kind=graph_kind, message=message)
+        if ambient is not None:  # the call's own state (observe.Ambient), not the hook's
+            meta.update(grad_enabled=ambient.grad, autocast=ambient.to_json())
         _write_capture(cap, graph, inputs, meta)
     except Exception as exc:  # an input torch cannot save: bisect reruns the program
         cap.mkdir(parents=True, exist_ok=True)

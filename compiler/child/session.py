@@ -178,13 +178,15 @@ class Session:
     def _maybe_capture(
         self, graph: int | None, graph_kind: str, sig: FailureSignature, message: str
     ) -> None:
-        """A run saving its failing graphs: the first compile or accuracy failure of
-        each graph (up to layout.MAX_CAPTURES graphs) is saved at its next call."""
+        """A run saving its failing graphs: the first compile, runtime or accuracy
+        failure of each graph (up to layout.MAX_CAPTURES graphs) is saved at its next
+        call (a runtime error's and a wrong value's: at the very call)."""
         from ..layout import MAX_CAPTURES
 
         if not self.config.capture or graph is None or graph in self.captured:
             return
-        if sig.kind not in (FailureKind.COMPILE.value, FailureKind.ACCURACY.value):
+        saved = (FailureKind.COMPILE.value, FailureKind.ACCURACY.value, FailureKind.RUNTIME.value)
+        if sig.kind not in saved:
             return
         if graph in self.to_capture or len(self.captured) >= MAX_CAPTURES:
             return

@@ -19,9 +19,10 @@ one graph, in seconds:
    does, the graph's answer is not the program's: the program bisect runs, and says so.
 
 Whole-program runs: the baseline and the confirmation.  The program bisect
-(bisection.py) remains for failures outside any graph, runtime errors and crashes
-(the graph is saved only for compile and accuracy failures), launched jobs, and
-captures that do not fail alone; ``--whole-program`` asks for it.
+(bisection.py) remains for failures outside any graph, crashes and timeouts (the
+process dies: nothing is saved), launched jobs, and captures that do not fail alone
+(a runtime error's inputs after the failing call, when the graph changed them in
+place); ``--whole-program`` asks for it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from tcompile.minifier.verdict import Verdict
 
 from .bisect_report import effect_words, pattern_named
 
-SAVED_KINDS = (FailureKind.COMPILE.value, FailureKind.ACCURACY.value)
+SAVED_KINDS = (FailureKind.COMPILE.value, FailureKind.ACCURACY.value, FailureKind.RUNTIME.value)
 # a program whose baseline ran longer than this is not run again to confirm the culprit
 # by default (``--confirm`` does): the graph's answer is given as not confirmed
 CONFIRM_WITHIN = 120.0
@@ -60,7 +61,7 @@ def capture_of(base_dir: str | None, target: Failure) -> tuple[Path | None, str]
     if target.rank is not None:
         return None, "a rank of a launched job (its graph is judged among the other ranks)"
     if target.kind not in SAVED_KINDS:
-        return None, f"a {target.kind} failure (graphs are saved for compile and accuracy failures)"
+        return None, f"a {target.kind} (the process died: its failing graph was not saved)"
     if not base_dir:
         return None, "no baseline run folder"
     cap = Path(captures_dir(base_dir)) / f"graph-{target.graph}"

@@ -210,7 +210,7 @@ JSON_FIELDS = (
     "record", "repro_form", "repro_lines", "repro_bytes", "sidecar", "kernel", "inputs", "ops",
     "device", "repro_output", "pinned_choice", "report", "repro_before", "capture", "rank",
     "replayed_collectives", "level", "program", "alone_passes", "divergence", "switches",
-    "kernel_repro", "source_lines", "source", "not_verified",
+    "kernel_repro", "source_lines", "source", "not_verified", "from_capture",
 )  # fmt: skip
 KINDS = (MinifyReport, GraphMinifyReport, CaptureMinifyReport, ProgramMinifyReport)
 
