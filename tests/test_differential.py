@@ -75,10 +75,19 @@ def _fixtures() -> list[str]:
         # script, one that hangs): benchmarks/triage_corpus.py runs it; user_bugs/: the
         # user's own bugs, each run (and its outcome compared) by tests/test_user_bugs.py;
         # projects/: programs of several files (tests/test_project_layouts.py); long_job/: minutes
-        # long (tests/test_capture_bisect.py runs it short, benchmarks/long_job.py whole)
+        # long (tests/test_capture_bisect.py runs it short, benchmarks/long_job.py whole);
+        # dupes/: the tracker's duplicate groups (benchmarks/triage_corpus.py --corpus dupes)
         if (
             rel.startswith(
-                ("expected/", "real_gpu/", "triage/", "user_bugs/", "projects/", "long_job/")
+                (
+                    "expected/",
+                    "real_gpu/",
+                    "triage/",
+                    "user_bugs/",
+                    "projects/",
+                    "long_job/",
+                    "dupes/",
+                )
             )
             or path.name in NOT_HERE
         ):
