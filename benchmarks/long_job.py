@@ -5,7 +5,7 @@ report.md) under this checkout -- by default, and with ``--confirm`` (the culpri
 confirmed by a second run of the program) -- and under an earlier commit, each as
 a ratio to the plain run, in one sitting on the same machine.
 
-    python benchmarks/long_job.py [--steps 6000] [--old aa9062d] [--skip-old]
+    python benchmarks/long_job.py [--steps 20000] [--old aa9062d] [--skip-old]
 
 The earlier commit is checked out in a git worktree and imported from a package folder
 of symlinks (benchmarks/verdicts_before_after.py).  Whole-program runs are counted from
@@ -78,7 +78,7 @@ def program_runs(bis: dict, mini: dict) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=6000)
+    ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--old", default="aa9062d")
     ap.add_argument("--skip-old", action="store_true")
     ap.add_argument("--json", default=None)

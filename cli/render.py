@@ -231,6 +231,16 @@ def bisect_result(report: Any, console: Console) -> None:
         ("diverges", _divergence_text(getattr(report, "divergence", None) or {})),
         ("runs", f"{report.runs} in {report.seconds:.1f}s"),
         (
+            "how",
+            f"on the saved graph ({report.graph_judgements} compiles of it)"
+            if getattr(report, "from_capture", False)
+            else (
+                f"by running the program: {report.fallback}"
+                if getattr(report, "fallback", None)
+                else None
+            ),
+        ),
+        (
             "flaky",
             f"YES: {report.flaky_detail}"
             if report.flaky

@@ -122,8 +122,9 @@ def _finder(parent: list[int]) -> Any:
 
 def cluster(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Clusters of the ``bug`` results: ``id``, ``culprit``, ``members`` (paths),
-    ``repro`` (the shortest verified member's), ``ops``, ``kind``, ``stage``.  Ordered
-    by size, then culprit; ids ``C1``, ``C2``, ...  Each result gets its ``cluster``."""
+    ``repro`` (the shortest verified member's), ``ops``, ``kind``, ``stage``,
+    ``verified``, ``title``.  Ordered by size, then culprit; ids stable (cluster_id).
+    Each result gets its ``cluster``."""
     bugs = sorted((r for r in results if r.get("verdict") == "bug"), key=lambda r: r["path"])
     buckets: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in bugs:
@@ -145,16 +146,16 @@ def cluster(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key=lambda g: (-len(g), (g[0].get("culprit") or {}).get("text") or "", g[0]["path"])
     )
     out = []
-    for n, g in enumerate(groups, 1):
-        cid = f"C{n}"
-        for m in g:
-            m["cluster"] = cid
+    for g in groups:
         with_repro = [m for m in g if m.get("repro")]
         rep = (
             min(with_repro, key=lambda m: (m.get("repro_lines") or 10**9, m["path"]))
             if with_repro
             else g[0]
         )
+        cid = cluster_id((rep.get("culprit") or {}).get("text") or rep.get("signature"), rep)
+        for m in g:
+            m["cluster"] = cid
         ops = sorted(set().union(*[set((m.get("minimal") or {}).get("ops") or []) for m in g]))
         out.append(
             {
@@ -167,9 +168,21 @@ def cluster(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "representative": rep["path"],
                 "repro": rep.get("repro"),
                 "repro_lines": rep.get("repro_lines"),
+                "verified": bool(rep.get("repro")),  # only a verified repro is kept
+                "title": rep.get("title"),
             }
         )
     return out
+
+
+def cluster_id(culprit: Any, rep: dict[str, Any]) -> str:
+    """A cluster's id, the same from run to run and machine to machine: from its culprit
+    and its representative script's name (not from its place in the list, which
+    another script's arrival changes; not from a folder of this machine)."""
+    import hashlib
+
+    name = rep["path"].replace("\\", "/").rsplit("/", 1)[-1]
+    return "C" + hashlib.sha256(f"{culprit}|{name}".encode()).hexdigest()[:6]
 
 
 def scores(

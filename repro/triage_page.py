@@ -14,6 +14,8 @@ from typing import Any
 
 from tcompile.compiler import layout
 
+ISSUES = "issues"  # OUT/issues/CLUSTER.md: a ready issue text per cluster
+
 _COLOURS = {
     "bug": "#d73a49",
     "flaky": "#e36209",
@@ -51,6 +53,11 @@ def _name(root: str, p: str) -> str:
     return os.path.relpath(p, root) if root else p
 
 
+def _link(base: Path, root: str, p: str) -> str:
+    """A script, named from the scripts' folder, linked from the page's."""
+    return f"[{_name(root, p)}]({_rel(base, p)})"
+
+
 def _culprit(r: dict[str, Any]) -> str:
     return (r.get("culprit") or {}).get("text") or "-"
 
@@ -72,21 +79,28 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         "",
         "## Clusters",
         "",
-        "| cluster | culprit | kind | ops of the minimal graph | members | repro |",
-        "|---|---|---|---|---|---|",
+        "| cluster | culprit | kind | ops of the minimal graph | members | repro | verified "
+        "| issue text |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for c in doc["clusters"]:
-        members = "<br>".join(_name(root, m) for m in c["members"])
+        members = "<br>".join(_link(base, root, m) for m in c["members"])
+        repro = (
+            f"[{_rel(base, c['repro'])}]({_rel(base, c['repro'])}) ({c['repro_lines']} lines)"
+            if c.get("repro")
+            else "-"
+        )
+        issue = f"[{ISSUES}/{c['id']}.md]({ISSUES}/{c['id']}.md)"
         lines.append(
             f"| {c['id']} | {c['culprit']} | {c['kind'] or '-'} | {', '.join(c['ops']) or '-'} "
-            f"| {members} | {_rel(base, c['repro'])} ({c['repro_lines'] or '-'} lines) |"
+            f"| {members} | {repro} | {'yes' if c.get('verified') else 'no'} | {issue} |"
         )
     also = any(r.get("also") for r in doc["scripts"])
     lines += [
         "",
         "## Scripts",
         "",
-        "| script | verdict | culprit | cluster | repro lines | seconds |"
+        "| script | verdict | culprit | cluster | repro (verified) | seconds |"
         + (" other torch |" if also else ""),
         "|---|---|---|---|---|---|" + ("---|" if also else ""),
     ]
@@ -94,9 +108,10 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         verdict = r["verdict"]
         if r.get("flaky") and r["flaky"].get("of"):
             verdict += f" ({r['flaky']['failed']} of {r['flaky']['of']})"
+        repro = f"[{r['repro_lines']} lines]({_rel(base, r['repro'])})" if r.get("repro") else "-"
         lines.append(
-            f"| {_name(root, r['path'])} | {verdict} | {_culprit(r)} | {r.get('cluster') or '-'} "
-            f"| {r.get('repro_lines') or '-'} | {r.get('seconds', 0):.0f} |"
+            f"| {_link(base, root, r['path'])} | {verdict} | {_culprit(r)} "
+            f"| {r.get('cluster') or '-'} | {repro} | {r.get('seconds', 0):.0f} |"
             + (f" {_also(r)} |" if also else "")
         )
     lines += ["", "## Why", ""]
@@ -162,6 +177,38 @@ pre {{ background: #f6f8fa; padding: 8px; max-width: 70em; overflow-x: auto; }}
 """
 
 
+def issue_text(base: Path, doc: dict[str, Any], c: dict[str, Any]) -> str:
+    """A cluster as a bug report: title, culprit, the verified repro inline, its members,
+    the torch it was seen on (the shape of tcompile report's page, for many scripts)."""
+    root = _root(doc)
+    title = c.get("title") or f"[{c.get('stage') or 'torch.compile'}] {c['culprit']}"
+    members = [_name(root, m) for m in c["members"]]
+    lines = [
+        f"# {title}",
+        "",
+        "### 🐛 Describe the bug",
+        "",
+        f"{len(members)} script(s) fail the same way under `torch.compile` "
+        f"({c.get('kind') or 'failure'}). Culprit (tcompile bisect): **{c['culprit']}**.",
+        "",
+    ]
+    if c.get("repro") and Path(c["repro"]).is_file():
+        lines += [
+            "Repro (verified: `python repro.py` prints `REPRODUCED`, and passes with "
+            "`--backend eager`):",
+            "",
+            "```python",
+            Path(c["repro"]).read_text().rstrip(),
+            "```",
+            "",
+        ]
+    else:
+        lines += ["No verified repro: see the members.", ""]
+    lines += ["Scripts that show it:", ""] + [f"- `{m}`" for m in members]
+    lines += ["", "### Versions", "", f"torch {doc.get('torch') or '?'}", ""]
+    return "\n".join(lines)
+
+
 def write_pages(base: Path, doc: dict[str, Any]) -> tuple[str, str]:
     """triage.md and triage.html under ``base``; their paths.  Scripts are named from
     the folder they share, files under ``base`` from the pages themselves: no folder of
@@ -170,6 +217,9 @@ def write_pages(base: Path, doc: dict[str, Any]) -> tuple[str, str]:
 
     where = places([_root(doc)], None)
     where[os.path.abspath(base)] = ""  # links are relative to the pages, which live there
+    for c in doc["clusters"]:
+        (base / ISSUES).mkdir(parents=True, exist_ok=True)
+        _atomic(base / ISSUES / f"{c['id']}.md", scrub(issue_text(base, doc, c), where))
     return _atomic(base / layout.TRIAGE_MD, scrub(markdown(base, doc), where)), _atomic(
         base / layout.TRIAGE_HTML, scrub(page(base, doc), where)
     )

@@ -109,7 +109,9 @@ def test_verdicts_culprit_one_cluster_and_a_verified_repro(corpus):
     out = subprocess.run([sys.executable, c["repro"]], capture_output=True, text=True, timeout=600)
     assert out.returncode == 1 and "REPRODUCED" in out.stdout
     page = (d / "out" / "triage.md").read_text()
-    assert "| C1 |" in page and "own_bug.py" in page
+    assert f"| {c['id']} |" in page and "own_bug.py" in page
+    issue = (d / "out" / "issues" / f"{c['id']}.md").read_text()  # a ready issue text
+    assert "REPRODUCED" in issue and "relu_fn.py" in issue and "### Versions" in issue
     assert "<html" in (d / "out" / "triage.html").read_text()
     from test_report_e2e import assert_no_absolute_paths
 

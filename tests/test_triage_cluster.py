@@ -10,7 +10,7 @@ import pytest
 
 from tcompile.repro.jobs.triage import discover, script_key
 from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of, scores
-from tcompile.repro.triage_page import markdown, page
+from tcompile.repro.triage_page import markdown, page, write_pages
 
 
 def bug(
@@ -85,7 +85,12 @@ def test_one_bug_written_three_ways_is_one_cluster_and_same_text_different_bugs_
     assert len({by["model.py"], by["any.py"], by["inf.py"]}) == 3
     assert by["clean.py"] is None
     big = next(c for c in cs if len(c["members"]) == 3)
-    assert big["id"] == "C1" and big["repro"] == "/r/loop.py.py"  # the shortest repro
+    assert big["repro"] == "/r/loop.py.py" and big["verified"]  # the shortest repro
+    # ids stable: from the culprit and the representative, not from the list's order
+    again = cluster(
+        [dict(r, cluster=None) for r in reversed(rs)] + [result("z.py", bug("x", ["x"]))]
+    )
+    assert big["id"] in {c["id"] for c in again} and big["id"].startswith("C")
     truth = {"model.py": "a", "loop.py": "a", "oneliner.py": "a", "any.py": "b", "inf.py": "c"}
     assert scores(rs, truth) == {"precision": 1.0, "recall": 1.0, "pairs": 3}
     # grouping by message text puts all five together: precision falls
@@ -145,9 +150,19 @@ def test_pages_escape_and_list_every_script(tmp_path):
         "interrupted": False,
     }
     md = markdown(tmp_path, doc)
-    assert "| C1 |" in md and "c.py" in md
+    cid = cs[0]["id"]
+    assert f"| {cid} |" in md and "c.py" in md
+    assert f"[issues/{cid}.md](issues/{cid}.md)" in md  # the cluster's issue text, linked
     html = page(tmp_path, doc)
     assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
+    repro = tmp_path / "repros" / "r.py"
+    repro.parent.mkdir()
+    repro.write_text("print('REPRODUCED: x')\n")
+    cs[0].update(repro=str(repro), title="[inductor] sum gives wrong results")
+    write_pages(tmp_path, doc)
+    issue = (tmp_path / "issues" / f"{cid}.md").read_text()
+    assert issue.startswith("# [inductor] sum gives wrong results")
+    assert "print('REPRODUCED: x')" in issue and "- `<b>x</b>.py`" in issue
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
