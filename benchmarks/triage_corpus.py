@@ -52,6 +52,19 @@ def truth(has_gpu: bool) -> dict[str, tuple[str, str | None]]:
     return t
 
 
+def dupes_truth() -> tuple[dict[str, tuple[str, str | None]], set[str]]:
+    """fixtures/dupes (issue 52): path -> ("bug", the tracker's group); and the scripts
+    whose membership the tracker itself states (not marked weak in the manifest)."""
+    t: dict[str, tuple[str, str | None]] = {}
+    strong: set[str] = set()
+    for e in json.loads((FIX / "dupes" / "MANIFEST.json").read_text()):
+        path = str(FIX / "dupes" / e["file"])
+        t[path] = ("bug", e["group"])
+        if not str(e.get("relation", "")).startswith("weak"):
+            strong.add(str(Path(path).relative_to(ROOT)))
+    return t, strong
+
+
 def pairwise(labels: dict[str, str], truth_ids: dict[str, str]) -> dict[str, float]:
     paths = sorted(p for p in labels if truth_ids.get(p))
     tp = fp = fn = 0
@@ -82,16 +95,25 @@ def main() -> int:
         help="only the scripts whose path holds this (repeatable)",
     )
     ap.add_argument(
-        "--results", default=str(ROOT / "benchmarks" / "results" / "triage_corpus.json")
+        "--corpus",
+        choices=["default", "dupes"],
+        default="default",
+        help="dupes: fixtures/dupes, the tracker's duplicate groups (issue 52)",
     )
+    ap.add_argument("--results", default=None)
     a = ap.parse_args()
+    name = "triage_corpus.json" if a.corpus == "default" else "triage_dupes.json"
+    a.results = a.results or str(ROOT / "benchmarks" / "results" / name)
     try:
         import torch
 
         has_gpu = torch.cuda.is_available()
     except ImportError:
         has_gpu = False
-    t = truth(has_gpu)
+    strong: set[str] = set()
+    t = truth(has_gpu) if a.corpus == "default" else {}
+    if a.corpus == "dupes":
+        t, strong = dupes_truth()
     if a.only:
         t = {p: v for p, v in t.items() if any(o in p for o in a.only)}
     cmd = [
@@ -137,6 +159,12 @@ def main() -> int:
     ids = {s: r["bug"] for s, r in bugs.items()}
     ours = pairwise({s: r["cluster"] for s, r in bugs.items()}, ids)
     by_text = pairwise({s: (r["signature"] or "") for s, r in bugs.items()}, ids)
+    if strong:  # the pairs the tracker itself stated
+        ids_strong = {s: b for s, b in ids.items() if s in strong}
+        labels = {s: bugs[s]["cluster"] for s in ids_strong}
+        by_tracker = pairwise(labels, ids_strong)
+    else:
+        by_tracker = None
     seconds = sum(r["seconds"] or 0 for r in rows)
     summary = {
         "scripts": len(rows),
@@ -144,6 +172,8 @@ def main() -> int:
         "clusters": len(doc["clusters"]),
         "cluster_scores": ours,
         "by_exception_text": by_text,
+        "cluster_scores_tracker_stated": by_tracker,
+        "corpus": a.corpus,
         "wall_seconds": round(wall, 1),
         "triage_seconds": doc["seconds"],
         "script_seconds_sum": round(seconds, 1),

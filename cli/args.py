@@ -109,3 +109,16 @@ def warn_misplaced(argv: tuple[str, ...]) -> None:
                 err=True,
             )
             return
+
+
+def without(items: tuple[str, ...]) -> dict[str, Any] | None:
+    """``--without SUBSYSTEM:NAME ...`` as the run's bisection configuration (None: none
+    given, the run as it is); a bad one is a usage error."""
+    if not items:
+        return None
+    from tcompile.compiler.stack import without as parse
+
+    try:
+        return parse(list(items))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

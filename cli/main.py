@@ -88,6 +88,15 @@ def main() -> None:
     help="With --accuracy: name the first node of a failing graph whose values go "
     "wrong, and its kernel (compiles prefixes of that graph; default on).",
 )
+@click.option(
+    "--without",
+    "without",
+    multiple=True,
+    metavar="SUBSYSTEM:NAME",
+    help="Turn one inductor culprit off wherever it applies (repeatable): lowerings:sum, "
+    "post_grad_passes:NAME, decomposition:aten.silu.default, config:fallback_random "
+    "(bisect's `without`). Does the failure go away with it?",
+)
 @program_argument
 def run(
     backend: str | None,
@@ -100,6 +109,7 @@ def run(
     trace: str | None,
     record_all: bool,
     localize: bool,
+    without: tuple[str, ...],
     argv: tuple[str, ...],
 ) -> None:
     """Run SCRIPT [ARGS] (or -- COMMAND ...) under the wrapped torch.compile stack.
@@ -121,6 +131,7 @@ def run(
             record="all" if record_all else "failures",
             trace=args.abs_dir(trace),
             localize=localize,
+            bisect=args.without(without),
             **app.common(out, timeout, as_json),
         )
 

@@ -54,6 +54,49 @@ TOGGLES: dict[str, dict[str, Any]] = {
 }
 
 
+def without(items: list[str]) -> dict[str, Any]:
+    """``--without SUBSYSTEM:NAME`` (repeatable) as a run's bisection configuration:
+    every application of that subsystem with that name off wherever it happens
+    (``lowerings:sum``, ``post_grad_passes:normalization_aten_pass``,
+    ``decomposition:aten.silu.default``), or ``config:TOGGLE`` changed as torch's
+    bisector changes it (``config:fallback_random``).  ValueError: not one of these."""
+    subsystems = {s for subs in SUBSYSTEMS.values() for s in subs}
+    toggles = {k: v for t in TOGGLES.values() for k, v in t.items()}
+    off: dict[str, list[str]] = {}
+    changed: dict[str, Any] = {}
+    for item in items:
+        sub, sep, name = item.partition(":")
+        if not sep or not name:
+            raise ValueError(f"--without {item!r}: expected SUBSYSTEM:NAME (lowerings:sum)")
+        if sub == "config":
+            if name not in toggles:
+                raise ValueError(
+                    f"--without {item!r}: config is one of {', '.join(sorted(toggles))}"
+                )
+            changed[name] = toggles[name]
+        elif sub in subsystems:
+            off.setdefault(sub, []).append(name)
+        else:
+            known = ", ".join(sorted(subsystems | {"config"}))
+            raise ValueError(f"--without {item!r}: the subsystem is one of {known}")
+    return {"limits": {}, "toggles": changed, "off": off}
+
+
+def without_of(subsystem: str | None, detail: str | None) -> str | None:
+    """A bisect culprit as ``--without``'s argument (None: bisect named no subsystem, or
+    a toggle it cannot name): ``lowerings`` ``sum_3`` -> ``lowerings:sum``."""
+    import re
+
+    if not subsystem or not detail:
+        return None
+    if subsystem == "config":
+        name = detail.split("=", 1)[0].strip()
+        return f"config:{name}" if name else None
+    if subsystem == "lowerings":
+        detail = re.sub(r"_\d+$", "", detail)
+    return f"{subsystem}:{detail}"
+
+
 #: torch releases (major.minor) this repository's suite has been run against (docs/layout.md
 #: "Versions"); others run, with one warning line.
 TESTED_TORCH: tuple[str, ...] = ("2.11", "2.13", "2.14")

@@ -33,8 +33,12 @@ class Counter:
         limits: dict[str, int],
         skip: dict[str, list[int]] | None = None,
         graph: int | None = None,
+        off: dict[str, list[str]] | None = None,
     ) -> None:
         self.limits = limits
+        # applications disabled by name wherever they happen (``tcompile run --without
+        # lowerings:sum``): a culprit another script's bisect named (triage)
+        self.off = {k: set(v) for k, v in (off or {}).items()}
         # limits and skips about one Dynamo graph's compile alone, its applications
         # numbered from 0 as in a compile of that graph alone (capture_bisect.py's
         # whole-program confirmation); the other graphs' are enabled and not counted
@@ -65,6 +69,7 @@ class Counter:
             apps.append("")
         limit = self.limits.get(subsystem)
         off = index in self.skip.get(subsystem, ()) or (limit is not None and index >= limit)
+        off = off or (bool(self.off) and named(subsystem, apps[-1]) in self.off.get(subsystem, ()))
         self._last = None if off else (subsystem, index)
         return off
 
@@ -113,6 +118,7 @@ def install(bisect: dict[str, Any]) -> Counter:
         {k: int(v) for k, v in (bisect.get("limits") or {}).items()},
         {k: [int(i) for i in v] for k, v in (bisect.get("skip") or {}).items()},
         graph=bisect.get("graph"),
+        off=bisect.get("off"),
     )
     counter = _counter
 
@@ -195,6 +201,14 @@ def counting(bisect: dict[str, Any] | None) -> Iterator[Counter | None]:
             finally:
                 c.effects()
                 uninstall(previous)
+
+
+def named(subsystem: str, detail: str) -> str:
+    """An application's name across programs: a lowering by its op (``sum_3`` -> ``sum``:
+    the node's number is the program's), anything else as it is described."""
+    import re
+
+    return re.sub(r"_\d+$", "", detail) if subsystem == "lowerings" else detail
 
 
 def op_name(info: str) -> str:

@@ -58,6 +58,15 @@ class BisectReport:
     confirmed: str | None = None
     fallback: str | None = None
     capture: str | None = None  # the saved graph it was found on (minify starts there)
+    # the culprit as ``tcompile run --without``'s argument, for any program: does it
+    # make another script's failure go away too?  (triage's membership check)
+    without: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.without is None and self.exit_code == ExitCode.COMPILER_FAILURE:
+            from tcompile.compiler.stack import without_of
+
+            self.without = without_of(self.subsystem, self.detail)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

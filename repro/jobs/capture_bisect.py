@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,7 @@ class CaptureBisect:
         self.why = ""
         self.judged = 0
         self.pool: Any = None
+        self.lock = threading.Lock()
 
     # ---- the worker ------------------------------------------------------------
 
@@ -116,7 +118,7 @@ class CaptureBisect:
         self.pool = WorkerPool(
             [sys.executable, "-c", LAUNCHER_WORKER],
             config,
-            jobs=1,
+            jobs=self.b.jobs,  # --jobs N: N workers, N points of the search at once
             work_dir=str(work / "workers"),
             target=self.target.signature,
         )
@@ -127,7 +129,9 @@ class CaptureBisect:
         self, label: str, stage: str | None = None, bisect: dict[str, Any] | None = None
     ) -> tuple[bool, dict[str, Any]]:
         """One compile of the captured graph: does the target failure show?"""
-        self.judged += 1
+        with self.lock:
+            self.judged += 1
+            n = self.judged
         t0 = time.monotonic()
         reply: dict[str, Any] = {}
         request: dict[str, Any] = {"bisect": bisect or {"limits": {}, "toggles": {}}}
@@ -137,7 +141,7 @@ class CaptureBisect:
         same = verdict is Verdict.SAME_FAILURE
         step = {
             "run": None,
-            "judgement": self.judged,
+            "judgement": n,
             "what": f"captured graph {self.target.graph}: {label}",
             "failed": same,
             "verdict": verdict.value,
@@ -193,17 +197,20 @@ class CaptureBisect:
             f"inside {stage}: {len(items)} toggles and applications, on the captured graph"
         )
 
-        def fails(pts: list[int]) -> list[bool]:
-            out = []
-            for p in pts:
-                what = describe(items[p - 1]) if p else "none"
-                cfg = prefix_config(stage, items, p)
-                out.append(
-                    self.judge(f"enable {p} of {len(items)} ({what})", self.stage_arg, cfg)[0]
-                )
-            return out
+        def one(p: int) -> bool:
+            what = describe(items[p - 1]) if p else "none"
+            cfg = prefix_config(stage, items, p)
+            return self.judge(f"enable {p} of {len(items)} ({what})", self.stage_arg, cfg)[0]
 
-        k = first_failing(-1, len(items), fails)
+        def fails(pts: list[int]) -> list[bool]:
+            if len(pts) == 1:
+                return [one(pts[0])]
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(len(pts)) as ex:
+                return list(ex.map(one, pts))
+
+        k = first_failing(-1, len(items), fails, width=self.b.jobs)
         if k <= 0:
             found["switch"] = None  # fails with everything off: elsewhere in the stage
             return found

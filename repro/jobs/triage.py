@@ -192,7 +192,7 @@ def run_triage(
     for r in ordered:
         if r.get("raw_bug"):
             r["culprit"], r["minimal"] = culprit_of(r["raw_bug"]), minimal_of(r["raw_bug"])
-    clusters = cluster(ordered)
+    clusters, interrupted = _checked(base, ordered, interrupted, jobs, timeout, observer)
     counts = {
         v: sum(r["verdict"] == v for r in ordered)
         for v in ("bug", "clean", "not_compiler", "flaky", "timeout", "needs_gpu", "error")
@@ -226,6 +226,27 @@ def run_triage(
     report.page, report.html = write_pages(base, report.to_json())
     write_json(base / layout.TRIAGE_JSON, report.to_json())
     return report
+
+
+def _checked(
+    base: Path,
+    ordered: list[dict[str, Any]],
+    interrupted: bool,
+    jobs: int,
+    timeout: float,
+    observer: Observer,
+) -> tuple[list[dict[str, Any]], bool]:
+    """The clusters the reports propose, checked by running (triage_switch.py)."""
+    clusters = cluster(ordered)
+    if interrupted or len(clusters) < 2:
+        return clusters, interrupted
+    from .triage_switch import merge
+
+    observer.status("triage: do other clusters' culprits, turned off, explain each cluster?")
+    try:
+        return merge(base, ordered, clusters, jobs=jobs, timeout=timeout), False
+    except KeyboardInterrupt:
+        return clusters, True
 
 
 def _also_all(

@@ -1,0 +1,151 @@
+"""Duplicates checked by running (issue 52): does another cluster's culprit, turned off,
+make this cluster's failure go away?
+
+The clusters of triage_cluster.py come from what the reports say (culprit, minimal
+graph); they only *propose*.  Two clusters are one bug when the representative of one
+passes with the other's culprit off: ``tcompile run --without SUBSYSTEM:NAME`` (that
+lowering, pass, decomposition or toggle off wherever it applies; bisect's ``without``),
+one run of the program.  Its own runs already failed with the culprit on.  So a bug
+reached through another op (a crash and a wrong value of one SDPA pattern) joins the
+cluster whose culprit explains it, and the same failure text from two causes stays
+apart.
+
+Proposals, per cluster: the others on the same device whose culprit is a subsystem's
+application, most alike first (the same ``without``, the same subsystem, ops of the
+minimal graphs in common), at most ``PER_CLUSTER``.  A pair is asked once: the answer
+is cached beside the scripts' results (``cache/without-KEY-HASH.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler import layout
+from tcompile.compiler.runner import write_json
+
+PER_CLUSTER = 3  # checks of one cluster against others (the most alike first)
+
+
+def without_of(r: dict[str, Any]) -> str | None:
+    return ((r.get("raw_bug") or {}).get("bisect") or {}).get("without")
+
+
+def _ops(r: dict[str, Any]) -> set[str]:
+    return set((r.get("minimal") or {}).get("ops") or [])
+
+
+def proposals(
+    clusters: list[dict[str, Any]], by_path: dict[str, dict[str, Any]]
+) -> list[tuple[str, str, str]]:
+    """(cluster asked, cluster whose culprit is turned off, its ``without``) to check."""
+    out = []
+    for a in clusters:
+        ra = by_path[a["representative"]]
+        scored = []
+        for b in clusters:
+            if b is a:
+                continue
+            rb = by_path[b["representative"]]
+            off = without_of(rb)
+            device = (ra.get("minimal") or {}).get("device") == (rb.get("minimal") or {}).get(
+                "device"
+            )
+            if not off or not device or off == without_of(ra):
+                continue  # nothing to turn off, another device, or already the same culprit
+            sub = off.split(":", 1)[0]
+            mine = (without_of(ra) or "").split(":", 1)[0]
+            common = len(_ops(ra) & _ops(rb))
+            if sub != mine and not common:
+                continue  # nothing in common: not proposed
+            scored.append((sub == mine, common, b["id"], off))
+        scored.sort(reverse=True)
+        out += [(a["id"], bid, off) for _, _, bid, off in scored[:PER_CLUSTER]]
+    return out
+
+
+def check(
+    base: Path, r: dict[str, Any], off: str, timeout: float, python: str | None = None
+) -> dict[str, Any]:
+    """``tcompile run --without OFF`` of one script (cached): ``passes`` when the run
+    found no compiler failure (exit 0)."""
+    digest = hashlib.sha256(off.encode()).hexdigest()[:12]
+    cached = base / layout.TRIAGE_CACHE / f"without-{r.get('key', 'x')[:16]}-{digest}.json"
+    if cached.is_file():
+        return json.loads(cached.read_text())
+    cmd = [python or sys.executable, "-m", "tcompile", "run", "--json", "--without", off]
+    cmd += ["--timeout", str(int(timeout)), "--out", str(base / "without"), r["path"]]
+    t0 = time.monotonic()
+    try:
+        done = subprocess.run(
+            [*cmd, *(r.get("args") or [])],
+            capture_output=True,
+            text=True,
+            timeout=timeout + 60,
+            cwd=str(Path(r["path"]).parent),
+            stdin=subprocess.DEVNULL,
+        )
+        code: int | None = done.returncode
+    except subprocess.TimeoutExpired:
+        code = None
+    res = {"without": off, "exit_code": code, "passes": code == 0}
+    res["seconds"] = round(time.monotonic() - t0, 2)
+    write_json(cached, res)
+    return res
+
+
+def merge(
+    base: Path,
+    results: list[dict[str, Any]],
+    clusters: list[dict[str, Any]],
+    *,
+    jobs: int = 1,
+    timeout: float = 300.0,
+    run: Any = None,
+) -> list[dict[str, Any]]:
+    """The clusters after the checks: a cluster whose representative passes with
+    another's culprit off joins it (its members with it).  ``run``: the check (tests
+    pass a fake); each result keeps ``cluster_by_report`` (before) and ``joined``."""
+    run = run or (lambda r, off: check(base, r, off, timeout))
+    by_path = {r["path"]: r for r in results}
+    by_id = {c["id"]: c for c in clusters}
+    for r in results:
+        if r.get("cluster"):
+            r["cluster_by_report"] = r["cluster"]
+    asks = proposals(clusters, by_path)
+    with ThreadPoolExecutor(max(1, jobs)) as ex:
+        answers = list(ex.map(lambda q: run(by_path[by_id[q[0]]["representative"]], q[2]), asks))
+    parent = {c["id"]: c["id"] for c in clusters}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for (a, b, off), ans in zip(asks, answers):
+        if ans.get("passes") and find(a) != find(b):
+            parent[find(a)] = find(b)
+            by_id[a]["joined"] = {"cluster": b, "without": off, "exit_code": ans.get("exit_code")}
+    out: dict[str, dict[str, Any]] = {}
+    for c in clusters:
+        root = find(c["id"])
+        if root not in out:
+            out[root] = dict(by_id[root], members=[], checks=[])
+        out[root]["members"] += c["members"]
+        if c["id"] != root:
+            out[root]["checks"].append({"cluster": c["id"], **c["joined"]})
+    for c in out.values():
+        for m in c["members"]:
+            by_path[m]["cluster"] = c["id"]
+            if by_path[m].get("cluster_by_report") != c["id"]:
+                by_path[m]["joined"] = {"cluster": c["id"], "checked_by_running": True}
+    merged = sorted(out.values(), key=lambda c: (-len(c["members"]), c["culprit"] or "", c["id"]))
+    for c in merged:
+        c["asked"] = sum(1 for q in asks if find(q[0]) == c["id"] or q[1] == c["id"])
+    return merged
