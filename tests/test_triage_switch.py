@@ -100,3 +100,22 @@ def test_the_counter_turns_a_named_application_off_wherever_it_happens():
     ]
     assert c.disable("inductor", "post_grad_passes", lambda: "split_pass") is True
     assert c.disable("inductor", "post_grad_passes", lambda: "other_pass") is False
+
+
+@pytest.mark.slow
+def test_run_without_the_culprit_passes_and_without_another_fails(tmp_path):
+    import json
+
+    from helpers import FIXTURES, run_tcompile
+
+    script = str(FIXTURES / "cpp_relu_compile_error.py")
+    off = run_tcompile(
+        "run", "--json", "--without", "lowerings:relu", "--out", str(tmp_path), script
+    )
+    assert off.returncode == 0, off.stdout[-2000:]
+    other = run_tcompile(
+        "run", "--json", "--without", "lowerings:sum", "--out", str(tmp_path), script
+    )
+    assert other.returncode == 1 and json.loads(other.stdout)["failures"]
+    bad = run_tcompile("run", "--json", "--without", "lowering:relu", script)
+    assert bad.returncode == 2 and "the subsystem is one of" in json.loads(bad.stdout)["error"]
