@@ -60,20 +60,36 @@ def test_backward_only_bug(tmp_path):
     doc = bisect(tmp_path, "backward_only.py", "--accuracy")
     assert doc["stage"] == "inductor" and doc["graph_kind"] == "backward"
     assert doc["subsystem"] == "post_grad_passes"
+    # a gradient found wrong in the backward: the checked call's own inputs were saved
+    # (the graph is called once) and the bisect ran on them (capture_bisect.py)
+    assert doc["from_capture"] and doc["runs"] == 2, doc["fallback"]
 
 
-def test_multi_graph_names_the_graph(tmp_path):
-    # the program bisect (its probes fork); from the capture: test_capture_bisect.py
-    doc = bisect(tmp_path, "multi_graph.py", "--accuracy", "--whole-program")
-    assert doc["graph"] == 1
-    assert (doc["subsystem"], doc["detail"]) == ("lowerings", "relu")
+def test_multi_graph_names_the_graph_both_ways(tmp_path):
+    """The program bisect (--whole-program, its probes forked) and the bisect on the
+    saved graph (the default) name the same culprit; the second in two program runs."""
+    before = bisect(tmp_path / "w", "multi_graph.py", "--accuracy", "--whole-program")
+    assert before["graph"] == 1 and not before["from_capture"]
+    assert (before["subsystem"], before["detail"]) == ("lowerings", "relu")
     # probes forked from a server that imported torch, after one forked run checked it
-    assert doc["forked"]["check_runs"] == 1 and doc["forked"]["probes"] >= 1, doc["forked"]
+    assert before["forked"]["check_runs"] == 1 and before["forked"]["probes"] >= 1
+    after = bisect(tmp_path / "c", "multi_graph.py", "--accuracy")
+    culprit = ("exit_code", "stage", "graph", "subsystem", "detail")
+    assert [after[k] for k in culprit] == [before[k] for k in culprit]
+    assert after["from_capture"] and after["runs"] == 2 and after["confirmed"] == "pass"
+    # numbered in graph 1's compile alone: that relu, in that graph, off
+    skip = {"lowerings": [after["application"]]}
+    assert after["switch"] == {"limits": {}, "toggles": {}, "skip": skip, "graph": 1}
+    assert after["bad"]["TORCH_BISECT_SUBSYSTEM"] == "lowerings"
+    judged = [s for s in after["steps"] if s["run"] is None]
+    assert len(judged) == after["graph_judgements"] >= 3
 
 
 def test_custom_backend_and_capture_and_clean(tmp_path):
     doc = bisect(tmp_path / "a", "custom_backend.py")
     assert doc["stage"] == "my_compiler" and doc["exit_code"] == 1
+    # from the saved graph; the stage below the program's backend confirms it
+    assert doc["from_capture"] and doc["runs"] == 2, doc["fallback"]
     # (a capture failure's bisect: test_capture_minify.py, bisect and replay go on to minify)
     doc = bisect(tmp_path / "c", "clean.py")
     assert doc["exit_code"] == 0 and "never fails" in doc["message"]

@@ -86,46 +86,8 @@ def test_minify_starts_from_the_capture_only_at_its_own_stage():
     assert "capture" not in r.minify_args()
 
 
-def _bisect(tmp_path, fixture, *flags):
-    r = run_tcompile(
-        "bisect", "--json", "--jobs", "1", "--out", str(tmp_path), *flags, str(FIXTURES / fixture)
-    )
-    assert "Traceback" not in r.stdout, r.stderr[-3000:]
-    return json.loads(r.stdout)
-
-
-def _culprit(doc):
-    return tuple(doc[k] for k in ("exit_code", "stage", "graph", "subsystem", "detail"))
-
-
-@pytest.mark.slow
-def test_the_capture_names_the_program_bisects_culprit_in_two_runs(tmp_path):
-    before = _bisect(tmp_path / "w", "multi_graph.py", "--accuracy", "--whole-program")
-    after = _bisect(tmp_path / "c", "multi_graph.py", "--accuracy")
-    assert _culprit(after) == _culprit(before) == (1, "inductor", 1, "lowerings", "relu")
-    assert not before["from_capture"] and before["runs"] >= 3
-    assert after["from_capture"] and after["runs"] == 2 and after["confirmed"] == "pass", after
-    # numbered in graph 1's compile alone: that relu, in that graph, off
-    skip = {"lowerings": [after["application"]]}
-    assert after["switch"] == {"limits": {}, "toggles": {}, "skip": skip, "graph": 1}
-    assert after["bad"]["TORCH_BISECT_SUBSYSTEM"] == "lowerings"
-    judged = [s for s in after["steps"] if s["run"] is None]
-    assert len(judged) == after["graph_judgements"] >= 3
-
-
-@pytest.mark.slow
-def test_a_wrong_gradient_and_a_custom_backend_from_the_capture(tmp_path):
-    """A gradient found wrong in the backward: the checked call's own inputs are saved
-    (the graph is called once); a program's own backend: the stage below it confirms."""
-    doc = _bisect(tmp_path / "b", "backward_only.py", "--accuracy")
-    assert doc["from_capture"] and doc["runs"] == 2, doc["fallback"]
-    assert (doc["stage"], doc["graph_kind"], doc["subsystem"]) == (
-        "inductor",
-        "backward",
-        "post_grad_passes",
-    )
-    doc = _bisect(tmp_path / "u", "custom_backend.py")
-    assert doc["from_capture"] and doc["runs"] == 2 and doc["stage"] == "my_compiler", doc
+# the program bisect and the bisect on the saved graph, compared on a real run; a
+# gradient and a program's own backend from the capture: tests/test_bisect_e2e.py
 
 
 @pytest.mark.slow
