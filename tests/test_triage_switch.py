@@ -61,6 +61,28 @@ def test_a_cluster_joins_the_one_whose_culprit_off_makes_it_pass(tmp_path):
     assert ("sdpa_crash.py", "joint_graph_passes:pass_pattern_0") in asked
 
 
+def test_chains_of_joins_keep_every_cluster_and_say_each_check(tmp_path):
+    """A joins B, then B joins C (A's set, through its root, joins C): every member ends
+    in C's cluster and each join is said once."""
+    rs = _results()
+    rs.append(
+        _with_without(
+            result("sdpa_more.py", bug("bmm", ["bmm", "softmax", "div"], kind="compile",
+                                       subsystem="lowerings", detail="softmax_1")),
+            "lowerings:softmax",
+        )
+    )  # fmt: skip
+    cs = cluster(rs)
+    def run(r, off):  # every SDPA script passes with any SDPA culprit off
+        return {"passes": "argmax" not in r["path"] and "argmax" not in off}
+
+    merged = merge(tmp_path, rs, cs, run=run)
+    by = {r["path"]: r["cluster"] for r in rs}
+    assert by["sdpa_wrong.py"] == by["sdpa_crash.py"] == by["sdpa_more.py"] != by["argmax.py"]
+    (big,) = [c for c in merged if len(c["members"]) == 3]
+    assert len(big["checks"]) == 2
+
+
 def test_proposals_skip_the_same_culprit_and_other_devices():
     rs = _results()
     rs[1]["minimal"] = {**rs[1]["minimal"], "device": "cuda"}

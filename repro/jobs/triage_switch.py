@@ -129,9 +129,15 @@ def merge(
         return x
 
     for (a, b, off), ans in zip(asks, answers):
-        if ans.get("passes") and find(a) != find(b):
-            parent[find(a)] = find(b)
-            by_id[a]["joined"] = {"cluster": b, "without": off, "exit_code": ans.get("exit_code")}
+        ra, rb = find(a), find(b)
+        if ans.get("passes") and ra != rb:
+            parent[ra] = rb  # a's set (a, or what a joined before) joins b's
+            by_id[ra]["joined"] = {
+                "cluster": b,
+                "asked": a,
+                "without": off,
+                "exit_code": ans.get("exit_code"),
+            }
     out: dict[str, dict[str, Any]] = {}
     for c in clusters:
         root = find(c["id"])
