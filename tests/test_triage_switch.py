@@ -46,19 +46,32 @@ def test_a_cluster_joins_the_one_whose_culprit_off_makes_it_pass(tmp_path):
 
     def run(r, off):
         asked.append((r["path"], off))
-        # the crash goes away with the SDPA pattern pass off; nothing else helps anyone
-        return {"passes": r["path"] == "sdpa_crash.py" and off.startswith("joint_graph")}
+        # the crash goes away with the SDPA pattern pass off, and the wrong value with the
+        # crash's culprit off (asked back: both ways); nothing else helps anyone
+        crash = r["path"] == "sdpa_crash.py" and off.startswith("joint_graph")
+        return {"passes": crash or (r["path"] == "sdpa_wrong.py" and off == "lowerings:bmm")}
 
     merged = merge(tmp_path, rs, cs, run=run)
     by = {r["path"]: r for r in rs}
     assert by["sdpa_crash.py"]["cluster"] == by["sdpa_wrong.py"]["cluster"]
     assert by["argmax.py"]["cluster"] != by["sdpa_wrong.py"]["cluster"]
-    assert by["sdpa_crash.py"]["cluster_by_report"] != by["sdpa_crash.py"]["cluster"]
+    assert by["sdpa_crash.py"]["cluster_by_report"] != by["sdpa_wrong.py"]["cluster_by_report"]
     (big,) = [c for c in merged if len(c["members"]) == 2]
-    assert big["checks"][0]["without"] == "joint_graph_passes:pass_pattern_0"
+    assert big["checks"][0]["without"] in ("joint_graph_passes:pass_pattern_0", "lowerings:bmm")
     # argmax shares no op and no subsystem with the SDPA pair's pass: never proposed there
     assert ("argmax.py", "joint_graph_passes:pass_pattern_0") not in asked
     assert ("sdpa_crash.py", "joint_graph_passes:pass_pattern_0") in asked
+    assert ("sdpa_wrong.py", "lowerings:bmm") in asked  # the way back
+
+
+def test_one_way_is_not_enough(tmp_path):
+    """A switch broad enough to make an unrelated program pass (every lowering of a
+    common op off) does not join two clusters unless the other's culprit, off, makes
+    the first pass too."""
+    rs = _results()
+    cs = cluster(rs)
+    merged = merge(tmp_path, rs, cs, run=lambda r, off: {"passes": r["path"] == "sdpa_crash.py"})
+    assert len(merged) == 3 and all(not c["checks"] for c in merged)
 
 
 def test_chains_of_joins_keep_every_cluster_and_say_each_check(tmp_path):
@@ -73,6 +86,7 @@ def test_chains_of_joins_keep_every_cluster_and_say_each_check(tmp_path):
         )
     )  # fmt: skip
     cs = cluster(rs)
+
     def run(r, off):  # every SDPA script passes with any SDPA culprit off
         return {"passes": "argmax" not in r["path"] and "argmax" not in off}
 

@@ -12,8 +12,11 @@ apart.
 
 Proposals, per cluster: the others on the same device whose culprit is a subsystem's
 application, most alike first (the same ``without``, the same subsystem, ops of the
-minimal graphs in common), at most ``PER_CLUSTER``.  A pair is asked once: the answer
-is cached beside the scripts' results (``cache/without-KEY-HASH.json``).
+minimal graphs in common), at most ``PER_CLUSTER``.  A pair is asked both ways where
+both have a culprit: B's off must make A pass and A's off B (turning every lowering of
+``add`` off makes unrelated programs pass too: on the dupes corpus an argmax bug joined
+the bf16 round trip's cluster that way).  Each answer is cached beside the scripts'
+results (``cache/without-KEY-HASH.json``).
 """
 
 from __future__ import annotations
@@ -57,16 +60,16 @@ def proposals(
             device = (ra.get("minimal") or {}).get("device") == (rb.get("minimal") or {}).get(
                 "device"
             )
-            if not off or not device or off == without_of(ra):
-                continue  # nothing to turn off, another device, or already the same culprit
+            if not off or not device:
+                continue  # nothing to turn off, or another device
             sub = off.split(":", 1)[0]
             mine = (without_of(ra) or "").split(":", 1)[0]
             common = len(_ops(ra) & _ops(rb))
             if sub != mine and not common:
                 continue  # nothing in common: not proposed
-            scored.append((sub == mine, common, b["id"], off))
+            scored.append((off == without_of(ra), sub == mine, common, b["id"], off))
         scored.sort(reverse=True)
-        out += [(a["id"], bid, off) for _, _, bid, off in scored[:PER_CLUSTER]]
+        out += [(a["id"], bid, off) for *_, bid, off in scored[:PER_CLUSTER]]
     return out
 
 
@@ -119,8 +122,23 @@ def merge(
         if r.get("cluster"):
             r["cluster_by_report"] = r["cluster"]
     asks = proposals(clusters, by_path)
+    # both ways: B's culprit off makes A pass, and A's own culprit off makes B pass (a
+    # broad switch -- every lowering of ``add`` off -- makes many programs pass alone)
+    back = []
+    for a, b, _ in asks:
+        mine = without_of(by_path[by_id[a]["representative"]])
+        if mine:
+            back.append((b, a, mine))
+    asked = list(dict.fromkeys(asks + back))
     with ThreadPoolExecutor(max(1, jobs)) as ex:
-        answers = list(ex.map(lambda q: run(by_path[by_id[q[0]]["representative"]], q[2]), asks))
+        got = list(ex.map(lambda q: run(by_path[by_id[q[0]]["representative"]], q[2]), asked))
+    answer = dict(zip(asked, got))
+    answers = []
+    for a, b, off in asks:
+        mine = without_of(by_path[by_id[a]["representative"]])
+        reverse = answer.get((b, a, mine), {"passes": True}) if mine else {"passes": True}
+        both = bool(answer[(a, b, off)].get("passes") and reverse.get("passes"))
+        answers.append({**answer[(a, b, off)], "passes": both, "reverse": reverse})
     parent = {c["id"]: c["id"] for c in clusters}
 
     def find(x: str) -> str:
@@ -153,5 +171,5 @@ def merge(
                 by_path[m]["joined"] = {"cluster": c["id"], "checked_by_running": True}
     merged = sorted(out.values(), key=lambda c: (-len(c["members"]), c["culprit"] or "", c["id"]))
     for c in merged:
-        c["asked"] = sum(1 for q in asks if find(q[0]) == c["id"] or q[1] == c["id"])
+        c["asked"] = sum(1 for q in asked if find(q[0]) == c["id"])
     return merged
