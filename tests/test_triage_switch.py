@@ -24,8 +24,8 @@ def _results() -> list[dict]:
     # bisect named another application; a third, unrelated bug on the same ops
     wrong = _with_without(
         result("sdpa_wrong.py", bug("bmm", ["bmm", "softmax"], subsystem="joint_graph_passes",
-                                    detail="pass_pattern_0")),
-        "joint_graph_passes:pass_pattern_0",
+                                    detail="fuse_attention_pattern")),
+        "joint_graph_passes:fuse_attention_pattern",
     )  # fmt: skip
     crash = _with_without(
         result("sdpa_crash.py", bug("bmm", ["bmm", "softmax", "mul"], kind="runtime",
@@ -57,11 +57,24 @@ def test_a_cluster_joins_the_one_whose_culprit_off_makes_it_pass(tmp_path):
     assert by["argmax.py"]["cluster"] != by["sdpa_wrong.py"]["cluster"]
     assert by["sdpa_crash.py"]["cluster_by_report"] != by["sdpa_wrong.py"]["cluster_by_report"]
     (big,) = [c for c in merged if len(c["members"]) == 2]
-    assert big["checks"][0]["without"] in ("joint_graph_passes:pass_pattern_0", "lowerings:bmm")
+    assert big["checks"][0]["without"] in (
+        "joint_graph_passes:fuse_attention_pattern",
+        "lowerings:bmm",
+    )
     # argmax shares no op and no subsystem with the SDPA pair's pass: never proposed there
-    assert ("argmax.py", "joint_graph_passes:pass_pattern_0") not in asked
-    assert ("sdpa_crash.py", "joint_graph_passes:pass_pattern_0") in asked
+    assert ("argmax.py", "joint_graph_passes:fuse_attention_pattern") not in asked
+    assert ("sdpa_crash.py", "joint_graph_passes:fuse_attention_pattern") in asked
     assert ("sdpa_wrong.py", "lowerings:bmm") in asked  # the way back
+
+
+def test_a_whole_pattern_pass_is_never_proposed():
+    """pass_pattern_0 holds every SDPA pattern (and more): two bugs in two patterns both
+    pass with it off; that says nothing of one bug."""
+    rs = _results()
+    _with_without(rs[0], "joint_graph_passes:pass_pattern_0")
+    cs = cluster(rs)
+    asks = proposals(cs, {r["path"]: r for r in rs})
+    assert all(not off.endswith("pass_pattern_0") for _, _, off in asks)
 
 
 def test_one_way_is_not_enough(tmp_path):
