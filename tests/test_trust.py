@@ -257,7 +257,8 @@ def test_sigterm_during_bisect_reports_the_narrowest_range(tmp_path):
                 *tcompile_cmd(),
                 "bisect",
                 "--json",
-                "--out",
+                "--whole-program",  # the program bisect: a probe is a run (from the
+                "--out",  # saved graph there is no run 4: capture_bisect.py)
                 str(tmp_path / "out"),
                 str(FIXTURES / "cpp_relu_compile_error.py"),
             ],
