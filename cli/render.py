@@ -78,8 +78,11 @@ class ConsoleObserver:
             )
         elif kind == "bisect_step":
             verdict = "[red]fails[/red]" if e.get("failed") else "[green]passes[/green]"
+            which = (
+                f"run {e['run']}" if e.get("run") is not None else f"compile {e.get('judgement')}"
+            )
             self.console.print(
-                f"tcompile: run {e.get('run')}: {e.get('what')} -> {verdict} ({e.get('seconds')}s)",
+                f"tcompile: {which}: {e.get('what')} -> {verdict} ({e.get('seconds')}s)",
                 highlight=False,
             )
         elif kind == "minify_progress":

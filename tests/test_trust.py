@@ -276,6 +276,24 @@ def test_sigterm_during_bisect_reports_the_narrowest_range(tmp_path):
     assert doc["message"].startswith("INTERRUPTED")
 
 
+@pytest.mark.extended
+def test_sigterm_during_the_capture_bisect_reports_the_narrowest_range(tmp_path):
+    """The same from the saved graph: the range is of that graph's applications."""
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as e:
+        proc = subprocess.Popen(
+            [*tcompile_cmd(), "bisect", "--json", "--out", str(tmp_path / "out"),
+             str(FIXTURES / "cpp_relu_compile_error.py")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=e, text=True,
+        )  # fmt: skip
+        _wait_for(err, "captured graph 0: enable")  # inside the stage, on the graph
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=300)
+    doc = json.loads(out)
+    assert doc["interrupted"] is True and proc.returncode == 130, err.read_text()[-2000:]
+    assert doc["stage"] == "inductor" and doc["candidates"]
+
+
 def test_every_attribute_a_repro_reads_is_defined():
     """An interrupted minify kept a graph with tensor constants (get_attr nodes) and the
     repro died: 'Repro' object has no attribute '_tensor_constant0'."""

@@ -210,7 +210,9 @@ class CaptureBisect:
             with ThreadPoolExecutor(len(pts)) as ex:
                 return list(ex.map(one, pts))
 
-        k = first_failing(-1, len(items), fails, width=self.b.jobs)
+        # an interrupt names the narrowest range so far (bisection._Bisection.interrupted)
+        self.job.items = items
+        k = first_failing(-1, len(items), fails, width=self.b.jobs, track=self.job.track)
         if k <= 0:
             found["switch"] = None  # fails with everything off: elsewhere in the stage
             return found
