@@ -82,19 +82,23 @@ def without(items: list[str]) -> dict[str, Any]:
     return {"limits": {}, "toggles": changed, "off": off}
 
 
+def application_name(subsystem: str, detail: str) -> str:
+    """An application's name across programs: a lowering by its op (``sum_3`` -> ``sum``:
+    the node's number is the program's), anything else as it is described."""
+    import re
+
+    return re.sub(r"_\d+$", "", detail) if subsystem == "lowerings" else detail
+
+
 def without_of(subsystem: str | None, detail: str | None) -> str | None:
     """A bisect culprit as ``--without``'s argument (None: bisect named no subsystem, or
     a toggle it cannot name): ``lowerings`` ``sum_3`` -> ``lowerings:sum``."""
-    import re
-
     if not subsystem or not detail:
         return None
     if subsystem == "config":
         name = detail.split("=", 1)[0].strip()
         return f"config:{name}" if name else None
-    if subsystem == "lowerings":
-        detail = re.sub(r"_\d+$", "", detail)
-    return f"{subsystem}:{detail}"
+    return f"{subsystem}:{application_name(subsystem, detail)}"
 
 
 #: torch releases (major.minor) this repository's suite has been run against (docs/layout.md

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+from ..stack import application_name as named
 from .torch_config import set_config
 
 
@@ -201,14 +202,6 @@ def counting(bisect: dict[str, Any] | None) -> Iterator[Counter | None]:
             finally:
                 c.effects()
                 uninstall(previous)
-
-
-def named(subsystem: str, detail: str) -> str:
-    """An application's name across programs: a lowering by its op (``sum_3`` -> ``sum``:
-    the node's number is the program's), anything else as it is described."""
-    import re
-
-    return re.sub(r"_\d+$", "", detail) if subsystem == "lowerings" else detail
 
 
 def op_name(info: str) -> str:

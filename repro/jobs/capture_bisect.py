@@ -38,7 +38,7 @@ from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.probe import Item, describe, items_of, prefix_config
-from tcompile.compiler.protocol import LAUNCHER_WORKER, HookConfig, ServeSpec
+from tcompile.compiler.protocol import LAUNCHER_WORKER, Event, HookConfig, ServeSpec
 from tcompile.compiler.signature import FailureKind
 from tcompile.compiler.stack import LADDER
 from tcompile.minifier.interval import first_failing
@@ -93,17 +93,11 @@ class CaptureBisect:
     def start(self) -> None:
         from tcompile.compiler.pool import WorkerPool
 
+        from .launcher_job import capture_data
         from .minify_search import read_capture
 
         sig = self.target.signature.to_json()
-        data = {
-            "graph_file": layout.CAPTURE_GRAPH,
-            "inputs_file": layout.CAPTURE_INPUTS,
-            "meta": self.meta,
-            "signature": sig,
-            "accuracy": self.b.accuracy,
-            "command": self.job.command,
-        }
+        data = capture_data(self.meta, sig, self.b.accuracy, self.job.command)
         work = self.b.run_dir / "capture-bisect"
         config = HookConfig(
             dir=str(work / "events"),
@@ -149,8 +143,6 @@ class CaptureBisect:
             "graph": self.target.graph,
         }
         self.b.steps.append(step)
-        from tcompile.compiler.protocol import Event
-
         self.b.observer.event({"event": Event.BISECT_STEP, **step})
         return same, reply
 

@@ -48,6 +48,23 @@ def launch(
     return minify_captured(job)
 
 
+def capture_data(
+    meta: dict[str, Any], signature: dict[str, Any], accuracy: str, command: list[str]
+) -> dict[str, Any]:
+    """A worker capture (``graph.pt``, ``inputs.pt``, ``capture.json``: a baseline's saved
+    graph) as a launcher's data, for :func:`launcher_job` with the capture's folder."""
+    from tcompile.compiler import layout
+
+    return {
+        "graph_file": layout.CAPTURE_GRAPH,
+        "inputs_file": layout.CAPTURE_INPUTS,
+        "meta": meta,
+        "signature": signature,
+        "accuracy": accuracy,
+        "command": command,
+    }
+
+
 def launcher_job(
     here: Path,
     data: dict[str, Any],

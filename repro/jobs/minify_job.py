@@ -283,21 +283,14 @@ def _from_capture(
     worker: the program is not run again (issue 51)."""
     import json
 
-    from .launcher_job import launcher_job
+    from .launcher_job import capture_data, launcher_job
 
     meta = json.loads((capture / layout.CAPTURE_META).read_text())
     sig = FailureSignature.from_json(meta["signature"])
     accuracy = common["accuracy"]
     if sig.kind == FailureKind.ACCURACY and accuracy == AccuracyMode.OFF:
         accuracy = "strict" if sig.exc_type == "StrictAccuracyError" else "loose"
-    data = {
-        "graph_file": layout.CAPTURE_GRAPH,
-        "inputs_file": layout.CAPTURE_INPUTS,
-        "meta": meta,
-        "signature": meta["signature"],
-        "accuracy": accuracy,
-        "command": command,
-    }
+    data = capture_data(meta, meta["signature"], accuracy, command)
     observer.status(f"minifying graph {meta['graph']} from the baseline's capture: {sig}")
     job = launcher_job(
         capture, data, run_dir, jobs=common["jobs"], real_inputs=common["real_inputs"],
