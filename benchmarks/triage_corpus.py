@@ -101,6 +101,11 @@ def main() -> int:
         help="dupes: fixtures/dupes, the tracker's duplicate groups (issue 52)",
     )
     ap.add_argument("--results", default=None)
+    ap.add_argument(
+        "--each",
+        action="store_true",
+        help="every failing script bisected and minified (the way before issue 52's item 3)",
+    )
     a = ap.parse_args()
     name = "triage_corpus.json" if a.corpus == "default" else "triage_dupes.json"
     a.results = a.results or str(ROOT / "benchmarks" / "results" / name)
@@ -133,6 +138,8 @@ def main() -> int:
         cmd += ["--ray", a.ray]
     if a.also:
         cmd += ["--also", a.also]
+    if a.each:
+        cmd += ["--each"]
     t0 = time.monotonic()
     proc = subprocess.run([*cmd, *sorted(t)], stdout=subprocess.PIPE, text=True)
     wall = time.monotonic() - t0
@@ -182,6 +189,8 @@ def main() -> int:
         else None,
         "jobs": a.jobs,
         "timeout": a.timeout,
+        "each": a.each,
+        "reports": sum(1 for r in doc["scripts"] if r.get("reported") or r.get("raw_bug")),
         "engine": doc["engine"],
         "torch": doc["torch"],
         "date": time.strftime("%Y-%m-%d"),

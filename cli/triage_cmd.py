@@ -46,16 +46,24 @@ from .options import exit_codes, jobs_option, json_option
 @click.option(
     "--repeat",
     type=click.IntRange(min=1, max=20),
-    default=2,
-    show_default=True,
-    help="Runs of a script that decide flaky: a failure must come back in each.",
+    default=None,
+    help="Runs of a script before its report or membership check (default 1; with "
+    "--each 2); the report's run, or the check's run as it is, is one more sample: a "
+    "failure must come back in each.",
+)
+@click.option(
+    "--each",
+    is_flag=True,
+    default=False,
+    help="Bisect and minify every failing script (slower); by default once per "
+    "cluster, the other members joining by a check of the culprit's switch.",
 )
 @click.option(
     "--also",
     metavar="PYTHON",
-    default=None,
+    multiple=True,
     help="Another interpreter (another torch): rerun each verified repro there "
-    '("fixed in 2.14.1" / "still fails").',
+    '("fixed in 2.14.1" / "still fails"); repeat for several.',
 )
 @click.option(
     "--ray",
@@ -79,8 +87,9 @@ def triage(
     timeout: float,
     jobs: int,
     per_gpu: int,
-    repeat: int,
-    also: str | None,
+    repeat: int | None,
+    each: bool,
+    also: tuple[str, ...],
     ray_address: str | None,
     as_json: bool,
     out: str,
@@ -89,7 +98,9 @@ def triage(
     """Triage every script under PATHS: verdict, culprit, verified repro, duplicates.
 
     Verdicts: bug, clean, not_compiler, flaky, timeout, needs_gpu (and error: tcompile
-    itself failed on the script). Bugs are clustered by culprit and minimal graph.
+    itself failed on the script). Each cluster is bisected and minified once, on its
+    cheapest script; another script joins it when the culprit's switch, turned off,
+    makes it pass (and it fails again as it is).
     Writes triage.md, triage.html and triage.json under --out; results are cached
     there by script content, torch version and options.
     """
@@ -104,7 +115,8 @@ def triage(
             jobs=jobs,
             per_gpu=per_gpu,
             repeat=repeat,
-            also=also,
+            each=each,
+            also=list(also),
             ray_address=ray_address,
             out=out,
             observer=app.observer(),

@@ -108,18 +108,22 @@ def run_report(
                 "page": page,
             }
         args: dict[str, Any] = {}
-        if first.graph is not None:
+        if first.kind == FailureKind.CAPTURE and first.graph is None:
+            bugs.append(bug)
+            continue
+        if first.graph is not None or first.kind != FailureKind.TIMEOUT:
+            # a failure outside any graph (the program's own check) is bisected too: the
+            # program's exit is the oracle (a GroupNorm decomposition's lost precision,
+            # #181696, is named so); a hang is not (every question would time out)
             observer.status(f"bisecting: {g['signature']}")
             bis = run_bisect(
                 command, match=_match(g["signature"]), observer=observer, baseline=base,
                 confirm=confirm, **common,
             )  # fmt: skip
             bug["bisect"] = bis.to_json()
-            args = bis.minify_args() or {"graph": first.graph, "backend": None}
-            args["level"] = level  # source: a user-level repro beside the graph's
-        elif first.kind == FailureKind.CAPTURE:
-            bugs.append(bug)
-            continue
+            if first.graph is not None:
+                args = bis.minify_args() or {"graph": first.graph, "backend": None}
+                args["level"] = level  # source: a user-level repro beside the graph's
         # a failure no graph holds is minified at the program level (program_job.py)
         observer.status(f"minifying: {g['signature']}")
         match = _match(g["signature"]) if first.graph is not None else None

@@ -15,6 +15,7 @@ does only what is not there.  Clusters (triage_cluster.py) and the pages
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -23,7 +24,8 @@ import queue
 import shutil
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,8 @@ from tcompile.compiler.runner import write_json
 from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of
 from tcompile.repro.triage_page import write_pages
 
-from .triage_one import Interrupted, start, stop_all, triage_one
+from .triage_loop import Scheduler, attach_members, is_final, merge_reps, reset_orphans
+from .triage_one import Interrupted, start, stop_all
 from .triage_one import also as repro_under
 
 DEFAULT_OUT = "tcompile-triage"
@@ -140,8 +143,9 @@ def run_triage(
     timeout: float = 900.0,
     jobs: int = 1,
     per_gpu: int = 1,
-    repeat: int = 2,
-    also: str | None = None,
+    repeat: int | None = None,
+    each: bool = False,
+    also: str | list[str] | None = None,
     ray_address: str | None = None,
     out: str | None = None,
     observer: Observer | None = None,
@@ -150,49 +154,69 @@ def run_triage(
     observer = observer or NullObserver()
     t0 = time.monotonic()
     scripts = discover(paths)
-    if also and not shutil.which(also) and not Path(also).is_file():
-        raise UsageError(f"--also {also}: no such interpreter")
+    alsos = [also] if isinstance(also, str) else list(also or [])
+    for python in alsos:
+        if not shutil.which(python) and not Path(python).is_file():
+            raise UsageError(f"--also {python}: no such interpreter")
     base = Path(out or DEFAULT_OUT).absolute()
     try:
         (base / layout.TRIAGE_CACHE).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create --out {base}: {exc.strerror or exc}") from None
+    # one run per script: the second sample is the report's run (a representative) or
+    # the membership check's run as it is (a member); --each: two runs, as before
+    repeat = repeat or (2 if each else 1)
     # what a result depends on (--also is not: it is asked of each result afterwards)
-    options = {"accuracy": accuracy, "timeout": timeout, "repeat": repeat}
+    options = {"accuracy": accuracy, "timeout": timeout, "repeat": repeat, "each": each}
     tasks, results = _plan(scripts, base, options)
-    from_cache = len(results)
+    reset_orphans(results)
+    from_cache = sum(1 for r in results.values() if is_final(r))
     observer.status(
-        f"triage: {len(scripts)} scripts, {from_cache} already done, {len(tasks)} to run"
+        f"triage: {len(scripts)} scripts, {from_cache} already done,"
+        f" {len(scripts) - from_cache} to do"
+        + (" (each bisected and minified)" if each else " (bisect and minify once per cluster)")
     )
 
-    def done(path: str, res: dict[str, Any]) -> None:
+    def done(path: str, res: dict[str, Any], quiet: bool = False) -> None:
         task = tasks[path]
         res = {**res, "path": path, "key": task["key"], "cached": False}
         write_json(base / layout.TRIAGE_CACHE / f"{task['key']}.json", res)
         results[path] = res
+        if quiet or not is_final(res):
+            return  # a failing script's runs: its report or membership comes next
+        said = f"joined {Path(res['member_of']).name}" if res.get("member_of") else ""
+        final = sum(1 for r in results.values() if is_final(r))
         observer.status(
-            f"triage: [{len(results)}/{len(scripts)}] {Path(path).name}: {res['verdict']}"
-            f" {res.get('message', '')[:80]} ({res.get('seconds', 0):.0f}s)"
+            f"triage: [{final}/{len(scripts)}] {Path(path).name}: {res['verdict']}"
+            f" {said or res.get('message', '')[:80]} ({res.get('seconds', 0):.0f}s)"
         )
 
     interrupted = False
     start()
     try:
-        if ray_address:
-            _run_ray(ray_address, tasks, done)
-        else:
-            _run_local(tasks, jobs, done, per_gpu)
+        with _engine(ray_address, jobs, per_gpu) as (submit, slots):
+            Scheduler(
+                tasks, results, submit=submit, done=done, slots=slots, base=base, each=each,
+                observer=observer,
+            ).run()  # fmt: skip
     except (KeyboardInterrupt, Interrupted):
         interrupted = True
     ordered = [results[str(s)] for s in scripts if str(s) in results]
     for r in ordered:
         _place_repro(base, r)
-    if also and not interrupted:
-        interrupted = _also_all(base, ordered, also, jobs, timeout, observer)
+    for python in alsos if not interrupted else []:
+        interrupted = _also_all(base, ordered, python, jobs, timeout, observer) or interrupted
     for r in ordered:
         if r.get("raw_bug"):
             r["culprit"], r["minimal"] = culprit_of(r["raw_bug"]), minimal_of(r["raw_bug"])
-    clusters, interrupted = _checked(base, ordered, interrupted, jobs, timeout, observer)
+    if interrupted:  # a script still on its way is not shown as a bug
+        ordered = [r for r in ordered if is_final(r)]
+    reps = [r for r in ordered if not r.get("member_of")]
+    if each:  # every script reported: the reports' clusters, checked both ways
+        clusters, interrupted = _checked(base, reps, interrupted, jobs, timeout, observer)
+    else:  # the representatives' clusters, joined where checks said so; members into them
+        clusters = merge_reps(cluster(reps), reps)
+        attach_members(ordered, clusters)
     counts = {
         v: sum(r["verdict"] == v for r in ordered)
         for v in ("bug", "clean", "not_compiler", "flaky", "timeout", "needs_gpu", "error")
@@ -259,14 +283,16 @@ def _also_all(
 ) -> bool:
     """Each verified repro under ``python`` (another torch), once per interpreter: the
     answer is kept with the script's result.  True when interrupted."""
-    todo = [r for r in results if r.get("repro") and (r.get("also") or {}).get("python") != python]
+    todo = [r for r in results if r.get("repro") and python not in (r.get("also_all") or {})]
     observer.status(f"triage: {len(todo)} repro(s) under {python}")
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             for r, answer in zip(
                 todo, pool.map(lambda r: repro_under(python, r["repro"], timeout), todo)
             ):
-                r["also"] = answer
+                # ``also``: the first interpreter's answer (as before); ``also_all``: each's
+                r.setdefault("also_all", {})[python] = answer
+                r["also"] = r.get("also") or answer
                 write_json(base / layout.TRIAGE_CACHE / f"{r['key']}.json", {**r, "cached": False})
     except KeyboardInterrupt:
         return True
@@ -305,7 +331,7 @@ def _gpus() -> list[str]:
 def _plan(
     scripts: list[Path], base: Path, options: dict[str, Any]
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-    """What is cached already (results) and what is left to run (tasks), by path."""
+    """Every script's task, and what is cached of it already (results), by path."""
     tasks: dict[str, dict[str, Any]] = {}
     results: dict[str, dict[str, Any]] = {}
     for s in scripts:
@@ -314,7 +340,6 @@ def _plan(
         if cached.is_file():
             try:
                 results[str(s)] = {**json.loads(cached.read_text()), "path": str(s), "cached": True}
-                continue
             except ValueError:
                 cached.unlink()  # half a file from an older tcompile: do it again
         tasks[str(s)] = {
@@ -329,46 +354,43 @@ def _plan(
     return tasks, results
 
 
-def _run_local(tasks: dict[str, dict[str, Any]], jobs: int, done: Any, per_gpu: int = 1) -> None:
-    """A local pool: ``jobs`` scripts at a time; with GPUs, each script that mentions
-    CUDA holds one (CUDA_VISIBLE_DEVICES; ``per_gpu`` scripts share one) while it runs."""
+@contextlib.contextmanager
+def _engine(ray_address: str | None, jobs: int, per_gpu: int) -> Iterator[tuple[Any, int]]:
+    """``(submit, slots)``: ``submit(fn, task, *args)`` runs one piece of a script's
+    triage (triage_one's classify_one, report_one, check_one) on a local pool or Ray."""
+    if ray_address:
+        with _ray_engine(ray_address) as engine:
+            yield engine
+        return
     gpus: queue.Queue[str] = queue.Queue()
     for _ in range(max(1, per_gpu)):
         for g in _gpus():
             gpus.put(g)
     have_gpus = not gpus.empty()
 
-    def one(task: dict[str, Any]) -> dict[str, Any]:
+    def one(fn: Any, task: dict[str, Any], *args: Any) -> Any:
+        # with GPUs, each piece of a script that mentions CUDA holds one while it runs
         gpu = gpus.get() if have_gpus and task["gpu"] else None
         env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}
         try:
-            return triage_one({**task, "env": env})
+            return fn({**task, "env": env}, *args)
         finally:
             if gpu is not None:
                 gpus.put(gpu)
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    pending: dict[Future[dict[str, Any]], str] = {pool.submit(one, t): p for p, t in tasks.items()}
     try:
-        while pending:
-            finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
-            for f in finished:
-                path = pending.pop(f)
-                done(path, f.result())
+        yield (lambda fn, task, *args: pool.submit(one, fn, task, *args)), max(1, jobs)
     except BaseException:
-        # Ctrl-C: nothing queued starts, the running scripts stop now, what is done stays
-        for f in pending:
-            f.cancel()
-        stop_all()
+        stop_all()  # Ctrl-C: nothing queued starts, the running children stop now
         raise
     finally:
-        for f in pending:
-            f.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _run_ray(address: str, tasks: dict[str, dict[str, Any]], done: Any) -> None:
-    """One Ray task per script: one CPU, and one GPU where it mentions CUDA and the
+@contextlib.contextmanager
+def _ray_engine(address: str) -> Iterator[tuple[Any, int]]:
+    """Each piece a Ray task: one CPU, and one GPU where the script mentions CUDA and the
     cluster has GPUs.  Ray is an optional extra (``pip install tcompile[ray]``)."""
     try:
         import ray
@@ -378,21 +400,25 @@ def _run_ray(address: str, tasks: dict[str, dict[str, Any]], done: Any) -> None:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     except Exception as exc:  # noqa: BLE001 -- any way of not reaching the cluster
         raise UsageError(f"--ray {address}: cannot connect: {str(exc).splitlines()[0]}") from None
+    refs: list[Any] = []
+    waiter = ThreadPoolExecutor(max_workers=64)
     try:
         has_gpu = ray.cluster_resources().get("GPU", 0) > 0
-        remote = ray.remote(max_retries=0)(triage_one)
-        refs = {}
-        for path, t in tasks.items():
-            gpu = 1 if has_gpu and t["gpu"] else 0
+        slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+        def submit(fn: Any, task: dict[str, Any], *args: Any) -> Future[Any]:
+            gpu = 1 if has_gpu and task["gpu"] else 0
+            remote = ray.remote(max_retries=0)(fn).options(num_cpus=1, num_gpus=gpu)
             # a Ray worker may run another interpreter: the task runs tcompile with its own
-            refs[remote.options(num_cpus=1, num_gpus=gpu).remote({**t, "python": None})] = path
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=1.0)
-            for ref in ready:
-                done(refs.pop(ref), ray.get(ref))
+            ref = remote.remote({**task, "python": None}, *args)
+            refs.append(ref)
+            return waiter.submit(ray.get, ref)
+
+        yield submit, slots
     except KeyboardInterrupt:
         for ref in refs:
             ray.cancel(ref, force=True)
         raise
     finally:
+        waiter.shutdown(wait=False, cancel_futures=True)
         ray.shutdown()

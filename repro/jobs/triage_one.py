@@ -136,16 +136,20 @@ def _accuracy_flags(accuracy: str) -> list[str]:
 
 
 def triage_one(task: dict[str, Any]) -> dict[str, Any]:
-    """The whole triage of one script (see the module's docstring).  ``task``: path,
-    args, work_dir, accuracy, timeout, repeat, python."""
-    t0 = time.monotonic()
-    script, work = task["path"], Path(task["work_dir"])
-    work.mkdir(parents=True, exist_ok=True)
-    log = work / "tcompile.log"
+    """The whole triage of one script (see the module's docstring): its runs, then its
+    own report.  ``task``: path, args, work_dir, accuracy, timeout, repeat, python."""
+    res = classify_one(task)
+    if res["verdict"] != "bug":
+        return res
+    return report_one(task, res)
+
+
+def _stepper(task: dict[str, Any], res: dict[str, Any], budget: float) -> Any:
+    """``step(what, argv)``: one tcompile command of this script, within ``budget``
+    seconds from now; each step is kept in ``res["steps"]``."""
+    deadline = time.monotonic() + budget
+    log = Path(task["work_dir"]) / "tcompile.log"
     python = task.get("python") or sys.executable
-    deadline = t0 + float(task["timeout"])
-    acc = _accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))
-    res: dict[str, Any] = {"verdict": None, "steps": [], "message": ""}
 
     def step(what: str, argv: list[str]) -> tuple[int | None, dict[str, Any]]:
         left = deadline - time.monotonic()
@@ -153,20 +157,39 @@ def triage_one(task: dict[str, Any]) -> dict[str, Any]:
             res["steps"].append({"what": what, "exit_code": None, "seconds": 0.0})
             return None, {}
         code, doc, secs = _tcompile(
-            python, argv, left, log, str(Path(script).parent), task.get("env") or {}
+            python, argv, left, log, str(Path(task["path"]).parent), task.get("env") or {}
         )
         res["steps"].append({"what": what, "exit_code": code, "seconds": round(secs, 2)})
         return code, doc
 
+    return step
+
+
+def _finish(res: dict[str, Any], verdict: str, message: str, t0: float) -> dict[str, Any]:
+    res["verdict"], res["message"] = verdict, message.strip()[:500]
+    res["seconds"] = round(float(res.get("seconds") or 0.0) + time.monotonic() - t0, 2)
+    return res
+
+
+def classify_one(task: dict[str, Any]) -> dict[str, Any]:
+    """A script's runs (``repeat`` of them): its verdict, and for a ``bug`` what the run
+    said of it (signature, kind, stage, device, the wrong node's op).  A bug's report
+    (bisect + minify) is report_one's: once per cluster (triage_loop.py)."""
+    t0 = time.monotonic()
+    work = Path(task["work_dir"])
+    work.mkdir(parents=True, exist_ok=True)
+    acc = _accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))
+    res: dict[str, Any] = {"verdict": None, "steps": [], "message": "", "seconds": 0.0}
+    step = _stepper(task, res, float(task["timeout"]))
+    script = task["path"]
+
     def finish(verdict: str, message: str) -> dict[str, Any]:
-        res["verdict"], res["message"] = verdict, message.strip()[:500]
-        res["seconds"] = round(time.monotonic() - t0, 2)
-        return res
+        return _finish(res, verdict, message, t0)
 
     # the program's own limit inside a run: below the budget, so a hang is the run's finding
     run_argv = ["run", "--json", *acc, "--timeout", str(max(10, int(task["timeout"] * 0.8)))]
     failed = 0
-    for k in range(max(1, int(task.get("repeat", 2)))):
+    for k in range(max(1, int(task.get("repeat") or 2))):
         code, doc = step(
             f"run {k + 1}", [*run_argv, "--out", str(work / f"run{k + 1}"), script, *task["args"]]
         )
@@ -191,11 +214,28 @@ def triage_one(task: dict[str, Any]) -> dict[str, Any]:
             failed += 1
             res.update(_from_run(doc))
     runs = k + 1
+    res["runs"] = runs
     if not failed:
         return finish("clean", f"no compiler failure in {runs} run(s)")
     if failed < runs:  # a failure that does not come back every time
         res["flaky"] = {"failed": failed, "of": runs}
         return finish("flaky", f"failed {failed} of {runs} runs: {res.get('signature', '')}")
+    return finish("bug", res.get("signature", ""))
+
+
+def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
+    """``tcompile report`` of a script classify_one called a bug: bisect and minify, with
+    the run it starts as one more sample (a failure that does not come back is
+    *flaky*).  Its budget: the script's timeout less what its runs took."""
+    t0 = time.monotonic()
+    res = {**res, "steps": list(res.get("steps") or [])}
+    runs = int(res.get("runs") or 1)
+    left = float(task["timeout"]) - float(res.get("seconds") or 0.0)
+    step = _stepper(task, res, max(left, 2.0))
+    acc = _accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))
+
+    def finish(verdict: str, message: str) -> dict[str, Any]:
+        return _finish(res, verdict, message, t0)
 
     code, doc = step(
         "report",
@@ -208,8 +248,8 @@ def triage_one(task: dict[str, Any]) -> dict[str, Any]:
             "--timeout",
             str(int(task["timeout"])),
             "--out",
-            str(work / "report"),
-            script,
+            str(Path(task["work_dir"]) / "report"),
+            task["path"],
             *task["args"],
         ],
     )
@@ -232,8 +272,35 @@ def triage_one(task: dict[str, Any]) -> dict[str, Any]:
             + (f" (run had found: {found})" if found else ""),
         )
     if bugs:
-        _take_bug(res, bugs[0], task, deadline)
+        _take_bug(res, bugs[0], task, time.monotonic())
     return finish("bug", res.get("signature", ""))
+
+
+def check_one(task: dict[str, Any], without: str, budget: float) -> dict[str, Any]:
+    """Membership by running (issue 52): the script with ``without`` off (``tcompile run
+    --without``) and, when that passes, once more as it is -- it must fail again, or the
+    pass says nothing of the switch.  ``{"without", "off", "on", "passes", "seconds"}``:
+    ``passes`` when it passed off and failed on."""
+    t0 = time.monotonic()
+    res: dict[str, Any] = {"steps": []}
+    step = _stepper(task, res, budget)
+    limit = str(max(10, int(budget * 0.8)))
+    out = str(Path(task["work_dir"]) / "checks")
+    argv = ["run", "--json", *_accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))]
+    off, _ = step(f"without {without}", [*argv, "--without", without, "--timeout", limit,
+                                        "--out", out, task["path"], *task["args"]])  # fmt: skip
+    on = None
+    if off == 0:
+        on, _ = step("run again", [*argv, "--timeout", limit, "--out", out, task["path"],
+                                   *task["args"]])  # fmt: skip
+    return {
+        "without": without,
+        "off": off,
+        "on": on,
+        "passes": off == 0 and on == 1,
+        "flaky": off == 0 and on == 0,
+        "seconds": round(time.monotonic() - t0, 2),
+    }
 
 
 def _take_bug(
@@ -260,12 +327,18 @@ def _from_run(doc: dict[str, Any]) -> dict[str, Any]:
     groups = doc.get("groups") or []
     g = groups[0] if groups else {}
     fail = (doc.get("failures") or [{}])[0]
+    graphs = doc.get("graphs") or []
+    where = next((x for x in graphs if x.get("index") == fail.get("graph")), None)
     return {
         "signature": g.get("signature") or fail.get("signature") or "",
         "kind": g.get("kind") or fail.get("kind"),
         "stage": g.get("stage") or fail.get("stage"),
         "exc_type": (fail.get("signature_fields") or {}).get("exc_type"),
-        "graphs": len(doc.get("graphs") or []),
+        "graphs": len(graphs),
+        # what proposes a cluster to check (triage_loop.py): the failing graph's device
+        # (the program's first graph's for a failure outside any), the wrong node's op
+        "device": (where or (graphs[0] if graphs else {})).get("device"),
+        "wrong_op": (fail.get("divergence") or {}).get("op"),
     }
 
 

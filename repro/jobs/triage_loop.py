@@ -1,0 +1,354 @@
+"""Bisect and minify once per cluster (issue 52): the scheduler of ``tcompile triage``.
+
+Every script is run first (triage_one.classify_one: cheap, and it tells a bug from a
+clean script, a user's bug or a flaky one).  A script that fails is then either
+
+* **checked** against a cluster that has a culprit switch -- the setting its
+  representative's bisect found (that lowering, pass, decomposition or toggle off:
+  ``tcompile run --without``): it joins when it passes with the switch off and fails
+  again as it is (triage_one.check_one: two runs, no bisect of its own); or
+* **reported** (bisect + minify, triage_one.report_one): it becomes a representative,
+  and its culprit's switch is what the next scripts are checked with.
+
+Proposals only order the checks (at most ``PER_SCRIPT`` per script): a representative
+on the same device with a switch (never a whole pattern-matcher pass nor a stage: they
+hold many bugs, triage_switch._whole_pass), most alike first -- the same stage, the
+same failure kind, the switch's op named in the script or as its wrong node, the same
+exception type.  A script that fails like a report under way (same device, stage,
+kind, exception and wrong op) waits for it rather than start a second report of what
+is probably the same bug; the cheapest script of a kind is reported first (the best
+representative: its bisect and minify cost the least).
+
+Event-driven on one pool (local threads, or Ray tasks): whenever a slot is free the
+plan is made again from what is known, so a check that finishes early lets the next
+script in at once.  ``each=True`` is the former way: every failing script its own
+report (``--each``; benchmarks/triage_corpus.py measures both side by side).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler import layout
+from tcompile.compiler.observer import Observer
+from tcompile.compiler.runner import write_json
+
+from .triage_one import check_one, classify_one, report_one
+from .triage_switch import _whole_pass, without_of
+
+PER_SCRIPT = 3  # checks of one script against clusters before it gets a report of its own
+
+
+def is_final(r: dict[str, Any]) -> bool:
+    """Nothing left to do for this script: not a bug, or reported, or a member."""
+    return r.get("verdict") not in (None, "bug") or bool(r.get("reported") or r.get("member_of"))
+
+
+def _switch_op(off: str) -> str:
+    """``lowerings:convert_element_type`` -> ``convert_element_type``;
+    ``decomposition:aten.native_group_norm.default`` -> ``native_group_norm``."""
+    name = off.split(":", 1)[-1]
+    name = re.sub(r"^aten\.", "", name)
+    return re.sub(r"\.(default|Tensor|Scalar|dim|int|self|out)$", "", name)
+
+
+# how a program names an aten op a lowering switch turns off (a cast is ``.to``/``.float``)
+_SPELLED = {
+    "convert_element_type": ("to", "float", "half", "bfloat16", "double", "type_as", "_to_copy"),
+    "_to_copy": ("to", "float", "half", "bfloat16", "double", "type_as"),
+}
+
+
+def _named(op: str, r: dict[str, Any], text: str) -> bool:
+    """The script names ``op``: its wrong node's op, or a word of its source."""
+    names = (op, *_SPELLED.get(op, ()))
+    if r.get("wrong_op") in names:
+        return True
+    return any(re.search(rf"\b{re.escape(n)}\b", text) for n in names if n)
+
+
+def _similar(r: dict[str, Any]) -> tuple[Any, ...]:
+    """What two scripts that may be one bug share: a report under way for one makes the
+    other wait for it (then it is checked against that report's culprit)."""
+    return (r.get("device"), r.get("stage"), r.get("kind"), r.get("exc_type"))
+
+
+def proposals(r: dict[str, Any], reps: list[dict[str, Any]], text: str = "") -> list[str]:
+    """The representatives (paths) to check ``r`` against, most alike first.  A lowering
+    switch only where the script names the op: every lowering of ``add`` off makes
+    unrelated programs pass (on the dupes corpus an argmax bug's did)."""
+    scored = []
+    for rep in reps:
+        off = without_of(rep)
+        if not off or _whole_pass(off) or rep.get("device") != r.get("device"):
+            continue
+        if rep["path"] == r.get("path"):
+            continue
+        named = _named(_switch_op(off), r, text)
+        if off.startswith("lowerings:") and not named:
+            continue
+        scored.append(
+            (
+                rep.get("stage") != r.get("stage"),
+                rep.get("kind") != r.get("kind"),
+                not named,
+                rep.get("exc_type") != r.get("exc_type"),
+                rep["path"],
+            )
+        )
+    scored.sort()
+    return [s[-1] for s in scored]
+
+
+class Scheduler:
+    """One triage's work: ``submit(fn, task, *args) -> Future`` runs it (engine),
+    ``done(path, result)`` keeps a result (cache, progress)."""
+
+    def __init__(
+        self,
+        tasks: dict[str, dict[str, Any]],
+        results: dict[str, dict[str, Any]],
+        *,
+        submit: Callable[..., Future[Any]],
+        done: Callable[..., None],
+        slots: int,
+        base: Path,
+        each: bool = False,
+        observer: Observer,
+    ) -> None:
+        self.tasks, self.results = tasks, results
+        self.submit, self.done, self.slots = submit, done, max(1, slots)
+        self.base, self.each, self.observer = base, each, observer
+        self.tried: dict[str, set[str]] = {p: set() for p in tasks}
+        self.inflight: dict[Future[Any], tuple[str, str, str | None]] = {}
+        self.text: dict[str, str] = {}
+
+    # -- what to do next ------------------------------------------------------------
+    def _reps(self) -> list[dict[str, Any]]:
+        return [r for r in self.results.values() if r.get("reported") and r["verdict"] == "bug"]
+
+    def _script_text(self, path: str) -> str:
+        if path not in self.text:
+            try:
+                self.text[path] = Path(path).read_text(errors="replace")
+            except OSError:
+                self.text[path] = ""
+        return self.text[path]
+
+    def plan(self, free: int) -> list[tuple[str, str, str | None]]:
+        busy = {p for _, p, _ in self.inflight.values()}
+        out: list[tuple[str, str, str | None]] = []
+        for p in self.tasks:  # every script is run first (cheap, in order)
+            if p not in self.results and p not in busy and len(out) < free:
+                out.append(("classify", p, None))
+        waiting = sorted(
+            (
+                p
+                for p, r in self.results.items()
+                if p in self.tasks and not is_final(r) and p not in busy
+            ),
+            key=lambda p: (float(self.results[p].get("seconds") or 0.0), p),
+        )
+        reps = self._reps()
+        rest = []
+        for p in waiting:
+            if len(out) >= free:
+                break
+            untried = self._untried(p, reps)
+            if not self.each and untried and len(self.tried[p]) < PER_SCRIPT:
+                out.append(("check", p, untried[0]))
+            else:
+                rest.append(p)
+        reporting = [self.results[p] for kind, p, _ in self.inflight.values() if kind == "report"]
+        under_way = {_similar(r) for r in reporting}
+        spare = []
+        for p in rest:
+            if len(out) >= free:
+                break
+            if not self.each and _similar(self.results[p]) in under_way:
+                spare.append(p)  # a report of what may be the same bug is under way: wait
+                continue
+            out.append(("report", p, None))
+            under_way.add(_similar(self.results[p]))
+        if len(out) < free and not self.each:  # reports under way would leave a slot idle:
+            wrong = {r.get("wrong_op") for r in reporting}  # one whose wrong op differs
+            for p in spare:
+                if len(out) >= free:
+                    break
+                if self.results[p].get("wrong_op") not in wrong:
+                    out.append(("report", p, None))
+                    wrong.add(self.results[p].get("wrong_op"))
+        if not out and not self.inflight and not waiting and not self.each:
+            # everything final: representatives reported side by side (a slot was free)
+            # are checked against each other, the same way
+            for r in reps:
+                untried = self._untried(r["path"], reps)
+                if untried and len(self.tried[r["path"]]) < PER_SCRIPT and len(out) < free:
+                    out.append(("cross", r["path"], untried[0]))
+        return out
+
+    def _untried(self, p: str, reps: list[dict[str, Any]]) -> list[str]:
+        r = self.results[p]
+        return [
+            q
+            for q in proposals(r, reps, self._script_text(p))
+            if q not in self.tried[p] and not self._same(q, p)
+        ]
+
+    def _same(self, a: str, b: str) -> bool:
+        """Already one cluster (a representative that joined another by running)."""
+        return a in self._chain(b) or b in self._chain(a)
+
+    def _chain(self, a: str) -> set[str]:
+        out = set()
+        while a and a not in out:
+            out.add(a)
+            a = self.results.get(a, {}).get("same_as")
+        return out
+
+    # -- running it -----------------------------------------------------------------
+    def start(self, kind: str, path: str, rep: str | None) -> None:
+        task = self.tasks[path]
+        if kind == "classify":
+            f = self.submit(classify_one, task)
+        elif kind == "report":
+            f = self.submit(report_one, task, self.results[path])
+        else:  # a check, or a representative's cross check
+            assert rep is not None
+            self.tried[path].add(rep)
+            off = without_of(self.results[rep]) or ""
+            cached = self._check_cache(path, off)
+            if cached.is_file():
+                f = Future()
+                f.set_result(json.loads(cached.read_text()))
+            else:
+                budget = max(30.0, float(task["timeout"]) - float(self.results[path]["seconds"]))
+                f = self.submit(check_one, task, off, budget)
+        self.inflight[f] = (kind, path, rep)
+
+    def _check_cache(self, path: str, off: str) -> Path:
+        digest = hashlib.sha256(off.encode()).hexdigest()[:12]
+        key = self.tasks[path]["key"][:16]
+        return self.base / layout.TRIAGE_CACHE / f"check-{key}-{digest}.json"
+
+    def finished(self, f: Future[Any]) -> None:
+        kind, path, rep = self.inflight.pop(f)
+        got = f.result()
+        if kind == "classify":
+            self.done(path, {**got, "reported": False})
+        elif kind == "report":
+            self.done(path, {**got, "reported": True})
+        elif kind == "cross":
+            r = self.results[path]
+            write_json(self._check_cache(path, got.get("without") or ""), got)
+            r.setdefault("checks", []).append({"rep": rep, **got})
+            if got.get("passes"):
+                r["same_as"] = rep  # its cluster joins rep's (triage.py: merge_reps)
+            self.done(path, r, quiet=True)
+        else:
+            self._joined(path, rep or "", got)
+
+    def _joined(self, path: str, rep: str, got: dict[str, Any]) -> None:
+        off = got.get("without") or ""
+        write_json(self._check_cache(path, off), got)
+        r = self.results[path]
+        r.setdefault("checks", [])
+        if not any(c.get("rep") == rep for c in r["checks"]):
+            r["checks"].append({"rep": rep, **got})
+        r["seconds"] = round(float(r.get("seconds") or 0.0) + float(got.get("seconds") or 0), 2)
+        if got.get("passes"):
+            r.update(
+                member_of=rep,
+                joined={"representative": rep, "without": off, "checked_by_running": True,
+                        "off_exit": got.get("off"), "on_exit": got.get("on")},
+            )  # fmt: skip
+            self.done(path, r)
+        elif got.get("flaky"):  # passed with the switch off and as it is: no failure to join
+            r["flaky"] = {"failed": r.get("runs") or 1, "of": (r.get("runs") or 1) + 1}
+            r.update(verdict="flaky", message=f"passed when run again: {r.get('signature', '')}")
+            self.done(path, r)
+        else:
+            self.results[path] = r
+
+    def run(self) -> None:
+        """Until every script is final; Ctrl-C propagates (the caller stops the children)."""
+        while True:
+            free = self.slots - len(self.inflight)
+            for item in self.plan(free) if free > 0 else []:
+                self.start(*item)
+            if not self.inflight:
+                return
+            finished, _ = wait(list(self.inflight), timeout=1.0, return_when=FIRST_COMPLETED)
+            for f in finished:
+                self.finished(f)
+
+
+def reset_orphans(results: dict[str, dict[str, Any]]) -> None:
+    """A cached member whose representative is gone (its script removed, or now failing
+    otherwise) is checked again."""
+    for r in results.values():
+        rep = r.get("member_of")
+        if rep and not (results.get(rep) or {}).get("reported"):
+            r.pop("member_of", None)
+            r.pop("joined", None)
+
+
+def attach_members(results: list[dict[str, Any]], clusters: list[dict[str, Any]]) -> None:
+    """Each member into its representative's cluster: the cluster's id and culprit, and
+    the check that put it there in the cluster's ``checks``."""
+    by_member = {m: c for c in clusters for m in c["members"]}
+    for r in results:
+        c = by_member.get(r.get("member_of") or "")
+        if c is None or r["path"] in c["members"]:
+            continue
+        c["members"].append(r["path"])
+        r["cluster"], r["culprit"] = c["id"], {"text": c.get("culprit"), "of": r["member_of"]}
+        c.setdefault("checks", []).append({"member": r["path"], **(r.get("joined") or {})})
+
+
+def merge_reps(
+    clusters: list[dict[str, Any]], results: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The clusters of the representatives' reports, joined where one representative
+    passed with another's culprit off and failed again as it is (``same_as``)."""
+    cid = {m: c["id"] for c in clusters for m in c["members"]}
+    parent = {c["id"]: c["id"] for c in clusters}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    joined: dict[str, dict[str, Any]] = {}
+    for r in results:
+        a, b = cid.get(r["path"]), cid.get(r.get("same_as") or "")
+        if a and b and find(a) != find(b):
+            joined[find(a)] = {
+                "cluster": find(a),
+                "representative": r["path"],
+                "joined": r["same_as"],
+                "without": without_of(next(x for x in results if x["path"] == r["same_as"])),
+                "checked_by_running": True,
+            }
+            parent[find(a)] = find(b)
+    out: dict[str, dict[str, Any]] = {}
+    for c in clusters:
+        root = find(c["id"])
+        if root not in out:
+            base = next(x for x in clusters if x["id"] == root)
+            out[root] = dict(base, members=[], checks=list(base.get("checks") or []))
+        out[root]["members"] += c["members"]
+        if c["id"] in joined:
+            out[root]["checks"].append(joined[c["id"]])
+    for c in out.values():
+        for m in c["members"]:
+            r = next(x for x in results if x["path"] == m)
+            if r.get("cluster") != c["id"]:
+                r["cluster_by_report"], r["cluster"] = r.get("cluster"), c["id"]
+    return sorted(out.values(), key=lambda c: (-len(c["members"]), c["culprit"] or "", c["id"]))
