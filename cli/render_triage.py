@@ -41,7 +41,7 @@ def triage_result(report: Any, console: Console) -> None:
         )
     console.print(table)
     if report.clusters:
-        ct = Table(title="clusters (by culprit and minimal graph)")
+        ct = Table(title="clusters (by culprit; members checked by running its switch)")
         for col in ("id", "culprit", "kind", "members", "repro"):
             ct.add_column(col)
         for c in report.clusters:

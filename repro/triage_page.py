@@ -63,7 +63,27 @@ def _culprit(r: dict[str, Any]) -> str:
 
 
 def _also(r: dict[str, Any]) -> str:
-    return (r.get("also") or {}).get("result") or ""
+    """Each --also interpreter's answer for this script's repro."""
+    said = [a.get("result") or "" for a in (r.get("also_all") or {}).values()]
+    return "; ".join(x for x in said if x) or (r.get("also") or {}).get("result") or ""
+
+
+def versions(c: dict[str, Any]) -> str:
+    """``2.13.0+cpu: fails (this run); 2.14.1: fixed in 2.14.1``: the cluster's repro on
+    each torch triage was given (--also), the one it ran under first."""
+    return "; ".join(
+        f"{v.get('torch') or '?'}: {v.get('result') or '?'}" for v in c.get("versions") or []
+    )
+
+
+def _how(r: dict[str, Any]) -> str:
+    """How a script got its cluster: its own report, or a check of the culprit's switch."""
+    j = r.get("joined") or {}
+    if r.get("member_of") and j.get("without"):
+        return f"joined: passes with `{j['without']}` off, fails with it on"
+    if r.get("same_as"):
+        return "its report; joined by the same check"
+    return "its own report" if r.get("raw_bug") or r.get("reported") else "-"
 
 
 def markdown(base: Path, doc: dict[str, Any]) -> str:
@@ -80,8 +100,8 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         "## Clusters",
         "",
         "| cluster | culprit | kind | ops of the minimal graph | members | repro | verified "
-        "| issue text |",
-        "|---|---|---|---|---|---|---|---|",
+        "| versions | issue text |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in doc["clusters"]:
         members = "<br>".join(_link(base, root, m) for m in c["members"])
@@ -93,16 +113,17 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         issue = f"[{ISSUES}/{c['id']}.md]({ISSUES}/{c['id']}.md)"
         lines.append(
             f"| {c['id']} | {c['culprit']} | {c['kind'] or '-'} | {', '.join(c['ops']) or '-'} "
-            f"| {members} | {repro} | {'yes' if c.get('verified') else 'no'} | {issue} |"
+            f"| {members} | {repro} | {'yes' if c.get('verified') else 'no'} "
+            f"| {versions(c) or '-'} | {issue} |"
         )
-    also = any(r.get("also") for r in doc["scripts"])
+    also = any(r.get("also") or r.get("also_all") for r in doc["scripts"])
     lines += [
         "",
         "## Scripts",
         "",
-        "| script | verdict | culprit | cluster | repro (verified) | seconds |"
+        "| script | verdict | culprit | cluster | how | repro (verified) | seconds |"
         + (" other torch |" if also else ""),
-        "|---|---|---|---|---|---|" + ("---|" if also else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if also else ""),
     ]
     for r in doc["scripts"]:
         verdict = r["verdict"]
@@ -111,7 +132,7 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         repro = f"[{r['repro_lines']} lines]({_rel(base, r['repro'])})" if r.get("repro") else "-"
         lines.append(
             f"| {_link(base, root, r['path'])} | {verdict} | {_culprit(r)} "
-            f"| {r.get('cluster') or '-'} | {repro} | {r.get('seconds', 0):.0f} |"
+            f"| {r.get('cluster') or '-'} | {_how(r)} | {repro} | {r.get('seconds', 0):.0f} |"
             + (f" {_also(r)} |" if also else "")
         )
     lines += ["", "## Why", ""]
@@ -137,7 +158,7 @@ def page(base: Path, doc: dict[str, Any]) -> str:
     for r in doc["scripts"]:
         colour = _COLOURS.get(r["verdict"], "#000")
         rows.append(
-            f"<tr><td>{e(_name(root, r['path']))}</td>"
+            f"<tr><td><a href='{e(_rel(base, r['path']))}'>{e(_name(root, r['path']))}</a></td>"
             f"<td style='color:{colour};font-weight:bold'>{e(r['verdict'])}</td>"
             f"<td>{e(_culprit(r))}</td><td>{e(r.get('cluster') or '-')}</td>"
             f"<td>{e(str(r.get('repro_lines') or '-'))}</td><td>{r.get('seconds', 0):.0f}</td>"
@@ -148,10 +169,20 @@ def page(base: Path, doc: dict[str, Any]) -> str:
         code = ""
         if c.get("repro") and Path(c["repro"]).is_file():
             code = f"<details><summary>repro.py</summary><pre>{e(Path(c['repro']).read_text())}</pre></details>"
-        members = "<br>".join(e(_name(root, m)) for m in c["members"])
+        members = "<br>".join(
+            f"<a href='{e(_rel(base, m))}'>{e(_name(root, m))}</a>" for m in c["members"]
+        )
+        repro = (
+            f"<a href='{e(_rel(base, c['repro']))}'>{e(_rel(base, c['repro']))}</a>"
+            if c.get("repro")
+            else "-"
+        )
+        issue = f"<a href='{ISSUES}/{e(c['id'])}.md'>issue text</a>"
         clusters.append(
             f"<tr><td>{e(c['id'])}</td><td>{e(str(c['culprit']))}</td><td>{e(c['kind'] or '-')}</td>"
-            f"<td>{e(', '.join(c['ops']))}</td><td>{members}</td><td>{e(_rel(base, c['repro']))}{code}</td></tr>"
+            f"<td>{e(', '.join(c['ops']))}</td><td>{members}</td><td>{repro}{code}</td>"
+            f"<td>{'yes' if c.get('verified') else 'no'}</td><td>{e(versions(c) or '-')}</td>"
+            f"<td>{issue}</td></tr>"
         )
     counts = ", ".join(f"{v} {k}" for k, v in doc["counts"].items() if v)
     return f"""<!doctype html>
@@ -167,7 +198,8 @@ pre {{ background: #f6f8fa; padding: 8px; max-width: 70em; overflow-x: auto; }}
 <p>{len(doc["scripts"])} scripts under {e(_rel(base, root))} ({e(counts)}); {len(doc["clusters"])} cluster(s); torch {e(doc["torch"] or "?")};
 {doc["seconds"]:.0f} s{"; <b>interrupted</b>" if doc["interrupted"] else ""}</p>
 <h2>Clusters</h2>
-<table><tr><th>cluster</th><th>culprit</th><th>kind</th><th>ops</th><th>members</th><th>repro</th></tr>
+<table><tr><th>cluster</th><th>culprit</th><th>kind</th><th>ops</th><th>members</th><th>repro</th>
+<th>verified</th><th>versions</th><th>issue</th></tr>
 {"".join(clusters)}</table>
 <h2>Scripts</h2>
 <table><tr><th>script</th><th>verdict</th><th>culprit</th><th>cluster</th><th>repro lines</th>
@@ -205,7 +237,11 @@ def issue_text(base: Path, doc: dict[str, Any], c: dict[str, Any]) -> str:
     else:
         lines += ["No verified repro: see the members.", ""]
     lines += ["Scripts that show it:", ""] + [f"- `{m}`" for m in members]
-    lines += ["", "### Versions", "", f"torch {doc.get('torch') or '?'}", ""]
+    seen = [
+        f"- torch {v.get('torch') or '?'}: {v.get('result') or '?'}"
+        for v in c.get("versions") or []
+    ]
+    lines += ["", "### Versions", "", *(seen or [f"torch {doc.get('torch') or '?'}"]), ""]
     return "\n".join(lines)
 
 

@@ -129,6 +129,8 @@ class Session:
             assert exc is not None
             signature = FailureSignature.from_exception(stage, kind, exc)
             message = message or f"{type(root_cause(exc)).__name__}: {root_cause(exc)}"
+            if where := raised_in_pass(exc):  # the inductor pass a bisect may only name whole
+                message = f"{first_lines(message, 11, 320)}\n({where})"
         key = (graph, graph_kind, signature.kind, signature.exc_type, signature.message)
         if key in self._said:
             return
@@ -232,3 +234,23 @@ class Session:
         if key not in self._said:
             self._said.add(key)
             self.recorder.emit(Event.NOTE, graph=graph, text=text)
+
+
+def raised_in_pass(exc: BaseException) -> str | None:
+    """The innermost function of inductor's FX passes the error came from, for people and
+    for bisect's culprit (issue 52: #195282's crash is raised while ``_sfdp_replacement_2``
+    of fuse_attention.py is traced; bisect alone names ``pass_pattern_0``).  None: not
+    raised in one."""
+    import traceback
+
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    found = None
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        for fs in traceback.extract_tb(cur.__traceback__):
+            path = fs.filename.replace("\\", "/")
+            if "/torch/_inductor/fx_passes/" in path and not fs.name.startswith("<"):
+                found = f"raised in inductor's {fs.name}, fx_passes/{path.rsplit('/', 1)[-1]}"
+        cur = cur.__cause__ or cur.__context__
+    return found

@@ -14,6 +14,7 @@ The subsystems and toggles themselves are data: compiler/stack.py.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -98,11 +99,22 @@ class Counter:
         return {k: list(v)[:5000] for k, v in self.tags.items()}
 
 
+# torch counts each pattern-matcher pattern by name (``_sfdp_pattern_28_inference``)
+# while this variable is set; a value no node is named keeps its debug log quiet
+PER_PATTERN_ENV = "TORCHINDUCTOR_PATTERN_MATCH_DEBUG"
+_PER_PATTERN_VALUE = "__tcompile_per_pattern__"
+
+
 def _inductor_counters() -> dict[str, int]:
+    """inductor's counters, and each pattern's applications as ``pattern NAME`` (which
+    SDPA pattern a ``pass_pattern_0`` application applied: issue 52)."""
     try:
         from torch._dynamo.utils import counters
 
-        return {k: int(v) for k, v in counters["inductor"].items()}
+        out = {k: int(v) for k, v in counters["inductor"].items()}
+        for name, n in counters.get("inductor_pattern_matcher_per_pattern", {}).items():
+            out[f"pattern {name}"] = int(n)
+        return out
     except Exception:  # torch's counters moved: nothing said, nothing broken
         return {}
 
@@ -114,6 +126,8 @@ def install(bisect: dict[str, Any]) -> Counter:
     """Take over CompilerBisector.disable_subsystem for this process."""
     global _counter
     from torch._inductor.compiler_bisector import CompilerBisector
+
+    os.environ.setdefault(PER_PATTERN_ENV, _PER_PATTERN_VALUE)
 
     _counter = Counter(
         {k: int(v) for k, v in (bisect.get("limits") or {}).items()},
@@ -141,6 +155,8 @@ def uninstall(previous: Any) -> None:
     at a time: capture_bisect.py); ``previous`` is what ``install`` replaced."""
     global _counter
     from torch._inductor.compiler_bisector import CompilerBisector
+
+    os.environ.setdefault(PER_PATTERN_ENV, _PER_PATTERN_VALUE)
 
     CompilerBisector.disable_subsystem = previous  # type: ignore[method-assign]
     _counter = None

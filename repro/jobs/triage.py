@@ -217,6 +217,13 @@ def run_triage(
     else:  # the representatives' clusters, joined where checks said so; members into them
         clusters = merge_reps(cluster(reps), reps)
         attach_members(ordered, clusters)
+    by_path = {r["path"]: r for r in ordered}
+    for c in clusters:  # the representative's repro under each --also interpreter
+        rep = by_path.get(c["representative"]) or {}
+        c["versions"] = [
+            {"python": sys.executable, "torch": torch_version(), "result": "fails (this run)"},
+            *((rep.get("also_all") or {}).values()),
+        ]
     counts = {
         v: sum(r["verdict"] == v for r in ordered)
         for v in ("bug", "clean", "not_compiler", "flaky", "timeout", "needs_gpu", "error")

@@ -65,9 +65,27 @@ _SPELLED = {
 }
 
 
+# lowerings inductor implements as one: argmax and argmin are one arg-reduction (one
+# make_reduction lowering, one ``reduction_type in ("argmax", "argmin")`` codegen path;
+# the tracker's #193661 family, fixed for both by PR #195063)
+FAMILIES = [("argmax", "argmin")]
+
+
+def family(off: str) -> str:
+    """The switch a membership check turns off: the culprit's, and its family's
+    (``lowerings:argmax`` -> ``lowerings:argmax lowerings:argmin``), space-separated."""
+    sub, _, name = off.partition(":")
+    for fam in FAMILIES if sub == "lowerings" else []:
+        if name in fam:
+            return " ".join(f"{sub}:{n}" for n in fam)
+    return off
+
+
 def _named(op: str, r: dict[str, Any], text: str) -> bool:
-    """The script names ``op``: its wrong node's op, or a word of its source."""
-    names = (op, *_SPELLED.get(op, ()))
+    """The script names ``op`` (or one of its family): its wrong node's op, or a word of
+    its source."""
+    fam = next((f for f in FAMILIES if op in f), (op,))
+    names = tuple(n for o in fam for n in (o, *_SPELLED.get(o, ())))
     if r.get("wrong_op") in names:
         return True
     return any(re.search(rf"\b{re.escape(n)}\b", text) for n in names if n)
@@ -178,6 +196,7 @@ class Scheduler:
             under_way.add(_similar(self.results[p]))
         if len(out) < free and not self.each:  # reports under way would leave a slot idle:
             wrong = {r.get("wrong_op") for r in reporting}  # one whose wrong op differs
+            wrong |= {self.results[p].get("wrong_op") for k, p, _ in out if k == "report"}
             for p in spare:
                 if len(out) >= free:
                     break
@@ -222,7 +241,7 @@ class Scheduler:
         else:  # a check, or a representative's cross check
             assert rep is not None
             self.tried[path].add(rep)
-            off = without_of(self.results[rep]) or ""
+            off = family(without_of(self.results[rep]) or "")
             cached = self._check_cache(path, off)
             if cached.is_file():
                 f = Future()
@@ -303,12 +322,17 @@ def attach_members(results: list[dict[str, Any]], clusters: list[dict[str, Any]]
     """Each member into its representative's cluster: the cluster's id and culprit, and
     the check that put it there in the cluster's ``checks``."""
     by_member = {m: c for c in clusters for m in c["members"]}
+    by_path = {r["path"]: r for r in results}
     for r in results:
         c = by_member.get(r.get("member_of") or "")
         if c is None or r["path"] in c["members"]:
             continue
         c["members"].append(r["path"])
-        r["cluster"], r["culprit"] = c["id"], {"text": c.get("culprit"), "of": r["member_of"]}
+        rep = by_path.get(r["member_of"]) or {}
+        # the culprit its representative's bisect named, which the check showed is its too;
+        # its repro is the cluster's (``cluster_repro``): it has none of its own
+        r["cluster"], r["cluster_repro"] = c["id"], c.get("repro")
+        r["culprit"] = {**(rep.get("culprit") or {"text": c.get("culprit")}), "of": rep.get("path")}
         c.setdefault("checks", []).append({"member": r["path"], **(r.get("joined") or {})})
 
 

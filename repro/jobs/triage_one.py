@@ -287,7 +287,8 @@ def check_one(task: dict[str, Any], without: str, budget: float) -> dict[str, An
     limit = str(max(10, int(budget * 0.8)))
     out = str(Path(task["work_dir"]) / "checks")
     argv = ["run", "--json", *_accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))]
-    off, _ = step(f"without {without}", [*argv, "--without", without, "--timeout", limit,
+    switches = [a for w in without.split() for a in ("--without", w)]  # a family: several
+    off, _ = step(f"without {without}", [*argv, *switches, "--timeout", limit,
                                         "--out", out, task["path"], *task["args"]])  # fmt: skip
     on = None
     if off == 0:

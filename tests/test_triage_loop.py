@@ -1,0 +1,228 @@
+"""Bisect and minify once per cluster (repro/jobs/triage_loop.py, issue 52): the
+scheduler with fake work -- which scripts get a report, which are checked against whose
+culprit switch, who waits for whom -- and the clusters made of it.  Pure: no compiles."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from tcompile.repro.jobs.triage_loop import (
+    Scheduler,
+    attach_members,
+    merge_reps,
+    proposals,
+    reset_orphans,
+)
+from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of
+
+# a script's truth: (its bug, the switch its report's bisect finds, what its run says)
+ARGMAX = ("argmax", "lowerings:argmax", {"wrong_op": "argmax"})
+CAST = ("cast", "lowerings:convert_element_type", {"wrong_op": "float"})
+NORM = ("norm", "decomposition:aten.native_group_norm.default", {"kind": "runtime"})
+
+
+class Fake:
+    """classify_one / report_one / check_one, from each script's truth; a script passes
+    with a switch off when it is its bug's switch (or one it is told also helps)."""
+
+    def __init__(self, truth: dict[str, tuple[str, str, dict[str, Any]]], helps=None) -> None:
+        self.truth, self.helps = truth, helps or {}
+        self.calls: list[tuple[str, str, str | None]] = []
+        self.held: list[tuple[Future[Any], Any]] = []  # reports not finished yet
+        self.hold_reports = False
+
+    def submit(self, fn: Any, task: dict[str, Any], *args: Any) -> Future[Any]:
+        path = task["path"]
+        bug, switch, said = self.truth[path]
+        f: Future[Any] = Future()
+        name = fn.__name__
+        self.calls.append((name, Path(path).name, args[0] if name == "check_one" else None))
+        if name == "classify_one":
+            res = {"verdict": "bug", "steps": [], "seconds": 5.0, "runs": 1, "device": "cpu",
+                   "stage": "inductor", "kind": "accuracy", "exc_type": "AccuracyError",
+                   "signature": f"{bug} fails", **said}  # fmt: skip
+            f.set_result(res)
+        elif name == "report_one":
+            res = {**args[0], "verdict": "bug"}
+            res["raw_bug"] = {"kind": res["kind"], "bisect": {"stage": "inductor",
+                              "subsystem": switch.split(":")[0], "detail": switch.split(":")[1],
+                              "without": switch}, "minify": {"ops": [bug], "device": "cpu",
+                              "verified": True}}  # fmt: skip
+            res["repro"], res["repro_lines"] = f"/repros/{Path(path).stem}.py", 20
+            if self.hold_reports:
+                self.held.append((f, res))
+                return f
+            f.set_result(res)
+        else:
+            off = args[0]
+            passes = switch in off.split() or off in self.helps.get(path, ())
+            f.set_result({"without": off, "off": 0 if passes else 1, "on": 1 if passes else None,
+                          "passes": passes, "flaky": False, "seconds": 4.0})  # fmt: skip
+        return f
+
+
+def _run(tmp_path, truth, *, slots=1, each=False, helps=None, fake=None):
+    fake = fake or Fake(truth, helps)
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
+    results: dict[str, dict[str, Any]] = {}
+
+    def done(path: str, res: dict[str, Any], quiet: bool = False) -> None:
+        results[path] = {**res, "path": path}
+
+    (tmp_path / "cache").mkdir(exist_ok=True)
+    sched = Scheduler(tasks, results, submit=fake.submit, done=done, slots=slots,
+                      base=tmp_path, each=each, observer=None)  # fmt: skip
+    sched.run()
+    return results, fake
+
+
+def _clusters(results):
+    rs = list(results.values())
+    for r in rs:
+        if r.get("raw_bug"):
+            r["culprit"], r["minimal"] = culprit_of(r["raw_bug"]), minimal_of(r["raw_bug"])
+    reps = [r for r in rs if not r.get("member_of")]
+    clusters = merge_reps(cluster(reps), reps)
+    attach_members(rs, clusters)
+    return clusters
+
+
+def _write(tmp_path, name, text="import torch\n"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_one_report_per_bug_the_others_join_by_its_switch(tmp_path):
+    a1 = _write(tmp_path, "a1.py", "x.argmax()\n")
+    a2 = _write(tmp_path, "a2.py", "torch.argmax(y)\n")
+    a3 = _write(tmp_path, "a3.py", "z.argmax(1)\n")
+    results, fake = _run(tmp_path, {a1: ARGMAX, a2: ARGMAX, a3: ARGMAX})
+    reports = [c for c in fake.calls if c[0] == "report_one"]
+    assert len(reports) == 1  # bisect and minify once
+    members = [r for r in results.values() if r.get("member_of")]
+    assert len(members) == 2
+    for m in members:
+        assert m["joined"]["without"] == "lowerings:argmax lowerings:argmin"  # its family
+        assert m["joined"]["checked_by_running"] and m["joined"]["on_exit"] == 1
+    (c,) = _clusters(results)
+    assert sorted(c["members"]) == sorted([a1, a2, a3])
+    assert len(c["checks"]) == 2
+
+
+def test_each_reports_every_script_and_checks_none(tmp_path):
+    a1 = _write(tmp_path, "a1.py", "x.argmax()\n")
+    a2 = _write(tmp_path, "a2.py", "x.argmax()\n")
+    _, fake = _run(tmp_path, {a1: ARGMAX, a2: ARGMAX}, each=True)
+    assert [c[0] for c in fake.calls].count("report_one") == 2
+    assert not [c for c in fake.calls if c[0] == "check_one"]
+
+
+def test_a_script_the_switch_does_not_explain_gets_its_own_report(tmp_path):
+    a = _write(tmp_path, "a.py", "x.argmax()\n")
+    n = _write(tmp_path, "n.py", "nn.GroupNorm(2, 4)\n")
+    results, fake = _run(tmp_path, {a: ARGMAX, n: NORM})
+    assert [c[0] for c in fake.calls].count("report_one") == 2
+    assert not any(r.get("member_of") for r in results.values())
+    assert len(_clusters(results)) == 2
+
+
+def test_a_lowering_switch_is_proposed_only_where_the_script_names_the_op(tmp_path):
+    rep = {"path": "rep.py", "device": "cpu", "stage": "inductor", "kind": "accuracy",
+           "raw_bug": {"bisect": {"without": "lowerings:add"}}}  # fmt: skip
+    r = {"path": "r.py", "device": "cpu", "stage": "inductor", "kind": "accuracy",
+         "wrong_op": "argmax"}  # fmt: skip
+    assert proposals(r, [rep], "y = x.argmax() + 1") == []  # '+' is not the word add
+    assert proposals(r, [rep], "y = torch.add(x, 1)") == ["rep.py"]
+    cast = {**rep, "path": "cast.py", "raw_bug": {"bisect": {"without": "lowerings:convert_element_type"}}}  # fmt: skip
+    assert proposals(r, [cast], "x.to(torch.bfloat16)") == ["cast.py"]  # a cast spelled .to
+    whole = {**rep, "raw_bug": {"bisect": {"without": "joint_graph_passes:pass_pattern_0"}}}
+    assert proposals(r, [whole], "anything") == []  # a whole pattern pass: never
+    gpu = {**rep, "device": "cuda", "raw_bug": {"bisect": {"without": "decomposition:aten.x"}}}
+    assert proposals(r, [gpu], "") == []  # another device
+    decomp = {**gpu, "device": "cpu"}
+    assert proposals(r, [decomp], "") == ["rep.py"]  # a decomposition: specific enough
+
+
+def test_a_like_failure_waits_for_the_report_under_way(tmp_path):
+    a1 = _write(tmp_path, "a1.py", "x.argmax()\n")
+    a2 = _write(tmp_path, "a2.py", "x.argmax()\n")
+    fake = Fake({a1: ARGMAX, a2: ARGMAX})
+    fake.hold_reports = True
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate([a1, a2])}
+    results: dict[str, dict[str, Any]] = {}
+    (tmp_path / "cache").mkdir()
+    sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
+                      done=lambda p, r, quiet=False: results.__setitem__(p, {**r, "path": p}),
+                      observer=None)  # fmt: skip
+    for item in sched.plan(2):
+        sched.start(*item)
+    for f in list(sched.inflight):
+        sched.finished(f)
+    planned = sched.plan(2)  # both run; one report, the other (same wrong op) waits
+    assert [k for k, _, _ in planned] == ["report"]
+    for item in planned:
+        sched.start(*item)
+    assert sched.plan(1) == []  # the second slot stays free rather than a second report
+    (f, res), = fake.held
+    f.set_result(res)
+    sched.finished(f)
+    assert [k for k, _, _ in sched.plan(2)] == ["check"]
+
+
+def test_passing_as_it_is_too_is_flaky_not_a_member(tmp_path):
+    a1 = _write(tmp_path, "a1.py", "x.argmax()\n")
+    a2 = _write(tmp_path, "a2.py", "x.argmax()\n")
+
+    class Flaky(Fake):
+        def submit(self, fn, task, *args):
+            f = super().submit(fn, task, *args)
+            if fn.__name__ == "check_one":
+                f = Future()
+                f.set_result({"without": args[0], "off": 0, "on": 0, "passes": False,
+                              "flaky": True, "seconds": 3.0})  # fmt: skip
+            return f
+
+    results, _ = _run(tmp_path, {a1: ARGMAX, a2: ARGMAX}, fake=Flaky({a1: ARGMAX, a2: ARGMAX}))
+    verdicts = sorted(r["verdict"] for r in results.values())
+    assert verdicts == ["bug", "flaky"]
+
+
+def test_representatives_reported_side_by_side_are_checked_against_each_other(tmp_path):
+    # two casts whose wrong ops differ are reported at once (two slots); afterwards
+    # one passes with the other's switch off: one cluster
+    c1 = _write(tmp_path, "c1.py", "x.to(torch.bfloat16)\n")
+    c2 = _write(tmp_path, "c2.py", "x.to(torch.bfloat16) + b\n")
+    truth = {c1: CAST, c2: ("cast", "lowerings:add", {"wrong_op": "add"})}
+    results, fake = _run(tmp_path, truth, slots=2,
+                         helps={c2: ("lowerings:convert_element_type",)})  # fmt: skip
+    assert [c[0] for c in fake.calls].count("report_one") == 2
+    assert results[c2].get("same_as") == c1
+    (c,) = _clusters(results)
+    assert sorted(c["members"]) == sorted([c1, c2])
+    assert c["checks"][0]["checked_by_running"]
+
+
+def test_a_member_whose_representative_is_gone_is_checked_again():
+    results = {"m.py": {"path": "m.py", "verdict": "bug", "member_of": "gone.py",
+                        "joined": {"representative": "gone.py"}}}  # fmt: skip
+    reset_orphans(results)
+    assert "member_of" not in results["m.py"] and "joined" not in results["m.py"]
+
+
+def test_argmin_is_checked_with_the_arg_reduction_family_off(tmp_path):
+    from tcompile.repro.jobs.triage_loop import family
+
+    assert family("lowerings:argmax") == "lowerings:argmax lowerings:argmin"
+    assert family("lowerings:sum") == "lowerings:sum"
+    assert family("decomposition:aten.argmax.default") == "decomposition:aten.argmax.default"
+    a = _write(tmp_path, "a.py", "x.argmax()\n")
+    b = _write(tmp_path, "b.py", "torch.argmin(y)\n")
+    truth = {a: ARGMAX, b: ("argmax", "lowerings:argmin", {"wrong_op": "argmin"})}
+    results, fake = _run(tmp_path, truth,
+                         helps={b: ("lowerings:argmax lowerings:argmin",)})  # fmt: skip
+    assert [c[0] for c in fake.calls].count("report_one") == 1
+    (member,) = [r for r in results.values() if r.get("member_of")]
+    assert member["joined"]["without"] == "lowerings:argmax lowerings:argmin"
