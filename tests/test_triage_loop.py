@@ -166,7 +166,7 @@ def test_a_like_failure_waits_for_the_report_under_way(tmp_path):
     for item in planned:
         sched.start(*item)
     assert sched.plan(1) == []  # the second slot stays free rather than a second report
-    (f, res), = fake.held
+    ((f, res),) = fake.held
     f.set_result(res)
     sched.finished(f)
     assert [k for k, _, _ in sched.plan(2)] == ["check"]

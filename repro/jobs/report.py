@@ -235,11 +235,12 @@ def title(bug: dict[str, Any]) -> str:
 
 def describe(bug: dict[str, Any]) -> str:
     """Two or three sentences from the findings."""
-    where = (
-        f"graph {bug.get('graph')} ({bug.get('graph_kind')})"
-        if bug.get("graph") is not None
-        else "Dynamo's capture"
-    )
+    if bug.get("graph") is not None:
+        where = f"graph {bug.get('graph')} ({bug.get('graph_kind')})"
+    elif bug.get("kind") == "capture":
+        where = "Dynamo's capture"
+    else:  # the program's own check, or its exit: no graph raised it
+        where = "the program itself, outside any compiled graph"
     seen = (
         f", {bug['count']} times in graphs {', '.join(map(str, bug['graphs']))}"
         if bug.get("count", 1) > 1
