@@ -38,9 +38,13 @@ def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
     elif not op and subsystem and detail:
         op = str(detail)
     parts = [p for p in (stage, subsystem, op or (detail if subsystem else None)) if p]
+    from tcompile.repro.jobs.bisect_report import meaningful
+
     did = bis.get("effects") or {}
-    named = [k for k in did if k not in ("pattern_matcher_count", "pattern_matcher_nodes")]
-    if subsystem and named:  # what the application did: ``pass_pattern_0 (fuse_attention)``
+    # what a pass's application did: ``pass_pattern_0 (fuse_attention, pattern
+    # _sfdp_pattern_28_inference)``; a lowering is named by its op already
+    named = list(meaningful(did)) if subsystem not in ("lowerings", "decomposition") else []
+    if subsystem and named:
         parts[-1] = f"{parts[-1]} ({', '.join(sorted(named))})"
     elif not subsystem and bis.get("pattern"):  # bisect named only the stage
         parts.append(f"pattern {bis['pattern']} (named in the error)")

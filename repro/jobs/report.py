@@ -168,7 +168,21 @@ def write_report(
     from tcompile.repro.environment import full_environment
     from tcompile.repro.shareable import places, scrub
 
-    versions = versions_of(full_environment())
+    try:
+        versions = versions_of(full_environment())
+    except Exception:  # noqa: BLE001 -- torch's import broke in this process (a SIGTERM
+        # inside a first ``import torch``: a second one raises "duplicate registrations"):
+        # the report of what was found is written all the same, from the package metadata
+        import platform
+        from importlib import metadata
+
+        try:
+            torch_version = metadata.version("torch")
+        except metadata.PackageNotFoundError:
+            torch_version = None
+        versions = versions_of(
+            {"torch": torch_version, "python": platform.python_version(), "os": platform.platform()}
+        )
     for bug in bugs:
         bug["title"] = title(bug)
         bug["description"] = describe(bug)
