@@ -83,12 +83,16 @@ def family(off: str) -> str:
 
 def _named(op: str, r: dict[str, Any], text: str) -> bool:
     """The script names ``op`` (or one of its family): its wrong node's op, or a word of
-    its source."""
+    its source; a decomposition's op as a module is spelled too (``native_group_norm``:
+    ``nn.GroupNorm``)."""
     fam = next((f for f in FAMILIES if op in f), (op,))
     names = tuple(n for o in fam for n in (o, *_SPELLED.get(o, ())))
     if r.get("wrong_op") in names:
         return True
-    return any(re.search(rf"\b{re.escape(n)}\b", text) for n in names if n)
+    if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names if n):
+        return True
+    squeezed = re.sub(r"^_*(native_)?|_", "", op.lower())  # native_group_norm -> groupnorm
+    return len(squeezed) > 4 and squeezed in text.lower().replace("_", "")
 
 
 def _similar(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -109,8 +113,9 @@ def proposals(r: dict[str, Any], reps: list[dict[str, Any]], text: str = "") -> 
         if rep["path"] == r.get("path"):
             continue
         named = _named(_switch_op(off), r, text)
-        if off.startswith("lowerings:") and not named:
-            continue
+        alike = rep.get("kind") == r.get("kind") and rep.get("exc_type") == r.get("exc_type")
+        if not named and (off.startswith("lowerings:") or not alike):
+            continue  # nothing ties the script to this switch: not worth a run
         scored.append(
             (
                 rep.get("stage") != r.get("stage"),
