@@ -126,9 +126,7 @@ _HOUSEKEEPING = ("async_compile", "triton_bundler", "select_algorithm", "benchma
 def meaningful(did: dict[str, int]) -> dict[str, int]:
     """What an application did, without the pattern matcher's own totals and the
     counters of compiling and caching kernels."""
-    return {
-        k: v for k, v in did.items() if k not in _GENERIC and not k.startswith(_HOUSEKEEPING)
-    }
+    return {k: v for k, v in did.items() if k not in _GENERIC and not k.startswith(_HOUSEKEEPING)}
 
 
 def effect_words(did: dict[str, int]) -> str:

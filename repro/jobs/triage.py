@@ -206,40 +206,15 @@ def run_triage(
         _place_repro(base, r)
     for python in alsos if not interrupted else []:
         interrupted = _also_all(base, ordered, python, jobs, timeout, observer) or interrupted
-    for r in ordered:
-        if r.get("raw_bug"):
-            r["culprit"], r["minimal"] = culprit_of(r["raw_bug"]), minimal_of(r["raw_bug"])
-    if interrupted:  # a script still on its way is not shown as a bug
-        ordered = [r for r in ordered if is_final(r)]
-    reps = [r for r in ordered if not r.get("member_of")]
-    if each:  # every script reported: the reports' clusters, checked both ways
-        clusters, interrupted = _checked(base, reps, interrupted, jobs, timeout, observer)
-    else:  # the representatives' clusters, joined where checks said so; members into them
-        clusters = merge_reps(cluster(reps), reps)
-        attach_members(ordered, clusters)
-    by_path = {r["path"]: r for r in ordered}
-    for c in clusters:  # the representative's repro under each --also interpreter
-        rep = by_path.get(c["representative"]) or {}
-        c["versions"] = [
-            {"python": sys.executable, "torch": torch_version(), "result": "fails (this run)"},
-            *((rep.get("also_all") or {}).values()),
-        ]
+    ordered, clusters, interrupted = _clusters(
+        base, ordered, each=each, interrupted=interrupted, jobs=jobs, timeout=timeout,
+        observer=observer,
+    )  # fmt: skip
     counts = {
         v: sum(r["verdict"] == v for r in ordered)
         for v in ("bug", "clean", "not_compiler", "flaky", "timeout", "needs_gpu", "error")
     }
-    if interrupted:
-        code, msg = (
-            ExitCode.INTERRUPTED,
-            f"interrupted: {len(ordered)} of {len(scripts)} scripts done (kept)",
-        )
-    elif counts["bug"] or counts["flaky"]:
-        code = ExitCode.COMPILER_FAILURE
-        msg = f"{counts['bug']} compiler bug(s) in {len(clusters)} cluster(s) among {len(scripts)} scripts"
-    elif counts["error"]:
-        code, msg = ExitCode.INTERNAL, f"tcompile failed on {counts['error']} script(s)"
-    else:
-        code, msg = ExitCode.OK, f"no compiler bug among {len(scripts)} scripts"
+    code, msg = _outcome(counts, len(clusters), len(ordered), len(scripts), interrupted)
     report = TriageReport(
         int(code),
         msg,
@@ -257,6 +232,54 @@ def run_triage(
     report.page, report.html = write_pages(base, report.to_json())
     write_json(base / layout.TRIAGE_JSON, report.to_json())
     return report
+
+
+def _outcome(
+    counts: dict[str, int], clusters: int, done: int, scripts: int, interrupted: bool
+) -> tuple[ExitCode, str]:
+    if interrupted:
+        return ExitCode.INTERRUPTED, f"interrupted: {done} of {scripts} scripts done (kept)"
+    if counts["bug"] or counts["flaky"]:
+        return (
+            ExitCode.COMPILER_FAILURE,
+            f"{counts['bug']} compiler bug(s) in {clusters} cluster(s) among {scripts} scripts",
+        )
+    if counts["error"]:
+        return ExitCode.INTERNAL, f"tcompile failed on {counts['error']} script(s)"
+    return ExitCode.OK, f"no compiler bug among {scripts} scripts"
+
+
+def _clusters(
+    base: Path,
+    ordered: list[dict[str, Any]],
+    *,
+    each: bool,
+    interrupted: bool,
+    jobs: int,
+    timeout: float,
+    observer: Observer,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+    """The results shown (a script still on its way after an interrupt is not shown as a
+    bug), the clusters, and whether interrupted."""
+    for r in ordered:
+        if r.get("raw_bug"):
+            r["culprit"], r["minimal"] = culprit_of(r["raw_bug"]), minimal_of(r["raw_bug"])
+    if interrupted:
+        ordered = [r for r in ordered if is_final(r)]
+    reps = [r for r in ordered if not r.get("member_of")]
+    if each:  # every script reported: the reports' clusters, checked both ways
+        clusters, interrupted = _checked(base, reps, interrupted, jobs, timeout, observer)
+    else:  # the representatives' clusters, joined where checks said so; members into them
+        clusters = merge_reps(cluster(reps), reps)
+        attach_members(ordered, clusters)
+    by_path = {r["path"]: r for r in ordered}
+    for c in clusters:  # the representative's repro under each --also interpreter
+        rep = by_path.get(c["representative"]) or {}
+        c["versions"] = [
+            {"python": sys.executable, "torch": torch_version(), "result": "fails (this run)"},
+            *((rep.get("also_all") or {}).values()),
+        ]
+    return ordered, clusters, interrupted
 
 
 def _checked(
