@@ -43,7 +43,8 @@ capture, a launcher, a record, the program):
 
   report.py             a bug report for PyTorch's tracker
   triage.py             many scripts, cached, on a local pool or Ray
-  triage_one.py         one script of a triage: verdict, culprit, verified repro
+  triage_loop.py        bisect and minify once per cluster: who is reported, who checked
+  triage_one.py         one script of a triage: its runs, its report, a membership check
   triage_switch.py      duplicates checked by running: another cluster's culprit off
   pipelines.py          what bisect and minify run after their first job (the CLI composes nothing)
 """
