@@ -213,6 +213,25 @@ def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
     return any(o.matches(other, as_exception=True) for o in mine)
 
 
+# the pattern matcher's own totals: said only where nothing else says what was done
+GENERIC_COUNTERS = frozenset({"pattern_matcher_count", "pattern_matcher_nodes"})
+# counters an application bumps that say nothing of what it did: compiling, caching and
+# autotuning its kernels (seen on an H200: a lowering's application ``async_compile_
+# cache_miss``, ``triton_bundler_save_kernel``, ``select_algorithm_autotune``)
+_HOUSEKEEPING = ("async_compile", "triton_bundler", "select_algorithm", "benchmarking",
+                 "fxgraph_cache", "autotune", "cudagraph_")  # fmt: skip
+
+
+def meaningful(did: dict[str, int]) -> dict[str, int]:
+    """What an application did (child/subsystems.py's effects), without the pattern
+    matcher's own totals and the counters of compiling and caching kernels."""
+    return {
+        k: v
+        for k, v in did.items()
+        if k not in GENERIC_COUNTERS and not k.startswith(_HOUSEKEEPING)
+    }
+
+
 def last_effects(events: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
     """What each enabled application of inductor's subsystems did (child/subsystems.py:
     the change in inductor's counters), by subsystem and index, in a bisection run."""

@@ -38,7 +38,7 @@ def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
     elif not op and subsystem and detail:
         op = str(detail)
     parts = [p for p in (stage, subsystem, op or (detail if subsystem else None)) if p]
-    from tcompile.repro.jobs.bisect_report import meaningful
+    from tcompile.compiler.collect import meaningful
 
     did = bis.get("effects") or {}
     # what a pass's application did: ``pass_pattern_0 (fuse_attention, pattern

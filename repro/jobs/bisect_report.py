@@ -97,9 +97,6 @@ def pattern_named(text: str | None) -> str | None:
     return None
 
 
-_GENERIC = {"pattern_matcher_count", "pattern_matcher_nodes"}
-
-
 def culprit_effects(run_dir: str | None, found: dict[str, Any]) -> dict[str, int] | None:
     """What the culprit application did in the baseline's compiled run (its counters'
     change: child/subsystems.py); None where it changed none."""
@@ -116,22 +113,11 @@ def culprit_effects(run_dir: str | None, found: dict[str, Any]) -> dict[str, int
     return dict(did) if did else None
 
 
-# counters an application bumps that say nothing of what it did: compiling, caching and
-# autotuning its kernels (seen on an H200: a lowering's application ``async_compile_
-# cache_miss``, ``triton_bundler_save_kernel``, ``select_algorithm_autotune``)
-_HOUSEKEEPING = ("async_compile", "triton_bundler", "select_algorithm", "benchmarking",
-                 "fxgraph_cache", "autotune", "cudagraph_")  # fmt: skip
-
-
-def meaningful(did: dict[str, int]) -> dict[str, int]:
-    """What an application did, without the pattern matcher's own totals and the
-    counters of compiling and caching kernels."""
-    return {k: v for k, v in did.items() if k not in _GENERIC and not k.startswith(_HOUSEKEEPING)}
-
-
 def effect_words(did: dict[str, int]) -> str:
     """``{"fuse_attention": 2, "pattern_matcher_count": 2}`` -> ``fuse_attention x2``:
     the counters that say what it did first, the pattern matcher's own counts only
     when nothing else does."""
-    named = meaningful(did) or {k: v for k, v in did.items() if k in _GENERIC} or did
+    from tcompile.compiler.collect import GENERIC_COUNTERS, meaningful
+
+    named = meaningful(did) or {k: v for k, v in did.items() if k in GENERIC_COUNTERS} or did
     return ", ".join(f"{k} x{v}" for k, v in sorted(named.items()))
