@@ -63,6 +63,8 @@ class TriageReport:
     done_now: int = 0
     from_cache: int = 0
     interrupted: bool = False
+    reports: int = 0  # scripts bisected and minified (once per cluster, or --each: all)
+    joined_by_check: int = 0  # scripts that joined a cluster by a check, no report
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -228,7 +230,14 @@ def run_triage(
         done_now=len(ordered) - from_cache,
         from_cache=from_cache,
         interrupted=interrupted,
+        reports=sum(1 for r in ordered if r.get("reported")),
+        joined_by_check=sum(1 for r in ordered if r.get("member_of")),
     )
+    if report.joined_by_check:
+        report.message += (
+            f" ({report.reports} bisected and minified, {report.joined_by_check} joined"
+            " their cluster by a check)"
+        )
     report.page, report.html = write_pages(base, report.to_json())
     write_json(base / layout.TRIAGE_JSON, report.to_json())
     return report

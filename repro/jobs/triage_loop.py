@@ -284,7 +284,8 @@ class Scheduler:
         r = self.results[path]
         r.setdefault("checks", [])
         if not any(c.get("rep") == rep for c in r["checks"]):
-            r["checks"].append({"rep": rep, **got})
+            r["checks"].append({"rep": rep, **{k: v for k, v in got.items() if k != "steps"}})
+            r["steps"] = [*(r.get("steps") or []), *(got.get("steps") or [])]
         r["seconds"] = round(float(r.get("seconds") or 0.0) + float(got.get("seconds") or 0), 2)
         if got.get("passes"):
             r.update(

@@ -301,6 +301,7 @@ def check_one(task: dict[str, Any], without: str, budget: float) -> dict[str, An
         "passes": off == 0 and on == 1,
         "flaky": off == 0 and on == 0,
         "seconds": round(time.monotonic() - t0, 2),
+        "steps": res["steps"],
     }
 
 
