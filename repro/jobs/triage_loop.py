@@ -199,15 +199,19 @@ class Scheduler:
                 continue
             out.append(("report", p, None))
             under_way.add(_similar(self.results[p]))
-        if len(out) < free and not self.each:  # reports under way would leave a slot idle:
-            wrong = {r.get("wrong_op") for r in reporting}  # one whose wrong op differs
-            wrong |= {self.results[p].get("wrong_op") for k, p, _ in out if k == "report"}
+        if len(out) < free and not self.each and spare and not self._checks_ahead():
+            # a slot would stay idle, nothing else can use it: report a waiting script
+            # unlike those under way (another wrong op or another message; the least
+            # alike first) beside them; if it is the same bug after all, the
+            # representatives' checks at the end join them
+            going = reporting + [self.results[p] for k, p, _ in out if k == "report"]
+            pairs = {(g.get("wrong_op"), g.get("signature")) for g in going}
+            spare.sort(key=lambda p: self._likeness(self.results[p], going))
             for p in spare:
-                if len(out) >= free:
-                    break
-                if self.results[p].get("wrong_op") not in wrong:
-                    out.append(("report", p, None))
-                    wrong.add(self.results[p].get("wrong_op"))
+                r = self.results[p]
+                if len(out) < free and (r.get("wrong_op"), r.get("signature")) not in pairs:
+                    out.append(("report", p, None))  # the same wrong op and text: it waits
+                    pairs.add((r.get("wrong_op"), r.get("signature")))
         if not out and not self.inflight and not waiting and not self.each:
             # everything final: representatives reported side by side (a slot was free)
             # are checked against each other, the same way
@@ -216,6 +220,16 @@ class Scheduler:
                 if untried and len(self.tried[r["path"]]) < PER_SCRIPT and len(out) < free:
                     out.append(("cross", r["path"], untried[0]))
         return out
+
+    def _checks_ahead(self) -> bool:
+        """Checks are running that may yet explain the waiting scripts' kind."""
+        return any(kind == "check" for kind, _, _ in self.inflight.values())
+
+    @staticmethod
+    def _likeness(r: dict[str, Any], going: list[dict[str, Any]]) -> tuple[int, int, float]:
+        same_op = sum(1 for g in going if g.get("wrong_op") == r.get("wrong_op"))
+        same_text = sum(1 for g in going if g.get("signature") == r.get("signature"))
+        return same_op, same_text, float(r.get("seconds") or 0.0)
 
     def _untried(self, p: str, reps: list[dict[str, Any]]) -> list[str]:
         r = self.results[p]
