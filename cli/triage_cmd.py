@@ -70,7 +70,7 @@ from .options import exit_codes, jobs_option, json_option
     "ray_address",
     metavar="ADDRESS",
     default=None,
-    help="Run each script as a Ray task on this cluster ('auto', or host:port); needs "
+    help="Run each piece of a script's triage as a Ray task on this cluster ('auto', or host:port); needs "
     "the [ray] extra.",
 )
 @json_option

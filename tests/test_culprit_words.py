@@ -1,0 +1,101 @@
+"""Culprits in words people know (issue 52, item 4) and the pages' version column
+(item 5).  Pure: no compiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tcompile.compiler.child.session import raised_in_pass
+from tcompile.compiler.child.subsystems import _inductor_counters, op_name
+from tcompile.compiler.collect import meaningful
+from tcompile.repro.jobs.bisect_report import effect_words, pattern_named
+from tcompile.repro.triage_cluster import culprit_of
+from tcompile.repro.triage_page import markdown, page, versions
+
+
+def _raise_in(filename: str, function: str) -> BaseException:
+    ns: dict = {}
+    code = f"def {function}():\n    raise RuntimeError('Attempting to broadcast a dimension')\n"
+    exec(compile(code, filename, "exec"), ns)  # a frame of that file, as inductor's would be
+    try:
+        try:
+            ns[function]()
+        except RuntimeError as inner:
+            raise ValueError("BackendCompilerFailed") from inner
+    except ValueError as exc:
+        return exc
+
+
+def test_an_error_raised_in_an_inductor_pass_names_the_function():
+    exc = _raise_in(
+        "/site-packages/torch/_inductor/fx_passes/fuse_attention.py", "_sfdp_replacement_2"
+    )
+    where = raised_in_pass(exc)
+    assert where == "raised in inductor's _sfdp_replacement_2, fx_passes/fuse_attention.py"
+    assert pattern_named(f"RuntimeError: ...\n({where})") == "_sfdp_replacement_2"
+    elsewhere = _raise_in("/site-packages/torch/_inductor/lowering.py", "make_reduction")
+    assert raised_in_pass(elsewhere) is None
+
+
+def test_per_pattern_counts_name_the_pattern():
+    from torch._dynamo.utils import counters
+
+    counters["inductor_pattern_matcher_per_pattern"]["_sfdp_pattern_28_inference"] += 1
+    try:
+        assert _inductor_counters()["pattern _sfdp_pattern_28_inference"] >= 1
+    finally:
+        counters.pop("inductor_pattern_matcher_per_pattern", None)
+    did = {"fuse_attention": 1, "pattern _sfdp_pattern_28_inference": 1,
+           "pattern_matcher_count": 1, "async_compile_cache_miss": 3}  # fmt: skip
+    assert meaningful(did) == {"fuse_attention": 1, "pattern _sfdp_pattern_28_inference": 1}
+    assert effect_words({"pattern_matcher_count": 2}) == "pattern_matcher_count x2"
+    bug = {"kind": "accuracy", "bisect": {"stage": "inductor", "subsystem": "joint_graph_passes",
+           "detail": "pass_pattern_0", "effects": did}}  # fmt: skip
+    text = culprit_of(bug)["text"]
+    assert text == (
+        "inductor / joint_graph_passes / pass_pattern_0 "
+        "(fuse_attention, pattern _sfdp_pattern_28_inference)"
+    )
+    # a lowering is named by its op: the kernel-compiling counters of its application are not
+    lowering = {"kind": "accuracy", "bisect": {"stage": "inductor", "subsystem": "lowerings",
+                "detail": "sort_1", "effects": {"async_compile_cache_miss": 1}}}  # fmt: skip
+    assert culprit_of(lowering)["text"] == "inductor / lowerings / sort"
+    cudagraphs = {"kind": "runtime", "bisect": {"stage": "inductor", "subsystem": "cudagraphs"}}
+    assert culprit_of(cudagraphs)["text"] == "inductor / cudagraphs"
+    assert (
+        op_name("<OpOverload(op='aten.unfold_backward', overload='default')>")
+        == "aten.unfold_backward.default"
+    )
+
+
+def test_the_pages_say_each_torch_and_how_each_script_joined(tmp_path):
+    rep, member = str(tmp_path / "a.py"), str(tmp_path / "b.py")
+    repro = tmp_path / "repros" / "a.py"
+    repro.parent.mkdir()
+    repro.write_text("print('REPRODUCED')\n")
+    cluster = {
+        "id": "C123456", "culprit": "inductor / lowerings / argmax", "kind": "accuracy",
+        "ops": ["argmax"], "members": [rep, member], "representative": rep,
+        "repro": str(repro), "repro_lines": 1, "verified": True,
+        "versions": [{"torch": "2.13.0+cpu", "result": "fails (this run)"},
+                     {"torch": "2.14.1", "result": "fixed in 2.14.1"}],
+    }  # fmt: skip
+    doc = {
+        "scripts": [
+            {"path": rep, "verdict": "bug", "cluster": "C123456", "reported": True,
+             "repro": str(repro), "repro_lines": 1, "seconds": 50.0,
+             "also_all": {"/py": {"result": "fixed in 2.14.1"}}},
+            {"path": member, "verdict": "bug", "cluster": "C123456", "member_of": rep,
+             "joined": {"without": "lowerings:argmax lowerings:argmin"}, "seconds": 20.0},
+        ],
+        "clusters": [cluster], "counts": {"bug": 2}, "torch": "2.13.0+cpu", "seconds": 70.0,
+        "done_now": 2, "from_cache": 0, "engine": "local", "interrupted": False,
+    }  # fmt: skip
+    assert versions(cluster) == "2.13.0+cpu: fails (this run); 2.14.1: fixed in 2.14.1"
+    md = markdown(tmp_path, doc)
+    assert "| versions |" in md and "2.14.1: fixed in 2.14.1" in md
+    assert "joined: passes with `lowerings:argmax lowerings:argmin` off" in md
+    assert "its own report" in md
+    html = page(tmp_path, doc)
+    assert "<a href='a.py'>" in html and "<th>verified</th>" in html and "issues/C123456.md" in html
+    assert Path(repro).name in html
