@@ -46,7 +46,8 @@ def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
     named = list(meaningful(did)) if subsystem not in ("lowerings", "decomposition") else []
     if subsystem and named:
         parts[-1] = f"{parts[-1]} ({', '.join(sorted(named))})"
-    elif not subsystem and bis.get("pattern"):  # bisect named only the stage
+    if bis.get("pattern") and bis["pattern"] not in " ".join(map(str, parts)):
+        # the pattern the error names (the stage alone, or a whole pattern pass, named)
         parts.append(f"pattern {bis['pattern']} (named in the error)")
     return {
         "stage": stage,

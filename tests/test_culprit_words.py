@@ -99,3 +99,18 @@ def test_the_pages_say_each_torch_and_how_each_script_joined(tmp_path):
     html = page(tmp_path, doc)
     assert "<a href='a.py'>" in html and "<th>verified</th>" in html and "issues/C123456.md" in html
     assert Path(repro).name in html
+
+
+def test_a_pattern_the_error_names_is_said_beside_the_pass():
+    bug = {"kind": "compile", "bisect": {"stage": "inductor", "subsystem": "joint_graph_passes",
+           "detail": "pass_pattern_0", "effects": {"fuse_attention": 1},
+           "pattern": "_sfdp_replacement_2"}}  # fmt: skip
+    assert culprit_of(bug)["text"] == (
+        "inductor / joint_graph_passes / pass_pattern_0 (fuse_attention) / "
+        "pattern _sfdp_replacement_2 (named in the error)"
+    )
+    stage_only = {"kind": "compile", "bisect": {"stage": "inductor",
+                  "pattern": "randperm_index_pattern"}}  # fmt: skip
+    assert culprit_of(stage_only)["text"] == (
+        "inductor / pattern randperm_index_pattern (named in the error)"
+    )
