@@ -80,7 +80,8 @@ def _how(r: dict[str, Any]) -> str:
     """How a script got its cluster: its own report, or a check of the culprit's switch."""
     j = r.get("joined") or {}
     if r.get("member_of") and j.get("without"):
-        return f"joined: passes with `{j['without']}` off, fails with it on"
+        at = f" at {j['backend']}" if j.get("backend") else ""
+        return f"joined: passes with `{j['without']}` off{at}, fails with it on"
     if r.get("same_as"):
         return "its report; joined by the same check"
     return "its own report" if r.get("raw_bug") or r.get("reported") else "-"

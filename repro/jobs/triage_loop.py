@@ -101,6 +101,18 @@ def _similar(r: dict[str, Any]) -> tuple[Any, ...]:
     return (r.get("device"), r.get("stage"), r.get("kind"), r.get("exc_type"))
 
 
+def switch_stage(rep: dict[str, Any]) -> str | None:
+    """The stage a representative's switch is checked at: its culprit's, where that is
+    below inductor (None: inductor, the scripts' own)."""
+    stage = (((rep.get("raw_bug") or {}).get("bisect") or {}).get("stage")) or None
+    return stage if stage and stage != "inductor" else None
+
+
+def _check_key(got: dict[str, Any]) -> str:
+    off = got.get("without") or ""
+    return f"{off}@{got['backend']}" if got.get("backend") else off
+
+
 def proposals(r: dict[str, Any], reps: list[dict[str, Any]], text: str = "") -> list[str]:
     """The representatives (paths) to check ``r`` against, most alike first.  A lowering
     switch only where the script names the op: every lowering of ``add`` off makes
@@ -261,13 +273,14 @@ class Scheduler:
             assert rep is not None
             self.tried[path].add(rep)
             off = family(without_of(self.results[rep]) or "")
-            cached = self._check_cache(path, off)
+            backend = switch_stage(self.results[rep])
+            cached = self._check_cache(path, f"{off}@{backend}" if backend else off)
             if cached.is_file():
                 f = Future()
                 f.set_result(json.loads(cached.read_text()))
             else:
                 budget = max(30.0, float(task["timeout"]) - float(self.results[path]["seconds"]))
-                f = self.submit(check_one, task, off, budget)
+                f = self.submit(check_one, task, off, budget, backend)
         self.inflight[f] = (kind, path, rep)
 
     def _check_cache(self, path: str, off: str) -> Path:
@@ -284,7 +297,7 @@ class Scheduler:
             self.done(path, {**got, "reported": True})
         elif kind == "cross":
             r = self.results[path]
-            write_json(self._check_cache(path, got.get("without") or ""), got)
+            write_json(self._check_cache(path, _check_key(got)), got)
             r.setdefault("checks", []).append({"rep": rep, **got})
             if got.get("passes"):
                 r["same_as"] = rep  # its cluster joins rep's (triage.py: merge_reps)
@@ -294,7 +307,7 @@ class Scheduler:
 
     def _joined(self, path: str, rep: str, got: dict[str, Any]) -> None:
         off = got.get("without") or ""
-        write_json(self._check_cache(path, off), got)
+        write_json(self._check_cache(path, _check_key(got)), got)
         r = self.results[path]
         r.setdefault("checks", [])
         if not any(c.get("rep") == rep for c in r["checks"]):
@@ -305,7 +318,8 @@ class Scheduler:
             r.update(
                 member_of=rep,
                 joined={"representative": rep, "without": off, "checked_by_running": True,
-                        "off_exit": got.get("off"), "on_exit": got.get("on")},
+                        "off_exit": got.get("off"), "on_exit": got.get("on"),
+                        "backend": got.get("backend")},
             )  # fmt: skip
             self.done(path, r)
         elif got.get("flaky"):  # passed with the switch off and as it is: no failure to join

@@ -276,7 +276,9 @@ def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
     return finish("bug", res.get("signature", ""))
 
 
-def check_one(task: dict[str, Any], without: str, budget: float) -> dict[str, Any]:
+def check_one(
+    task: dict[str, Any], without: str, budget: float, backend: str | None = None
+) -> dict[str, Any]:
     """Membership by running (issue 52): the script with ``without`` off (``tcompile run
     --without``) and, when that passes, once more as it is -- it must fail again, or the
     pass says nothing of the switch.  ``{"without", "off", "on", "passes", "seconds"}``:
@@ -287,6 +289,10 @@ def check_one(task: dict[str, Any], without: str, budget: float) -> dict[str, An
     limit = str(max(10, int(budget * 0.8)))
     out = str(Path(task["work_dir"]) / "checks")
     argv = ["run", "--json", *_accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))]
+    # a culprit below inductor (a decomposition at aot_eager_decomp_partition) is checked
+    # at its stage: inductor decomposes the same op again its own way, so the switch off
+    # at inductor left #181693's failure in place where bisect's stage had it gone
+    argv += ["--backend", backend] if backend else []
     switches = [a for w in without.split() for a in ("--without", w)]  # a family: several
     off, _ = step(f"without {without}", [*argv, *switches, "--timeout", limit,
                                         "--out", out, task["path"], *task["args"]])  # fmt: skip
@@ -296,6 +302,7 @@ def check_one(task: dict[str, Any], without: str, budget: float) -> dict[str, An
                                    *task["args"]])  # fmt: skip
     return {
         "without": without,
+        "backend": backend,
         "off": off,
         "on": on,
         "passes": off == 0 and on == 1,
