@@ -226,3 +226,28 @@ def test_argmin_is_checked_with_the_arg_reduction_family_off(tmp_path):
     assert [c[0] for c in fake.calls].count("report_one") == 1
     (member,) = [r for r in results.values() if r.get("member_of")]
     assert member["joined"]["without"] == "lowerings:argmax lowerings:argmin"
+
+
+def test_a_culprit_below_inductor_is_checked_at_its_stage(tmp_path):
+    from tcompile.repro.jobs.triage_loop import switch_stage
+
+    at = {"raw_bug": {"bisect": {"stage": "aot_eager_decomp_partition"}}}
+    assert switch_stage(at) == "aot_eager_decomp_partition"
+    assert switch_stage({"raw_bug": {"bisect": {"stage": "inductor"}}}) is None
+    g1 = _write(tmp_path, "g1.py", "gn = nn.GroupNorm(10, 10)\n")
+    g2 = _write(tmp_path, "g2.py", "nn.GroupNorm(1, 10)\n")
+    truth = {g1: NORM, g2: NORM}
+
+    class AtStage(Fake):
+        def submit(self, fn, task, *args):
+            if fn.__name__ == "report_one":
+                f = super().submit(fn, task, *args)
+                f.result()["raw_bug"]["bisect"]["stage"] = "aot_eager_decomp_partition"
+                return f
+            if fn.__name__ == "check_one":
+                assert args[2] == "aot_eager_decomp_partition"  # the backend it runs at
+            return super().submit(fn, task, *args)
+
+    results, _ = _run(tmp_path, truth, fake=AtStage(truth))
+    (member,) = [r for r in results.values() if r.get("member_of")]
+    assert member["joined"]["without"] == "decomposition:aten.native_group_norm.default"
