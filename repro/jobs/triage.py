@@ -233,14 +233,19 @@ def run_triage(
         reports=sum(1 for r in ordered if r.get("reported")),
         joined_by_check=sum(1 for r in ordered if r.get("member_of")),
     )
-    if report.joined_by_check:
-        report.message += (
-            f" ({report.reports} bisected and minified, {report.joined_by_check} joined"
-            " their cluster by a check)"
-        )
+    report.message += _how_many(report)
     report.page, report.html = write_pages(base, report.to_json())
     write_json(base / layout.TRIAGE_JSON, report.to_json())
     return report
+
+
+def _how_many(report: TriageReport) -> str:
+    if not report.joined_by_check:
+        return ""
+    return (
+        f" ({report.reports} bisected and minified, {report.joined_by_check} joined their"
+        " cluster by a check)"
+    )
 
 
 def _outcome(
