@@ -114,9 +114,10 @@ def _check_key(got: dict[str, Any]) -> str:
 
 
 def proposals(r: dict[str, Any], reps: list[dict[str, Any]], text: str = "") -> list[str]:
-    """The representatives (paths) to check ``r`` against, most alike first.  A lowering
-    switch only where the script names the op: every lowering of ``add`` off makes
-    unrelated programs pass (on the dupes corpus an argmax bug's did)."""
+    """The representatives (paths) to check ``r`` against, most alike first: only those
+    that failed the same kind with the same exception, and a lowering switch only where
+    the script names the op -- every lowering of ``add`` or ``sum`` off makes unrelated
+    programs pass (an argmax bug of the dupes corpus; two bugs of the main corpus)."""
     scored = []
     for rep in reps:
         off = without_of(rep)
@@ -126,8 +127,11 @@ def proposals(r: dict[str, Any], reps: list[dict[str, Any]], text: str = "") -> 
             continue
         named = _named(_switch_op(off), r, text)
         alike = rep.get("kind") == r.get("kind") and rep.get("exc_type") == r.get("exc_type")
-        if not named and (off.startswith("lowerings:") or not alike):
-            continue  # nothing ties the script to this switch: not worth a run
+        if not alike or (off.startswith("lowerings:") and not named):
+            # another failure, or nothing ties the script to this lowering: on the main
+            # corpus, every lowering of ``sum`` off made a C++ compile error and a uint8
+            # wrong value pass, both bugs of their own (the switch breaks a fusion)
+            continue
         scored.append(
             (
                 rep.get("stage") != r.get("stage"),
