@@ -300,23 +300,26 @@ class Scheduler:
         elif kind == "report":
             self.done(path, {**got, "reported": True})
         elif kind == "cross":
-            r = self.results[path]
-            write_json(self._check_cache(path, _check_key(got)), got)
-            r.setdefault("checks", []).append({"rep": rep, **got})
+            r = self._record(path, rep or "", got)
             if got.get("passes"):
                 r["same_as"] = rep  # its cluster joins rep's (triage.py: merge_reps)
             self.done(path, r, quiet=True)
         else:
             self._joined(path, rep or "", got)
 
-    def _joined(self, path: str, rep: str, got: dict[str, Any]) -> None:
-        off = got.get("without") or ""
+    def _record(self, path: str, rep: str, got: dict[str, Any]) -> dict[str, Any]:
+        """A check's answer: cached, in the script's ``checks``, its runs in ``steps``."""
         write_json(self._check_cache(path, _check_key(got)), got)
         r = self.results[path]
         r.setdefault("checks", [])
         if not any(c.get("rep") == rep for c in r["checks"]):
             r["checks"].append({"rep": rep, **{k: v for k, v in got.items() if k != "steps"}})
             r["steps"] = [*(r.get("steps") or []), *(got.get("steps") or [])]
+        return r
+
+    def _joined(self, path: str, rep: str, got: dict[str, Any]) -> None:
+        off = got.get("without") or ""
+        r = self._record(path, rep, got)
         r["seconds"] = round(float(r.get("seconds") or 0.0) + float(got.get("seconds") or 0), 2)
         if got.get("passes"):
             r.update(
