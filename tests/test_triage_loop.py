@@ -226,6 +226,9 @@ def test_argmin_is_checked_with_the_arg_reduction_family_off(tmp_path):
     assert [c[0] for c in fake.calls].count("report_one") == 1
     (member,) = [r for r in results.values() if r.get("member_of")]
     assert member["joined"]["without"] == "lowerings:argmax lowerings:argmin"
+    _clusters(results)  # its culprit is its representative's, and it says its own op
+    assert member["culprit"]["of"] == a and member["culprit"]["own_op"] == "argmin"
+    assert member["culprit"]["text"].endswith("(this script: argmin)")
 
 
 def test_a_culprit_below_inductor_is_checked_at_its_stage(tmp_path):
