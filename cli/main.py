@@ -405,6 +405,14 @@ if __name__ == "__main__":  # pragma: no cover
     help="Run the whole program once more with the culprit found on the saved graph "
     "turned off (default: when its first run took at most 2 minutes).",
 )
+@click.option(
+    "--max-time",
+    "max_time",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="A program-level minify stops this many seconds after the report's start (less "
+    "what verifying takes) and keeps the best program so far (default: minify's 300 s).",
+)
 @json_option
 @out_option
 @program_argument
@@ -416,6 +424,7 @@ def report(
     level: str,
     trace: str | None,
     confirm: bool | None,
+    max_time: float | None,
     as_json: bool,
     out: str | None,
     argv: tuple[str, ...],
@@ -437,6 +446,7 @@ def report(
             level=level,
             trace=args.abs_dir(trace),
             confirm=confirm,
+            max_time=max_time,
             **app.common(out, timeout, as_json),
         )
 

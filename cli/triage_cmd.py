@@ -59,6 +59,15 @@ from .options import exit_codes, jobs_option, json_option
     "cluster, the other members joining by a check of the culprit's switch.",
 )
 @click.option(
+    "--max-time",
+    "max_time",
+    type=click.FloatRange(min=30),
+    default=150.0,
+    show_default=True,
+    help="Seconds of one report (report --max-time): past them a program-level minify "
+    "keeps the best program so far; at most what --timeout leaves after the runs.",
+)
+@click.option(
     "--also",
     metavar="PYTHON",
     multiple=True,
@@ -89,6 +98,7 @@ def triage(
     per_gpu: int,
     repeat: int | None,
     each: bool,
+    max_time: float,
     also: tuple[str, ...],
     ray_address: str | None,
     as_json: bool,
@@ -116,6 +126,7 @@ def triage(
             per_gpu=per_gpu,
             repeat=repeat,
             each=each,
+            max_time=max_time,
             also=list(also),
             ray_address=ray_address,
             out=out,

@@ -254,3 +254,24 @@ def test_a_culprit_below_inductor_is_checked_at_its_stage(tmp_path):
     results, _ = _run(tmp_path, truth, fake=AtStage(truth))
     (member,) = [r for r in results.values() if r.get("member_of")]
     assert member["joined"]["without"] == "decomposition:aten.native_group_norm.default"
+
+
+def test_a_report_ends_its_minify_within_the_scripts_budget(tmp_path, monkeypatch):
+    """report --max-time: triage's cap, and never past what --timeout leaves after the
+    runs less a margin for verifying (a report killed at the budget leaves no repro)."""
+    from tcompile.repro.jobs import triage_one
+
+    seen: list[list[str]] = []
+
+    def fake(python, argv, budget, log, cwd, env):
+        seen.append(argv)
+        return 1, {"bugs": []}, 1.0
+
+    monkeypatch.setattr(triage_one, "_tcompile", fake)
+    task = {"path": str(tmp_path / "s.py"), "args": [], "work_dir": str(tmp_path / "w"),
+            "timeout": 300, "max_time": 150}  # fmt: skip
+    (tmp_path / "w").mkdir()
+    triage_one.report_one(task, {"verdict": "bug", "seconds": 20.0, "runs": 1})
+    assert seen[-1][seen[-1].index("--max-time") + 1] == "150"
+    triage_one.report_one(task, {"verdict": "bug", "seconds": 200.0, "runs": 1})
+    assert seen[-1][seen[-1].index("--max-time") + 1] == str(int(100 - triage_one._MARGIN))

@@ -66,6 +66,7 @@ def run_report(
     stderr: Any = None,
     trace: str | None = None,
     confirm: bool | None = None,
+    max_time: float | None = None,
 ) -> Report:
     from .minify_job import run_minify
 
@@ -127,6 +128,8 @@ def run_report(
         # a failure no graph holds is minified at the program level (program_job.py)
         observer.status(f"minifying: {g['signature']}")
         match = _match(g["signature"]) if first.graph is not None else None
+        if max_time:  # counted from the report's start: what is left of it, at least 30 s
+            args["max_time"] = max(30.0, max_time - (time.monotonic() - t0))
         mini = run_minify(command, match=match, observer=observer, **args, **common)
         bug["minify"] = mini.to_json()
         bugs.append(bug)

@@ -138,6 +138,15 @@ def _wants_gpu(script: Path) -> bool:
     return "cuda" in text or "triton" in text
 
 
+def _interpreters(also: str | list[str] | None) -> list[str]:
+    """--also's interpreters; one that is not there is bad input."""
+    alsos = [also] if isinstance(also, str) else list(also or [])
+    for python in alsos:
+        if not shutil.which(python) and not Path(python).is_file():
+            raise UsageError(f"--also {python}: no such interpreter")
+    return alsos
+
+
 def run_triage(
     paths: list[str],
     *,
@@ -147,6 +156,7 @@ def run_triage(
     per_gpu: int = 1,
     repeat: int | None = None,
     each: bool = False,
+    max_time: float = 150.0,
     also: str | list[str] | None = None,
     ray_address: str | None = None,
     out: str | None = None,
@@ -156,10 +166,7 @@ def run_triage(
     observer = observer or NullObserver()
     t0 = time.monotonic()
     scripts = discover(paths)
-    alsos = [also] if isinstance(also, str) else list(also or [])
-    for python in alsos:
-        if not shutil.which(python) and not Path(python).is_file():
-            raise UsageError(f"--also {python}: no such interpreter")
+    alsos = _interpreters(also)
     base = Path(out or DEFAULT_OUT).absolute()
     try:
         (base / layout.TRIAGE_CACHE).mkdir(parents=True, exist_ok=True)
@@ -169,7 +176,8 @@ def run_triage(
     # the membership check's run as it is (a member); --each: two runs, as before
     repeat = repeat or (2 if each else 1)
     # what a result depends on (--also is not: it is asked of each result afterwards)
-    options = {"accuracy": accuracy, "timeout": timeout, "repeat": repeat, "each": each}
+    options = {"accuracy": accuracy, "timeout": timeout, "repeat": repeat, "each": each,
+               "max_time": max_time}  # fmt: skip
     tasks, results = _plan(scripts, base, options)
     reset_orphans(results)
     from_cache = sum(1 for r in results.values() if is_final(r))

@@ -41,6 +41,7 @@ _NEEDS_GPU = re.compile(
     re.IGNORECASE,
 )
 _GRACE = 20.0  # seconds between SIGTERM and SIGKILL for a child past its budget
+_MARGIN = 45.0  # seconds a report keeps for verifying and writing before its budget ends
 
 
 class Interrupted(Exception):
@@ -247,6 +248,10 @@ def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
             "1",
             "--timeout",
             str(int(task["timeout"])),
+            # a program-level minify ends itself in time and keeps its best program (past
+            # the budget the report is killed and its minify leaves no repro)
+            "--max-time",
+            str(int(max(30.0, min(float(task.get("max_time") or left), left - _MARGIN)))),
             "--out",
             str(Path(task["work_dir"]) / "report"),
             task["path"],
