@@ -60,7 +60,9 @@ class Bisector:
         self.steps: list[dict[str, Any]] = []
         self.target: FailureSignature | None = None
         self.graphless = False  # the target failure showed outside any compiled graph
-        self._known: dict[str, Verdict] = {}
+        # a configuration asked before: its verdict and what its run said (failures,
+        # counts), so an asker that reads them gets them again (not only the verdict)
+        self._known: dict[str, tuple[Verdict, dict[str, Any]]] = {}
         self.repeat: int | None = None  # runs per configuration (None: by the failure)
         # a crash or timeout that did not show on a configuration where it showed before:
         # from then on a passing configuration is in doubt and runs up to 3 times
@@ -116,7 +118,7 @@ class Bisector:
 
     def forget_passes(self) -> None:
         """Doubt: passing verdicts so far may be false passes; failing ones stand."""
-        self._known = {k: v for k, v in self._known.items() if v is SAME}
+        self._known = {k: v for k, v in self._known.items() if v[0] is SAME}
 
     def probe(
         self,
@@ -132,13 +134,14 @@ class Bisector:
         again, up to ``tries_for()``."""
         key = repr((stage, gate, self.gate_rank, bisect))
         if reuse and key in self._known:
-            return self._known[key], {"reused": True}
+            verdict, info = self._known[key]
+            return verdict, {**info, "reused": True}
         tries = self.tries_for()
         for attempt in range(tries):
             verdict, info = self._run_once(label, stage, gate, bisect, attempt, tries)
             if verdict is SAME:
                 break
-        self._known[key] = verdict
+        self._known[key] = (verdict, info)
         return verdict, info
 
     def _run_once(

@@ -80,3 +80,24 @@ def test_a_stated_repeat_is_kept(tmp_path):
     passes = [s for s in b.steps if not s["failed"]]
     fails = [s for s in b.steps if s["failed"]]
     assert len(passes) % 2 == 0 and b.runs == len(passes) + len(fails)
+
+
+def test_a_configuration_asked_again_answers_what_its_run_said(tmp_path):
+    """A stage asked by the confirmation run and again by the stage ladder (a captured
+    graph's culprit the program did not confirm): the ladder reads the failures and
+    counts of the first run, not a bare verdict (it raised KeyError 'failures')."""
+
+    class EveryStage(FakeBisector):  # the failure shows at every stage, eager included
+        def _run_once(self, label, stage, gate, bisect, attempt, tries):
+            self.runs += 1
+            return Verdict.SAME_FAILURE, {"failures": ["f"], "graphs": [], "counts": COUNTS}
+
+    b = EveryStage(tmp_path, culprit=5)
+    first = b.probe("stage aot_eager", stage="aot_eager")
+    again = b.probe("stage aot_eager", stage="aot_eager")
+    assert b.runs == 1 and again[0] is first[0] and again[1]["reused"]
+    assert again[1]["counts"] == COUNTS and again[1]["failures"] == ["f"]
+    job = _Bisection(b, ["prog.py"], "off", None, None, None)
+    stage, target, counts = job.stage_ladder("inductor", "t", {})
+    # three stages below inductor, one of them answered already
+    assert b.runs == 3 and stage == "eager" and target == "f" and counts == COUNTS

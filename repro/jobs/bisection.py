@@ -321,8 +321,8 @@ class _Bisection:
             if verdict is not Verdict.SAME_FAILURE:
                 break
             culprit = stage
-            target = info["failures"][0]
-            counts = info["counts"]
+            target = (info.get("failures") or [target])[0]
+            counts = info.get("counts", counts)
             self.partial["stage"] = culprit
         return culprit, target, counts
 
