@@ -52,13 +52,14 @@ def truth(has_gpu: bool) -> dict[str, tuple[str, str | None]]:
     return t
 
 
-def dupes_truth() -> tuple[dict[str, tuple[str, str | None]], set[str]]:
-    """fixtures/dupes (issue 52): path -> ("bug", the tracker's group); and the scripts
-    whose membership the tracker itself states (not marked weak in the manifest)."""
+def dupes_truth(folder: str = "dupes") -> tuple[dict[str, tuple[str, str | None]], set[str]]:
+    """fixtures/dupes or fixtures/dupes_gpu (issue 52): path -> ("bug", the tracker's
+    group); and the scripts whose membership the tracker itself states (not marked weak
+    in the manifest)."""
     t: dict[str, tuple[str, str | None]] = {}
     strong: set[str] = set()
-    for e in json.loads((FIX / "dupes" / "MANIFEST.json").read_text()):
-        path = str(FIX / "dupes" / e["file"])
+    for e in json.loads((FIX / folder / "MANIFEST.json").read_text()):
+        path = str(FIX / folder / e["file"])
         t[path] = ("bug", e["group"])
         if not str(e.get("relation", "")).startswith("weak"):
             strong.add(str(Path(path).relative_to(ROOT)))
@@ -96,18 +97,19 @@ def main() -> int:
     )
     ap.add_argument(
         "--corpus",
-        choices=["default", "dupes"],
+        choices=["default", "dupes", "dupes_gpu"],
         default="default",
         help="dupes: fixtures/dupes, the tracker's duplicate groups (issue 52)",
     )
     ap.add_argument("--results", default=None)
+    ap.add_argument("--per-gpu", type=int, default=1, help="triage --per-gpu (a CUDA machine)")
     ap.add_argument(
         "--each",
         action="store_true",
         help="every failing script bisected and minified (the way before issue 52's item 3)",
     )
     a = ap.parse_args()
-    name = "triage_corpus.json" if a.corpus == "default" else "triage_dupes.json"
+    name = "triage_corpus.json" if a.corpus == "default" else f"triage_{a.corpus}.json"
     a.results = a.results or str(ROOT / "benchmarks" / "results" / name)
     try:
         import torch
@@ -117,8 +119,8 @@ def main() -> int:
         has_gpu = False
     strong: set[str] = set()
     t = truth(has_gpu) if a.corpus == "default" else {}
-    if a.corpus == "dupes":
-        t, strong = dupes_truth()
+    if a.corpus != "default":
+        t, strong = dupes_truth(a.corpus)
     if a.only:
         t = {p: v for p, v in t.items() if any(o in p for o in a.only)}
     cmd = [
@@ -136,6 +138,8 @@ def main() -> int:
     ]
     if a.ray:
         cmd += ["--ray", a.ray]
+    if a.per_gpu > 1:
+        cmd += ["--per-gpu", str(a.per_gpu)]
     if a.also:
         cmd += ["--also", a.also]
     if a.each:

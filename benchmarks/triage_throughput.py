@@ -55,6 +55,8 @@ def half(a: argparse.Namespace, each: bool) -> dict:
         str(a.jobs),
         "--timeout",
         str(a.timeout),
+        "--per-gpu",
+        str(a.per_gpu),
         "--out",
         str(out),
         "--results",
@@ -80,14 +82,21 @@ def half(a: argparse.Namespace, each: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", choices=["default", "dupes"], default="dupes")
+    ap.add_argument("--corpus", choices=["default", "dupes", "dupes_gpu"], default="dupes")
+    ap.add_argument("--per-gpu", type=int, default=1, help="triage --per-gpu (a CUDA machine)")
+    ap.add_argument(
+        "--half",
+        choices=["both", "each", "once"],
+        default="both",
+        help="one half alone (a machine lent for a few minutes at a time)",
+    )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out", default="/tmp/triage-throughput")
     ap.add_argument("--results", default=None)
     a = ap.parse_args()
-    rows = [half(a, each=True), half(a, each=False)]
-    before, after = rows
+    rows = [half(a, each=e) for e in (True, False) if a.half in ("both", "each" if e else "once")]
+    before, after = rows[0], rows[-1]
     ratio = round(float(after["scripts_per_hour"] or 0) / float(before["scripts_per_hour"] or 1), 2)
     doc = {
         "corpus": a.corpus,

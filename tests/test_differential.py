@@ -76,7 +76,8 @@ def _fixtures() -> list[str]:
         # user's own bugs, each run (and its outcome compared) by tests/test_user_bugs.py;
         # projects/: programs of several files (tests/test_project_layouts.py); long_job/: minutes
         # long (tests/test_capture_bisect.py runs it short, benchmarks/long_job.py whole);
-        # dupes/: the tracker's duplicate groups (benchmarks/triage_corpus.py --corpus dupes)
+        # dupes/, dupes_gpu/: the tracker's duplicate groups (benchmarks/triage_corpus.py
+        # --corpus dupes; dupes_gpu on a CUDA machine, benchmarks/gpu_dupes.sh)
         if (
             rel.startswith(
                 (
@@ -87,6 +88,7 @@ def _fixtures() -> list[str]:
                     "projects/",
                     "long_job/",
                     "dupes/",
+                    "dupes_gpu/",
                 )
             )
             or path.name in NOT_HERE
