@@ -275,3 +275,16 @@ def test_a_report_ends_its_minify_within_the_scripts_budget(tmp_path, monkeypatc
     assert seen[-1][seen[-1].index("--max-time") + 1] == "150"
     triage_one.report_one(task, {"verdict": "bug", "seconds": 200.0, "runs": 1})
     assert seen[-1][seen[-1].index("--max-time") + 1] == str(int(100 - triage_one._MARGIN))
+
+
+def test_a_lowering_of_one_overload_is_named_by_its_op():
+    """A lowering switch of one overload (GPU slice_scatter gradients, fixtures/dupes_gpu:
+    ``lowerings:slice_scatter_default``) is the op the script spells ``slice_scatter``."""
+    from tcompile.repro.jobs.triage_loop import _named, _switch_op
+
+    assert _switch_op("lowerings:slice_scatter_default") == "slice_scatter"
+    assert _switch_op("lowerings:copy__default") == "copy_"
+    assert _switch_op("decomposition:aten.native_group_norm.default") == "native_group_norm"
+    text = "torch.slice_scatter(x, y, dim=0, start=0, end=2).sum()"
+    assert _named(_switch_op("lowerings:slice_scatter_default"), {"wrong_op": "sum"}, text)
+    assert not _named(_switch_op("lowerings:copy__default"), {"wrong_op": "sum"}, text)

@@ -52,10 +52,12 @@ def is_final(r: dict[str, Any]) -> bool:
 
 def _switch_op(off: str) -> str:
     """``lowerings:convert_element_type`` -> ``convert_element_type``;
-    ``decomposition:aten.native_group_norm.default`` -> ``native_group_norm``."""
+    ``decomposition:aten.native_group_norm.default`` -> ``native_group_norm``; a lowering
+    of one overload ``lowerings:slice_scatter_default`` -> ``slice_scatter`` (``copy__default``
+    -> ``copy_``)."""
     name = off.split(":", 1)[-1]
     name = re.sub(r"^aten\.", "", name)
-    return re.sub(r"\.(default|Tensor|Scalar|dim|int|self|out)$", "", name)
+    return re.sub(r"[._](default|Tensor|Scalar|dim|int|self|out)$", "", name)
 
 
 # how a program names an aten op a lowering switch turns off (a cast is ``.to``/``.float``)
