@@ -33,7 +33,9 @@ def _spent(out: Path) -> dict[str, float]:
         doc = json.loads(f.read_text())
         for s in doc.get("steps") or []:
             what = str(s.get("what") or "")
-            kind = "check" if what.startswith("without") or what == "run again" else what
+            kind = (
+                "check" if what.startswith(("without", "run at")) or what == "run again" else what
+            )
             kind = "run" if kind.startswith("run ") else kind
             spent[kind] += float(s.get("seconds") or 0.0)
         for part in ("bisect", "minify"):

@@ -288,3 +288,30 @@ def test_a_lowering_of_one_overload_is_named_by_its_op():
     text = "torch.slice_scatter(x, y, dim=0, start=0, end=2).sum()"
     assert _named(_switch_op("lowerings:slice_scatter_default"), {"wrong_op": "sum"}, text)
     assert not _named(_switch_op("lowerings:copy__default"), {"wrong_op": "sum"}, text)
+
+
+def test_a_check_at_a_stage_below_inductor_asks_first_whether_it_fails_there(tmp_path, monkeypatch):
+    """An inductor bug passes at aot_eager_decomp_partition with or without a
+    decomposition: one run, not a member, and not flaky (five inductor bugs of the main
+    corpus were called flaky when the switch was asked first)."""
+    from tcompile.repro.jobs import triage_one
+
+    answers: dict[bool, int] = {}  # switch off? -> exit
+
+    def fake(python, argv, budget, log, cwd, env):
+        return answers["--without" in argv], {}, 1.0
+
+    monkeypatch.setattr(triage_one, "_tcompile", fake)
+    task = {"path": str(tmp_path / "s.py"), "args": [], "work_dir": str(tmp_path / "w"),
+            "timeout": 300}  # fmt: skip
+    (tmp_path / "w").mkdir()
+    off = "decomposition:aten.native_group_norm.default"
+    answers.update({True: 0, False: 0})  # passes at that stage either way
+    got = triage_one.check_one(task, off, 100, backend="aot_eager_decomp_partition")
+    assert not got["passes"] and not got["flaky"] and len(got["steps"]) == 1
+    answers.update({True: 0, False: 1})  # fails there, passes with the switch off
+    got = triage_one.check_one(task, off, 100, backend="aot_eager_decomp_partition")
+    assert got["passes"] and [s["what"][:6] for s in got["steps"]] == ["run at", "withou"]
+    answers.update({True: 0, False: 0})  # at inductor: passes off, then as it is: flaky
+    got = triage_one.check_one(task, "lowerings:argmax", 100)
+    assert got["flaky"] and not got["passes"]
