@@ -105,7 +105,7 @@ def test_one_report_per_bug_the_others_join_by_its_switch(tmp_path):
     members = [r for r in results.values() if r.get("member_of")]
     assert len(members) == 2
     for m in members:
-        assert m["joined"]["without"] == "lowerings:argmax lowerings:argmin"  # its family
+        assert m["joined"]["without"] == "lowerings:argmax"  # the switch bisect found
         assert m["joined"]["checked_by_running"] and m["joined"]["on_exit"] == 1
     (c,) = _clusters(results)
     assert sorted(c["members"]) == sorted([a1, a2, a3])
@@ -212,23 +212,32 @@ def test_a_member_whose_representative_is_gone_is_checked_again():
     assert "member_of" not in results["m.py"] and "joined" not in results["m.py"]
 
 
-def test_argmin_is_checked_with_the_arg_reduction_family_off(tmp_path):
+def test_argmin_is_not_joined_by_the_argmax_switch(tmp_path):
+    """A lowering switch is the op bisect found, not a family: argmin and argmax share
+    inductor's arg-reduction, but the int8 argmin bug (#191499) is not the transposed
+    argmax one (#193492) -- checked as one, they joined on the main corpus."""
     from tcompile.repro.jobs.triage_loop import family
 
-    assert family("lowerings:argmax") == "lowerings:argmax lowerings:argmin"
-    assert family("lowerings:sum") == "lowerings:sum"
-    assert family("decomposition:aten.argmax.default") == "decomposition:aten.argmax.default"
+    assert family("lowerings:argmax") == "lowerings:argmax"
     a = _write(tmp_path, "a.py", "x.argmax()\n")
     b = _write(tmp_path, "b.py", "torch.argmin(y)\n")
-    truth = {a: ARGMAX, b: ("argmax", "lowerings:argmin", {"wrong_op": "argmin"})}
-    results, fake = _run(tmp_path, truth,
-                         helps={b: ("lowerings:argmax lowerings:argmin",)})  # fmt: skip
-    assert [c[0] for c in fake.calls].count("report_one") == 1
+    truth = {a: ARGMAX, b: ("argmin", "lowerings:argmin", {"wrong_op": "argmin"})}
+    results, fake = _run(tmp_path, truth, helps={b: ("lowerings:argmax lowerings:argmin",)})
+    assert [c[0] for c in fake.calls].count("report_one") == 2
+    assert not any(r.get("member_of") for r in results.values())
+
+
+def test_a_member_of_another_op_says_its_own(tmp_path):
+    """A member whose wrong op differs from its representative's (a cast spelled as
+    another op) says its op beside the representative's culprit."""
+    a = _write(tmp_path, "a.py", "x.float()\n")
+    b = _write(tmp_path, "b.py", "y.to(torch.half)\n")
+    truth = {a: CAST, b: ("cast", "lowerings:convert_element_type", {"wrong_op": "half"})}
+    results, fake = _run(tmp_path, truth)
     (member,) = [r for r in results.values() if r.get("member_of")]
-    assert member["joined"]["without"] == "lowerings:argmax lowerings:argmin"
-    _clusters(results)  # its culprit is its representative's, and it says its own op
-    assert member["culprit"]["of"] == a and member["culprit"]["own_op"] == "argmin"
-    assert member["culprit"]["text"].endswith("(this script: argmin)")
+    _clusters(results)
+    assert member["culprit"]["own_op"] == "half"
+    assert member["culprit"]["text"].endswith("(this script: half)")
 
 
 def test_a_culprit_below_inductor_is_checked_at_its_stage(tmp_path):
