@@ -382,7 +382,7 @@ def attach_members(results: list[dict[str, Any]], clusters: list[dict[str, Any]]
         r["cluster"], r["cluster_repro"] = c["id"], c.get("repro")
         r["culprit"] = {**(rep.get("culprit") or {"text": c.get("culprit")}), "of": rep.get("path")}
         own, theirs = r.get("wrong_op"), rep.get("wrong_op")
-        if own and theirs and own != theirs:  # one family (argmax beside argmin): say its op
+        if own and theirs and own != theirs:  # the switch's op spelled otherwise: say its op
             r["culprit"]["own_op"] = own
             r["culprit"]["text"] = f"{r['culprit'].get('text') or '-'} (this script: {own})"
         c.setdefault("checks", []).append({"member": r["path"], **(r.get("joined") or {})})

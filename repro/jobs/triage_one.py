@@ -287,8 +287,9 @@ def check_one(
     """Membership by running (issue 52): the script with ``without`` off (``tcompile run
     --without``) and, when that passes, once more as it is -- it must fail again, or the
     pass says nothing of the switch.  At a culprit's stage below inductor (``backend``)
-    the run as it is comes first: it must fail there, then pass with the switch off.  ``{"without", "off", "on", "passes", "seconds"}``:
-    ``passes`` when it passed off and failed on."""
+    the run as it is comes first: it must fail there, then pass with the switch off.
+    ``{"without", "off", "on", "passes", "seconds"}``: ``passes`` when it passed off and
+    failed on."""
     t0 = time.monotonic()
     res: dict[str, Any] = {"steps": []}
     step = _stepper(task, res, budget)
@@ -300,7 +301,8 @@ def check_one(
     # at inductor left #181693's failure in place where bisect's stage had it gone
     argv += ["--backend", backend] if backend else []
     switches = [a for w in without.split() for a in ("--without", w)]  # a family: several
-    plain = [*argv, "--timeout", limit, "--out", out, task["path"], *task["args"]]
+    rest = ["--timeout", limit, "--out", out, task["path"], *task["args"]]
+    plain = [*argv, *rest]
     off = on = None
     if backend:
         # at the culprit's stage, first as it is: a script that passes there is not this
@@ -308,7 +310,7 @@ def check_one(
         # five inductor bugs of the main corpus read as flaky when asked the other way
         on, _ = step(f"run at {backend}", plain)
     if not backend or on == 1:
-        off, _ = step(f"without {without}", [*argv, *switches, *plain[len(argv) :]])
+        off, _ = step(f"without {without}", [*argv, *switches, *rest])
     if off == 0 and not backend:
         on, _ = step("run again", plain)
     return {
