@@ -251,7 +251,6 @@ def outcomes_identical(a: Outcome, b: Outcome) -> bool:
 
 
 _RANDOM_NAMES = (
-    "dropout",
     "rand",
     "bernoulli",
     "multinomial",
@@ -262,13 +261,44 @@ _RANDOM_NAMES = (
     "geometric_",
     "cauchy_",
     "log_normal_",
-    "rrelu",
 )
+# ops that draw only when asked to: (index of p, index of training, training's default)
+# -- ``F.dropout(x, p, training)``, ``torch.dropout(x, p, train)``, aten's
+# ``native_dropout(x, p, train)``; ``F.alpha_dropout`` and ``F.rrelu`` are off unless
+# training=True is passed
+_DRAWS_WHEN = {
+    "alpha_dropout": (1, 2, False),
+    "feature_alpha_dropout": (1, 2, False),
+    "rrelu": (None, 3, False),
+    "rrelu_": (None, 3, False),
+}
+
+
+def _arg(node: Any, index: int | None, names: tuple[str, ...], default: Any) -> Any:
+    if index is not None and len(node.args) > index:
+        return node.args[index]
+    return next((node.kwargs[n] for n in names if n in node.kwargs), default)
+
+
+def _draws(node: Any, name: str) -> bool:
+    """Whether one call draws random numbers: a dropout at p=0 or not training draws
+    none (nanoGPT's ``nn.Dropout(0.0)``, any model in eval mode)."""
+    base = name.lower().rsplit(".", 1)[-1]
+    if "dropout" in base or base in _DRAWS_WHEN:
+        p_at, train_at, train_default = _DRAWS_WHEN.get(base, (1, 2, True))
+        p = _arg(node, p_at, ("p",), 0.5) if p_at is not None else 1.0
+        training = _arg(node, train_at, ("training", "train"), train_default)
+        if isinstance(p, (int, float)) and not isinstance(p, bool) and p == 0:
+            return False
+        return training is not False
+    return any(r in base for r in _RANDOM_NAMES) and "normalize" not in base
 
 
 def has_random_ops(gm: torch.fx.GraphModule) -> bool:
     """Whether a graph draws random numbers (then compiled code must use eager's RNG
-    path, inductor's ``fallback_random``, for its results to be comparable)."""
+    path, inductor's ``fallback_random``, for its results to be comparable): read from
+    the graph's calls and their arguments, not from names alone -- a dropout at p=0 or
+    in eval mode draws nothing, and then the check changes nothing in the program."""
 
     for n in gm.graph.nodes:
         if n.op in ("call_function", "call_method"):
@@ -277,11 +307,14 @@ def has_random_ops(gm: torch.fx.GraphModule) -> bool:
                 if isinstance(n.target, str)
                 else getattr(n.target, "__name__", str(n.target))
             )
-            if any(r in str(name).lower() for r in _RANDOM_NAMES):
+            if _draws(n, str(name)):
                 return True
         elif n.op == "call_module":
             mod = gm.get_submodule(n.target)
-            if "dropout" in type(mod).__name__.lower() or "rrelu" in type(mod).__name__.lower():
+            kind = type(mod).__name__.lower()
+            if "dropout" in kind and (getattr(mod, "p", 0.5) == 0 or not mod.training):
+                continue
+            if "dropout" in kind or ("rrelu" in kind and mod.training):
                 return True
     return False
 

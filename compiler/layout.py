@@ -66,6 +66,9 @@ CAPTURE_COLLECTIVES = "collectives.pt"
 KERNEL_TENSORS = "kernel.pt"
 KERNEL_DOC = "kernel.json"
 OBSERVED = "observed.json"
+# the files a program-level run opened (child/opened.py): the baseline's, in the program
+# folder; each candidate's (its run and its control run), in the candidate's folder
+OPENED = "opened.jsonl"
 # the failing graphs a bisect's or report's baseline saved as it ran (HookConfig.capture):
 # CAPTURES/graph-N/ holds CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META
 CAPTURES = "captures"

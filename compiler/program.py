@@ -28,7 +28,7 @@ from typing import Any
 from tcompile.minifier.verdict import Verdict
 
 from . import layout
-from .cause import Cause
+from .cause import Cause, compatible
 from .collect import collect, dying_exception
 from .protocol import STOP_EXIT, HookConfig
 from .runner import ProcessResult, run_process
@@ -53,7 +53,22 @@ class ProgramFailure:
         return FailureSignature("program", self.kind, self.exc_type, self.message, line=self.line)
 
     def same(self, other: ProgramFailure | None) -> bool:
-        return other is not None and self.signature().matches(other.signature(), as_exception=True)
+        """The same failure, as a program dies of it: the same cause -- the raised type
+        below torch's wrappers, one the other's or a subclass of it (cause.py) -- and
+        the same raising line of the program (or, where the line differs or is not
+        known, the same normalised message); for a crash or a timeout, the same kind
+        and signal.  Where either side recorded no cause, the signatures' rule."""
+        if other is None:
+            return False
+        mine, theirs = Cause.from_json(self.cause), Cause.from_json(other.cause)
+        fatal = ("crash", "timeout")
+        if mine is None or theirs is None or self.kind in fatal or other.kind in fatal:
+            return self.signature().matches(other.signature(), as_exception=True)
+        if not compatible(mine, theirs):
+            return False
+        if self.line and self.line == other.line:
+            return True
+        return self.message == other.message and (bool(self.message) or not self.line)
 
     def same_cause(self, other: ProgramFailure | None) -> bool:
         """The same error from the same line of the same file, however torch worded it
@@ -94,7 +109,10 @@ def program_failure(result: ProcessResult) -> ProgramFailure | None:
             graph_failures = []
     if graph_failures:
         sig = graph_failures[0].signature
-        return ProgramFailure(sig.kind, sig.exc_type, sig.message, "", str(sig))
+        died = _died_of(result, sig)
+        return ProgramFailure(
+            sig.kind, sig.exc_type, sig.message, died.get("line") or "", str(sig), died.get("cause")
+        )
     if result.timed_out:
         return ProgramFailure("timeout", "Timeout", "", "", "timeout")
     if result.returncode in (0, None, STOP_EXIT):
@@ -111,6 +129,20 @@ def program_failure(result: ProcessResult) -> ProgramFailure | None:
     return ProgramFailure(
         kind, sig.exc_type, sig.message, died.get("line") or "", str(sig), died.get("cause")
     )
+
+
+def _died_of(result: ProcessResult, sig: FailureSignature) -> dict[str, Any]:
+    """The exception the program died of, where it is the graph's failure ``sig`` (its
+    type, below torch's wrappers): its raising line and cause; else nothing (a failure
+    the program caught, then died of something else)."""
+    if result.returncode in (0, None, STOP_EXIT):
+        return {}
+    died = dying_exception(result) or {}
+    cause = Cause.from_json(died.get("cause"))
+    want = sig.exc_type.rsplit(".", 1)[-1]
+    if cause is None or want not in {t.rsplit(".", 1)[-1] for t in cause.types}:
+        return {}
+    return died
 
 
 @dataclasses.dataclass
@@ -185,6 +217,9 @@ class ProgramOracle:
         self.quickest: float | None = None
         self._n = 0
         self.fork: Any = None  # a ForkPool (forkserver.py): candidates forked, not started
+        # what each candidate that failed the same way opened, in its run and its control
+        # run (child/opened.py): the files its repro carries
+        self.reads: dict[str, Path] = {}
         import threading
 
         self._lock = threading.Lock()
@@ -286,8 +321,12 @@ class ProgramOracle:
             self.run(
                 path,
                 HookConfig(
-                    dir=str(d / "compiled"), stage=t.stage, record="off", accuracy=t.accuracy
-                ),
+                    dir=str(d / "compiled"),
+                    stage=t.stage,
+                    record="off",
+                    accuracy=t.accuracy,
+                    opened=str(d / layout.OPENED),
+                ),  # fmt: skip
             )
         )
         took = time.monotonic() - start
@@ -295,15 +334,17 @@ class ProgramOracle:
             return Verdict.PASS
         if not t.failure.same(got):
             return Verdict.OTHER_FAILURE
+        reads = str(d / layout.OPENED)
         control = (
-            HookConfig(dir=str(d / "plain"), disable=True)
+            HookConfig(dir=str(d / "plain"), disable=True, opened=reads)
             if t.control == "disable"
-            else HookConfig(dir=str(d / "eager"), stage="eager", record="off")
+            else HookConfig(dir=str(d / "eager"), stage="eager", record="off", opened=reads)
         )
         if program_failure(self.run(path, control)) is not None:
             return Verdict.INVALID  # it fails anyway: not the compiler's failure
         with self._lock:
             self.quickest = took if self.quickest is None else min(self.quickest, took)
+            self.reads[source] = d / layout.OPENED
         return Verdict.SAME_FAILURE
 
 

@@ -25,21 +25,55 @@ graph-level repro.py checks gradients).
 from __future__ import annotations
 
 import ast
+import builtins
 import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import accuracy_rule
 
 if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
 
-REPRODUCED = """import os, sys
-EXPECTED = WANT  # the failure minified: an exception of this type (or naming it)
+REPRODUCED = """import os, re, sys, traceback
+# the failure minified: the error raised (its type, with its bases), the line of this
+# program it left from, its first line (numbers and paths scrubbed) -- compared as
+# tcompile compared them (compiler/cause.py), below torch's wrappers
+EXPECTED = WANT
+SCRUBS = SCRUB_LIST
+def _raised(exc):  # BackendCompilerFailed, InductorError, ... hold what was raised
+    seen = set()
+    while id(exc) not in seen and type(exc).__module__.startswith(("torch._dynamo.exc", "torch._inductor.exc")):
+        seen.add(id(exc))
+        inner = getattr(exc, "inner_exception", None) or getattr(exc, "real_exception", None) or exc.__cause__ or exc.__context__
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    return exc
+def _line(tb):  # the innermost line of this program (this folder) the error left from
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    mine = [f.line.strip() for f in traceback.extract_tb(tb) if os.path.abspath(f.filename).startswith(here)]
+    return mine[-1] if mine else ""
+def _first(text):
+    text = next((ln for ln in str(text).strip().splitlines() if ln.strip()), "")
+    for pattern, repl in SCRUBS:
+        text = re.sub(pattern, repl, text)
+    return text.strip()[:300]
+def _same(real, tb):
+    mro = [t for t in type(real).__mro__ if t not in (BaseException, Exception, object)]
+    names = [f"{t.__module__}.{t.__qualname__}" for t in mro] + [t.__name__ for t in mro]
+    if not (EXPECTED["types"][0] in names or names[0] in EXPECTED["types"]):
+        return False
+    if EXPECTED["line"] and _line(tb) == EXPECTED["line"]:
+        return True
+    return bool(EXPECTED["message"]) and _first(real) == EXPECTED["message"] or not (EXPECTED["line"] or EXPECTED["message"])
 def _failed(kind, exc, tb):  # the failure: REPRODUCED, exit 1; any other error: ERROR, exit 2
-    said = f"{kind.__name__}: {str(exc).strip()[:300]}".splitlines()[0]
-    print(f"REPRODUCED: {said}" if EXPECTED in said else f"ERROR: not {EXPECTED}: {said}", flush=True)
-    if EXPECTED not in said:  # a missing module, a changed environment: never "reproduced"
-        sys.__excepthook__(kind, exc, tb), os._exit(2)
+    real = _raised(exc)
+    said = f"{type(real).__name__}: {str(real).strip()[:300]}".splitlines()[0]
+    if _same(real, tb):
+        print(f"REPRODUCED: {said}", flush=True)
+        return
+    print(f"ERROR: not {EXPECTED['types'][0].rsplit('.', 1)[-1]}: {said}", flush=True)
+    sys.__excepthook__(kind, exc, tb), os._exit(2)  # a missing module, a changed environment
 sys.excepthook = _failed
 """
 
@@ -163,8 +197,9 @@ def program_repro(
     parts = [head]
     if future:
         parts.append("".join(ast.unparse(s) + "\n" for s in future))
-    want = failure.exc_type.split(".")[-1]
-    parts.append(REPRODUCED.replace("WANT", repr(want if want.isidentifier() else "")))
+    parts.append(
+        REPRODUCED.replace("WANT", repr(expected(failure))).replace("SCRUB_LIST", _scrubs())
+    )
     if argv:
         parts.append(ARGV.format(argv=list(argv)))
     if one_process:
@@ -174,3 +209,26 @@ def program_repro(
     parts.append(ast.unparse(tree) + "\n")
     parts.append('print("NOT REPRODUCED")\n')
     return "".join(parts)
+
+
+def expected(failure: ProgramFailure) -> dict[str, Any]:
+    """What a program-level repro.py compares (the harness above): the raised type and
+    its bases (the cause's, compiler/cause.py; else the signature's type, its module
+    unknown), the program's raising line, the scrubbed first line of its message."""
+    from tcompile.compiler.cause import Cause
+
+    cause = Cause.from_json(failure.cause)
+    if cause is not None:
+        types = list(cause.types)
+    else:
+        name = failure.exc_type.split(".")[-1]
+        types = [f"builtins.{name}" if name in dir(builtins) else name]
+    return {"types": types, "line": failure.line, "message": failure.message}
+
+
+def _scrubs() -> str:
+    """signature.SCRUBS -- how tcompile normalises a message -- as plain (pattern,
+    replacement) pairs, for the harness."""
+    from tcompile.compiler.signature import SCRUBS
+
+    return repr([(p.pattern, r) for p, r in SCRUBS])

@@ -26,8 +26,10 @@ import os
 import sys
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 from tcompile.compiler.exitcodes import UsageError
+from tcompile.compiler.owners import is_user
 from tcompile.compiler.runner import is_distributed_launch
 
 _MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -169,21 +171,28 @@ def installed_versions(source: str) -> dict[str, str]:
     return out
 
 
-def data_files(opened: Path, entry: Entry, exclude: Path) -> list[tuple[Path, str]]:
-    """The project's files the program opened to read (``opened``: the baseline's
-    record, one JSON object per line: ``{"given", "abs"}``) under the program's first
-    root (the script's folder; the working folder for ``-m``) or its project, each with
-    the path it takes beside repro.py: as the program named it, when relative; else
-    relative to that folder.  ``exclude``: tcompile's own files."""
-    try:
-        lines = opened.read_text().splitlines()
-    except OSError:
-        return []
+def data_files(opened: Path | list[Path], entry: Entry, exclude: Path) -> list[tuple[Path, str]]:
+    """The project's files the program opened (``opened``: records of its runs, one JSON
+    object per line: ``{"given", "abs", "how", "pid"}``, compiler/child/opened.py) under
+    the program's first root (the script's folder; the working folder for ``-m``) or its
+    project, each with the path it takes beside repro.py: as the program named it, when
+    relative; else relative to that folder.  Python files count when the program read
+    them (``exec(open("configurator.py").read())``) or imported them by path: the
+    modules pasted into the program are never imported by it.  A file a process wrote
+    before it read it is the program's own making, not carried.  ``exclude``:
+    tcompile's own files."""
+    lines: list[str] = []
+    for record in [opened] if isinstance(opened, Path) else opened:
+        try:
+            lines += record.read_text().splitlines()
+        except OSError:
+            continue
     first = entry.roots[0] if entry.roots else entry.script.parent
     bases = list(
         dict.fromkeys([first, entry.script.parent, *([entry.project] if entry.project else [])])
     )
     out: dict[Path, str] = {}
+    made: set[tuple[Any, Path]] = set()  # (process, file) written before it was read
     total = 0
     for line in lines:
         try:
@@ -191,7 +200,13 @@ def data_files(opened: Path, entry: Entry, exclude: Path) -> list[tuple[Path, st
             path = Path(rec["abs"]).resolve()
         except (ValueError, KeyError, TypeError, OSError):
             continue
-        if path in out or path.suffix in _CODE or not path.is_file() or is_installed(path):
+        how, pid = rec.get("how", "read"), rec.get("pid")
+        if how == "write":
+            made.add((pid, path))
+            continue
+        if (pid, path) in made or path in out or not path.is_file() or not is_user(str(path)):
+            continue  # made by the program; tcompile's, torch's, installed (owners.py)
+        if path.suffix in _CODE and path.suffix != ".py":
             continue
         if _under(path, exclude) or _under(path, Path(sys.prefix)):
             continue

@@ -93,37 +93,48 @@ def test_a_src_layout_resolves_from_src_and_pythonpath(tmp_path, monkeypatch):
 
 
 def test_the_project_files_a_run_opened_go_beside_the_repro(tmp_path, monkeypatch):
-    """child/opened.py records what a run opens to read; data_files keeps the
-    project's (a config named relatively, a vocabulary found from __file__), not Python,
-    not tcompile's run folder, not what lies outside the project."""
+    """child/opened.py records what a run opens; data_files keeps the project's (a
+    config named relatively, a vocabulary found from __file__, a Python file read as
+    data -- nanoGPT's ``exec(open('configurator.py').read())`` --, a module imported
+    by path or one the pasting did not find: the program level pastes the modules its
+    top-level imports name, so a run imports only the others), not a file the program wrote before reading it (a checkpoint it saves and loads back),
+    not tcompile's run folder, not what lies outside the project (issue 59)."""
     _tree(tmp_path, {
         "proj/configs/run.yaml": "width: 8\n",
         "proj/data/vocab.txt": "a b c\n",
-        "proj/helper.py": "X = 1\n",
+        "proj/configurator.py": "X = 1\n",
+        "proj/bypath.py": "Y = 2\n",
+        "proj/imported.py": "Z = 3\n",
         "proj/out/minify-001/target.json": "{}",
         "elsewhere/secret.txt": "no\n",
     })  # fmt: skip
     proj = tmp_path / "proj"
     record = tmp_path / "opened.jsonl"
     program = (
-        "import os, sys\n"
+        "import os, sys, importlib.util\n"
         "from tcompile.compiler.child import opened\n"
         f"opened.record({str(record)!r})\n"
+        "import imported\n"
         "open('configs/run.yaml').read()\n"
         "open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', 'vocab.txt')).read()\n"
-        "open('helper.py').read(); open('out/minify-001/target.json').read()\n"
+        "exec(open('configurator.py').read()); open('out/minify-001/target.json').read()\n"
+        "spec = importlib.util.spec_from_file_location('bp', 'bypath.py')\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
         f"open({str(tmp_path / 'elsewhere' / 'secret.txt')!r}).read()\n"
-        "open('written.txt', 'w').write('x')\n"
+        "open('written.txt', 'w').write('x'); open('written.txt').read()\n"
     )
     (proj / "train.py").write_text(program)
     ran = subprocess.run([sys.executable, "train.py"], cwd=proj, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
-    given = [json.loads(line)["given"] for line in record.read_text().splitlines()]
-    assert "written.txt" not in given and "helper.py" not in given, given
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    how = {(r["given"].rsplit("/", 1)[-1], r["how"]) for r in rows}
+    assert {("imported.py", "import"), ("configurator.py", "read"), ("written.txt", "write")} <= how
     monkeypatch.chdir(proj)
     entry = entry_of([sys.executable, "train.py"])
     kept = data_files(record, entry, exclude=proj / "out")
-    assert sorted(rel for _, rel in kept) == ["configs/run.yaml", "data/vocab.txt"], kept
+    assert sorted(rel for _, rel in kept) == [
+        "bypath.py", "configs/run.yaml", "configurator.py", "data/vocab.txt", "imported.py"
+    ], kept  # fmt: skip
 
 
 def test_installed_packages_are_named_with_versions():

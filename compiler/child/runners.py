@@ -182,6 +182,9 @@ def _call(fn: Any, args: list[Any]) -> Any:
     return fn(*args)
 
 
+_CACHE_FIELDS = ("_fx_graph_cache_key", "_fx_graph_cache_debug_lines", "guards_expr")
+
+
 class _BackwardRunner:
     """Runs a compiled backward graph; a runtime error falls back to the eager graph."""
 
@@ -200,6 +203,14 @@ class _BackwardRunner:
         self.eager = _boxed_eager(eager_gm)
         self.quarantined = False
         self.collective = in_distributed_job() and has_collectives(eager_gm)  # see GraphRunner
+        # what AOTAutogradCache reads off a compiled backward to save the graph's entry
+        # (its FX-graph cache key; _should_save_cache, make_entry): without them no
+        # training graph is ever saved, no recompile hits the cache, and a bug of that
+        # cache -- a float baked into the first artifact and served again, #194976 --
+        # never shows under tcompile (issue 59).  A hit loads the plain compiled graph.
+        for name in _CACHE_FIELDS:
+            if hasattr(compiled, name):
+                setattr(self, name, getattr(compiled, name))
 
     def __call__(self, *call_args: Any) -> Any:
         # AOTAutograd calls backward compilers' results boxed or not, depending on

@@ -14,6 +14,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
@@ -28,7 +29,7 @@ from tcompile.compiler.program import (
 from tcompile.compiler.protocol import HookConfig
 from tcompile.compiler.runner import is_distributed_launch
 
-OPENED = "opened.jsonl"  # the files the baseline opened to read (child/opened.py)
+OPENED = layout.OPENED  # the files the baseline's runs opened (child/opened.py)
 
 
 def launcher_of(command: list[str]) -> list[str] | None:
@@ -65,6 +66,10 @@ class ProgramRun:
     root: Path | None = None  # the program's own imports resolve from here first
     # data files the program read (repro/project.py): (the file, its path beside repro.py)
     files: list[tuple[Path, str]] = dataclasses.field(default_factory=list)
+    entry: Any = None  # the program's Entry (repro/project.py)
+    # the record of what each candidate that failed the same way opened (its run and its
+    # control run; the oracle's ``reads``): a smaller program carries only what it reads
+    reads: dict[str, Path] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +109,7 @@ def baseline(
     def compiled(target: ProgramTarget, name: str) -> ProgramFailure | None:
         config = HookConfig(
             dir=str(work / "baseline" / name), stage=run.backend, record="off",
-            accuracy=run.accuracy, opened=str(work / OPENED) if name == "c" else None,
+            accuracy=run.accuracy, opened=str(work / OPENED),
         )  # fmt: skip
         return program_failure(ProgramOracle(target, work / "baseline", run.script.name,
                                              run.argv).run(path, config))  # fmt: skip
@@ -131,9 +136,12 @@ def baseline(
                 "runs under it"
             )
     oracle = ProgramOracle(probe, work / "baseline", run.script.name, run.argv)
+    # the control runs record what they open too: a program that fails under
+    # torch.compile before it reads its validation split reads it without (issue 59)
+    reads = str(work / OPENED)
     controls = [
-        HookConfig(dir=str(work / "baseline" / "p"), disable=True),
-        HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off"),
+        HookConfig(dir=str(work / "baseline" / "p"), disable=True, opened=reads),
+        HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off", opened=reads),
     ]
     with ThreadPoolExecutor(2 if run.jobs > 1 else 1) as ex:
         plain, eager = (program_failure(r) for r in ex.map(lambda c: oracle.run(path, c), controls))

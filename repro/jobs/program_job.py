@@ -111,6 +111,7 @@ def minify_program(
         return baseline
     target, seconds = baseline
     run.files = data_files(work / OPENED, entry, exclude=run_dir)
+    run.entry = entry
     if run.files:
         names = ", ".join(rel for _, rel in run.files)
         observer.status(f"it reads {names}: repro.py carries them (a folder)")
@@ -119,6 +120,7 @@ def minify_program(
         {**dataclasses.asdict(target), "script_name": script.name},
     )
     oracle = ProgramOracle(target, work, script.name, argv)
+    run.reads = oracle.reads  # the files each candidate opened: what its repro carries
     forked = _fork(oracle, source, pool, observer)
     deadline = _deadline(began, MAX_TIME if max_time is None else max_time, seconds)
     best, calls, history, passes, interrupted, found = _search(

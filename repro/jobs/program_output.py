@@ -12,7 +12,7 @@ from typing import Any
 from tcompile.compiler import layout
 from tcompile.compiler.program import ProgramTarget
 from tcompile.repro.program_harness import program_repro
-from tcompile.repro.project import installed_versions
+from tcompile.repro.project import data_files, installed_versions
 
 from .program_baseline import ProgramRun
 
@@ -48,15 +48,16 @@ def carried(run: ProgramRun, best: str, repro: Path, target: ProgramTarget) -> d
     }
 
 
-_READS = ("open(", "argv", "parse_args", "__file__", "load(", "read_text", "read_bytes", "Path(")
-
-
 def files_for(run: ProgramRun, program: str) -> list[tuple[Path, str]]:
-    """The data files a program carries: the baseline's, unless the minimal program
-    no longer reads anything (it names no file and calls nothing that opens one)."""
-    if any(w in program for w in _READS) or any(Path(r).name in program for _, r in run.files):
-        return run.files
-    return []
+    """The files a program carries: what its own runs opened -- the run that failed and
+    its control run, recorded when the oracle judged it (compiler/child/opened.py) --
+    or, for the program as it came, what the baseline's runs opened.  A file the
+    minimal program no longer opens is dropped; one only its control run opens (a
+    validation split read after the point where the compiled run failed) is kept."""
+    record = run.reads.get(program)
+    if record is not None and run.entry is not None:
+        return data_files(record, run.entry, exclude=run.run_dir)
+    return run.files
 
 
 def repro_path(run: ProgramRun, program: str) -> Path:
