@@ -77,6 +77,41 @@ class Cause:
         return cls(types=types, frame=innermost_user(frames))
 
 
+def user_frames(exc: BaseException) -> list[str]:
+    """The program's own frames on the whole stack of ``exc`` (whole_stack), outermost
+    first: where each of its calls was when the error was raised."""
+    from .owners import is_user
+
+    frames, _ = whole_stack(exc)
+    out: list[str] = []
+    for f in frames:
+        if is_user(frame_file(f)) and f not in out[-1:]:
+            out.append(f)
+    return out
+
+
+def died_where_raised(crash: list[str], raised: list[str]) -> bool:
+    """A process killed by a signal inside compiled code (``crash``: the program's frames
+    when it died, outermost first; crash.fatal_stack) was where the other run raised
+    (``raised``: user_frames): the same calls from the program's entry down to the
+    compiled frame, and that frame the same function of the same file -- its line is
+    not comparable, a frame Dynamo compiled reports its ``def`` line.  Eager raising
+    IndexError at ``tok_emb = self.wte(idx)`` where the compiled kernel aborted on the
+    same bad index, inside the same ``forward`` called from the same line, is one
+    failure: the program's own."""
+    if not crash or len(raised) < len(crash):
+        return False
+    for k, (a, b) in enumerate(zip(crash, raised)):
+        if k < len(crash) - 1 and _place(a) != _place(b):
+            return False
+    last, there = crash[-1], raised[len(crash) - 1]
+    return frame_file(last) == frame_file(there) and _name(last) == _name(there)
+
+
+def _name(frame: str) -> str:
+    return frame.rpartition(" in ")[2]
+
+
 def compatible(a: Cause, b: Cause) -> bool:
     if not a.types or not b.types:
         return False

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .cause import Cause
+from .cause import Cause, died_where_raised
+from .crash import fatal_stack
 from .dead import dead_process_failures
 from .failure import Failure, dist_of
 from .limitations import documented_limitation
@@ -198,6 +199,8 @@ def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
     exception's type and message."""
     if compiled.timed_out or plain.timed_out:
         return compiled.timed_out and plain.timed_out
+    if died_where_it_raised(compiled, plain):
+        return True
     if plain.returncode in (0, None) or plain.returncode != compiled.returncode:
         return False
     first, second = dying_exception(compiled), dying_exception(plain)
@@ -211,6 +214,19 @@ def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
         mine.append(FailureSignature.from_json(first["cause_signature"]))
     other = FailureSignature.from_json(second["signature"])
     return any(o.matches(other, as_exception=True) for o in mine)
+
+
+def died_where_it_raised(compiled: ProcessResult, plain: ProcessResult) -> bool:
+    """The compiled run was killed by a signal (a kernel's C++ ``throw`` aborts the
+    process) inside the call at which the run without torch.compile raised
+    (cause.died_where_raised): one failure of the program, which compiled code reports
+    by dying -- a difference to name, not a compiler bug of its own."""
+    if compiled.returncode is None or compiled.returncode >= 0 or compiled.timed_out:
+        return False
+    raised = dying_exception(plain)
+    if raised is None or plain.returncode in (0, None):
+        return False
+    return died_where_raised(fatal_stack(compiled.run_dir), list(raised.get("stack") or []))
 
 
 # the pattern matcher's own totals: said only where nothing else says what was done

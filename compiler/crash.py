@@ -24,11 +24,55 @@ def signal_name(returncode: int) -> str:
 
 
 def crash_message(tail: list[str]) -> str:
-    """The line a dying process printed about why (e.g. ``terminate called ...``)."""
-    hits = [line.strip() for line in tail if any(k in line for k in _DYING_WORDS)]
+    """The line a dying process printed about why (e.g. ``terminate called ...``), with
+    the ``what():`` line that follows a C++ throw -- the only one that says what went
+    wrong (``index out of bounds: 0 <= tmp2 < 92L``)."""
+    lines = [line.strip() for line in tail]
+    hits = [i for i, line in enumerate(lines) if any(k in line for k in _DYING_WORDS)]
     # later threads only say "terminate called recursively"
-    informative = [h for h in hits if "recursively" not in h]
-    return (informative or hits or [""])[0]
+    informative = [i for i in hits if "recursively" not in lines[i]]
+    if not (informative or hits):
+        return ""
+    first = (informative or hits)[0]
+    what = next((ln for ln in lines[first + 1 :] if ln.startswith("what():")), "")
+    return f"{lines[first]} {what}".strip()
+
+
+FATAL_PREFIX = "fatal-"  # child/session.py: a process's Python stacks when a signal killed it
+
+
+def fatal_stack(run_dir: str) -> list[str]:
+    """Where the program was when a signal killed it: the program's own frames
+    (``file:line in name``, outermost first; owners.py) of the thread that ran any, from
+    the faulthandler dump a dying process left (child/session.py).  Empty when none."""
+    import os
+    import re
+
+    from .owners import is_user
+
+    try:
+        names = sorted(n for n in os.listdir(run_dir) if n.startswith(FATAL_PREFIX))
+    except OSError:
+        return []
+    for name in names:
+        try:
+            with open(os.path.join(run_dir, name), errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        blocks = [b for b in text.split("\n\n") if 'File "' in b]
+        # the thread that faulted first, then the others (a kernel's worker thread has no
+        # Python frames: the main thread waiting on it has the program's)
+        blocks.sort(key=lambda b: "Current thread" not in b)
+        for block in blocks:
+            frames = [
+                f"{path}:{line} in {fn}"
+                for path, line, fn in re.findall(r'File "(.+?)", line (\d+) in (\S+)', block)
+                if is_user(path)
+            ]
+            if frames:
+                return list(reversed(frames))
+    return []
 
 
 def crash_signature(stage: str, returncode: int | None, tail: list[str]) -> FailureSignature:

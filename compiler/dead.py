@@ -47,7 +47,11 @@ def dead_process_failures(
                 message=message,
                 phase=m["phase"],
                 frame=f"{m['phase']} of graph {m['graph']}" if m["graph"] is not None else "",
-                unconfirmed=m["graph"] is None,
+                # a process that died or hung inside a graph may be the program's own
+                # failure, which compiled code reports otherwise (a kernel aborts on the
+                # index eager raises IndexError for): the run without torch.compile
+                # decides (classify.py), as for a failure outside any graph (issue 59)
+                unconfirmed=True,
             )
         )
     return out

@@ -35,45 +35,28 @@ if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
 
 REPRODUCED = """import os, re, sys, traceback
-# the failure minified: the error raised (its type, with its bases), the line of this
-# program it left from, its first line (numbers and paths scrubbed) -- compared as
-# tcompile compared them (compiler/cause.py), below torch's wrappers
+# the failure minified, compared as tcompile compared it (compiler/cause.py): the error
+# below torch's wrappers (its type, or a subclass), from the same line of this program or
+# with the same first line (numbers and paths scrubbed)
 EXPECTED = WANT
-SCRUBS = SCRUB_LIST
-def _raised(exc):  # BackendCompilerFailed, InductorError, ... hold what was raised
-    seen = set()
-    while id(exc) not in seen and type(exc).__module__.startswith(("torch._dynamo.exc", "torch._inductor.exc")):
-        seen.add(id(exc))
-        inner = getattr(exc, "inner_exception", None) or getattr(exc, "real_exception", None) or exc.__cause__ or exc.__context__
-        if not isinstance(inner, BaseException):
-            break
-        exc = inner
-    return exc
-def _line(tb):  # the innermost line of this program (this folder) the error left from
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    mine = [f.line.strip() for f in traceback.extract_tb(tb) if os.path.abspath(f.filename).startswith(here)]
-    return mine[-1] if mine else ""
-def _first(text):
-    text = next((ln for ln in str(text).strip().splitlines() if ln.strip()), "")
-    for pattern, repl in SCRUBS:
-        text = re.sub(pattern, repl, text)
-    return text.strip()[:300]
-def _same(real, tb):
-    mro = [t for t in type(real).__mro__ if t not in (BaseException, Exception, object)]
-    names = [f"{t.__module__}.{t.__qualname__}" for t in mro] + [t.__name__ for t in mro]
-    if not (EXPECTED["types"][0] in names or names[0] in EXPECTED["types"]):
-        return False
-    if EXPECTED["line"] and _line(tb) == EXPECTED["line"]:
-        return True
-    return bool(EXPECTED["message"]) and _first(real) == EXPECTED["message"] or not (EXPECTED["line"] or EXPECTED["message"])
 def _failed(kind, exc, tb):  # the failure: REPRODUCED, exit 1; any other error: ERROR, exit 2
-    real = _raised(exc)
-    said = f"{type(real).__name__}: {str(real).strip()[:300]}".splitlines()[0]
-    if _same(real, tb):
-        print(f"REPRODUCED: {said}", flush=True)
-        return
-    print(f"ERROR: not {EXPECTED['types'][0].rsplit('.', 1)[-1]}: {said}", flush=True)
-    sys.__excepthook__(kind, exc, tb), os._exit(2)  # a missing module, a changed environment
+    real, seen = exc, set()  # BackendCompilerFailed, InductorError, ... hold what was raised
+    while id(real) not in seen and type(real).__module__.startswith(("torch._dynamo.exc", "torch._inductor.exc")):
+        seen.add(id(real))
+        inner = getattr(real, "inner_exception", None) or real.__cause__ or real.__context__
+        real = inner if isinstance(inner, BaseException) else real
+    names = [n for t in type(real).__mro__ for n in (f"{t.__module__}.{t.__qualname__}", t.__name__)]
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    line = ([f.line.strip() for f in traceback.extract_tb(tb) if os.path.abspath(f.filename).startswith(here)] or [""])[-1]
+    first = next((ln for ln in str(real).splitlines() if ln.strip()), "")
+    for pattern, repl in EXPECTED["scrubs"]:
+        first = re.sub(pattern, repl, first)
+    want, said = EXPECTED, f"{type(real).__name__}: {str(real).strip()[:300]}".splitlines()[0]
+    same = (want["types"][0] in names or names[0] in want["types"]) and (
+        line == want["line"] != "" or first.strip()[:300] == want["message"] != "" or not (want["line"] or want["message"]))
+    print(f"REPRODUCED: {said}" if same else f"ERROR: not {want['types'][0].rsplit('.', 1)[-1]}: {said}", flush=True)
+    if not same:  # a missing module, a changed environment: never "reproduced"
+        sys.__excepthook__(kind, exc, tb), os._exit(2)
 sys.excepthook = _failed
 """
 
@@ -197,9 +180,7 @@ def program_repro(
     parts = [head]
     if future:
         parts.append("".join(ast.unparse(s) + "\n" for s in future))
-    parts.append(
-        REPRODUCED.replace("WANT", repr(expected(failure))).replace("SCRUB_LIST", _scrubs())
-    )
+    parts.append(REPRODUCED.replace("WANT", repr(expected(failure))))
     if argv:
         parts.append(ARGV.format(argv=list(argv)))
     if one_process:
@@ -223,12 +204,12 @@ def expected(failure: ProgramFailure) -> dict[str, Any]:
     else:
         name = failure.exc_type.split(".")[-1]
         types = [f"builtins.{name}" if name in dir(builtins) else name]
-    return {"types": types, "line": failure.line, "message": failure.message}
+    return {"types": types, "line": failure.line, "message": failure.message, "scrubs": _scrubs()}
 
 
-def _scrubs() -> str:
+def _scrubs() -> list[tuple[str, str]]:
     """signature.SCRUBS -- how tcompile normalises a message -- as plain (pattern,
     replacement) pairs, for the harness."""
     from tcompile.compiler.signature import SCRUBS
 
-    return repr([(p.pattern, r) for p, r in SCRUBS])
+    return [(p.pattern, r) for p, r in SCRUBS]

@@ -424,6 +424,9 @@ def _record_uncaught(exc: BaseException) -> None:
         # what was raised and the program's own line that raised it (cause.py): "the
         # same failure without torch.compile?" compares these, not messages
         cause=_cause(original),
+        # the program's own frames, outermost first: a crash elsewhere is compared with
+        # them (cause.died_where_raised)
+        stack=_stack(original),
         record=record_path,
         user_stack=user_stack,
         message=first_lines(f"{type(exc).__name__}: {exc}", 12, 400),
@@ -438,6 +441,15 @@ def _cause(exc: BaseException) -> dict[str, Any] | None:
         return Cause.from_exception(exc).to_json()
     except Exception:  # a cause that cannot be read: the messages decide
         return None
+
+
+def _stack(exc: BaseException) -> list[str]:
+    from ..cause import user_frames
+
+    try:
+        return user_frames(exc)[-32:]
+    except Exception:
+        return []
 
 
 def _raising_line(exc: BaseException) -> str:

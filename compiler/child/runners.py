@@ -203,11 +203,8 @@ class _BackwardRunner:
         self.eager = _boxed_eager(eager_gm)
         self.quarantined = False
         self.collective = in_distributed_job() and has_collectives(eager_gm)  # see GraphRunner
-        # what AOTAutogradCache reads off a compiled backward to save the graph's entry
-        # (its FX-graph cache key; _should_save_cache, make_entry): without them no
-        # training graph is ever saved, no recompile hits the cache, and a bug of that
-        # cache -- a float baked into the first artifact and served again, #194976 --
-        # never shows under tcompile (issue 59).  A hit loads the plain compiled graph.
+        # what AOTAutogradCache saves a training graph by: without it no recompile is
+        # served from the cache and its bugs (#194976) never show under tcompile
         for name in _CACHE_FIELDS:
             if hasattr(compiled, name):
                 setattr(self, name, getattr(compiled, name))

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from ..crash import FATAL_PREFIX
 from ..protocol import STOP_EXIT, Event, HookConfig
 from ..signature import FailureKind, FailureSignature, first_lines, root_cause
 from .recorder import Recorder
@@ -89,11 +90,30 @@ def stacks_on_request(config: HookConfig) -> None:
         pass
 
 
+def stacks_on_death(config: HookConfig) -> None:
+    """A process that dies of a signal (a C++ ``throw`` in a compiled kernel aborts it)
+    leaves its Python stacks in ``fatal-PID.txt`` (faulthandler, which then lets the
+    signal kill it as before): the parent reads the program's line it died at, and asks
+    whether eager raises at that line (collect.fails_the_same_way).  A program that
+    enabled faulthandler itself keeps its own (nothing is changed)."""
+    import faulthandler
+
+    if not config.dir or faulthandler.is_enabled():
+        return
+    try:
+        os.makedirs(config.dir, exist_ok=True)
+        f = open(os.path.join(config.dir, f"{FATAL_PREFIX}{os.getpid()}.txt"), "w")  # noqa: SIM115
+        faulthandler.enable(file=f, all_threads=True)
+    except (OSError, ValueError, RuntimeError):
+        pass
+
+
 class Session:
     def __init__(self, config: HookConfig) -> None:
         self.config = config
         self.recorder = Recorder(config.dir)
         stacks_on_request(config)
+        stacks_on_death(config)
         self._said: set[tuple[Any, ...]] = set()
         self.graph_stage: dict[int, str] = {}  # graph index -> the stage compiling it
         self._tracing_seen = 0.0

@@ -20,6 +20,7 @@ from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.cause import Cause
 from tcompile.compiler.collect import (
     collect,
+    died_where_it_raised,
     dying_exception,
     fails_the_same_way,
     last_counts,
@@ -391,7 +392,17 @@ def _not_a_compiler_bug(
     hung = [f for f in failures if f.kind == FailureKind.TIMEOUT.value and f.rank is not None]
     if hung:  # a distributed job that hung: where each rank waited
         what += ": " + "; ".join(f"rank {f.rank} waiting at {f.frame}" for f in hung)
-    return f"the command fails the same way without torch.compile ({what}): not a compiler bug"
+    said = f"the command fails the same way without torch.compile ({what}): not a compiler bug"
+    crash = next((f for f in failures if f.kind == FailureKind.CRASH.value), None)
+    if crash is not None and died_where_it_raised(result, plain):
+        # the difference compiled code makes: it dies where eager raises (a kernel's
+        # C++ throw aborts the process) -- named, with its own words (issue 59)
+        graph = f" in graph {crash.graph} ({crash.graph_kind})" if crash.graph is not None else ""
+        said += (
+            f"; under torch.compile the process died{graph} at that call instead "
+            f"({crash.signature.exc_type}: {crash.message.splitlines()[0][:300]})"
+        )
+    return said
 
 
 def _graphless_failure(

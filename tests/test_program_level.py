@@ -1,0 +1,167 @@
+"""Issue 59: the program level on real projects -- pure parts, no compiles: a crash
+compared with where eager raised, a dying process's words, random ops read from the
+graph's arguments, the program-level repro's harness comparing causes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import fx, nn
+
+from tcompile.compiler.accuracy import has_random_ops
+from tcompile.compiler.cause import died_where_raised
+from tcompile.compiler.crash import crash_message
+from tcompile.compiler.program import ProgramFailure
+from tcompile.compiler.signature import normalize_message
+from tcompile.repro.program_harness import program_repro
+
+TRAIN, MODEL = "/p/train.py", "/p/model.py"
+
+
+def test_a_crash_inside_the_call_where_eager_raised_is_that_failure():
+    """nanoGPT with token ids past its vocabulary: the compiled kernel aborts inside
+    ``forward`` (its frame reports its ``def`` line, 183), called from the line where
+    eager raised IndexError at ``tok_emb = ...`` (190) -- one failure; elsewhere, not."""
+    crash = [f"{TRAIN}:265 in <module>", f"{TRAIN}:225 in estimate_loss", f"{MODEL}:183 in forward"]
+    eager = [f"{TRAIN}:265 in <module>", f"{TRAIN}:225 in estimate_loss", f"{MODEL}:190 in forward"]
+    assert died_where_raised(crash, eager)
+    assert died_where_raised(crash, [*eager, f"{MODEL}:60 in embed"])  # deeper in eager
+    # another call site of the same function, another function, no frames at all
+    assert not died_where_raised(crash, [eager[0], f"{TRAIN}:300 in estimate_loss", eager[2]])
+    assert not died_where_raised(crash, [*eager[:2], f"{MODEL}:90 in backward"])
+    assert not died_where_raised([], eager) and not died_where_raised(crash, eager[:2])
+
+
+def test_a_dying_process_keeps_what_its_throw_said():
+    tail = [
+        "compiling the model... (takes a ~minute)",
+        "terminate called after throwing an instance of 'std::runtime_error'",
+        "  what():  kernel, /tmp/x.main.cpp:36, index out of bounds: 0 <= tmp2 < 65L",
+        "terminate called recursively",
+    ]
+    said = crash_message(tail)
+    assert said.startswith("terminate called after throwing") and "0 <= tmp2 < 65L" in said
+
+
+class _Net(nn.Module):
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.drop, self.lin = nn.Dropout(p), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.drop(F.normalize(self.lin(x)))
+
+
+def _fn(code: str) -> fx.GraphModule:
+    g = fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(eval(code, {"F": F, "torch": torch}), (x,)))
+    return fx.GraphModule(nn.Module(), g)
+
+
+def test_random_ops_are_read_from_the_calls_arguments():
+    """A dropout at p=0 or in eval mode draws nothing: the accuracy check then changes
+    nothing in the program (no fallback_random, no second, watching-only run)."""
+    assert has_random_ops(fx.symbolic_trace(_Net(0.1)))
+    assert not has_random_ops(fx.symbolic_trace(_Net(0.0)))
+    assert not has_random_ops(fx.symbolic_trace(_Net(0.1).eval()))
+    g = fx.Graph()
+    x = g.placeholder("x")
+    for args, kwargs, draws in [
+        ((x, 0.0, True), {}, False),
+        ((x,), {"p": 0.2, "training": False}, False),
+        ((x, 0.2, True), {}, True),
+        ((x,), {}, True),  # F.dropout's defaults: p=0.5, training=True
+    ]:
+        g2 = fx.Graph()
+        y = g2.placeholder("x")
+        remap = [y if a is x else a for a in args]
+        g2.output(g2.call_function(F.dropout, tuple(remap), kwargs))
+        assert has_random_ops(fx.GraphModule(nn.Module(), g2)) is draws, (args, kwargs)
+    assert has_random_ops(_fn("torch.randn_like")) and not has_random_ops(_fn("F.normalize"))
+    assert not has_random_ops(_fn("F.alpha_dropout"))  # training=False by default
+
+
+_WRAPPED = """import torch
+class BackendCompilerFailed(Exception):  # as torch._dynamo.exc wraps what inductor raised
+    pass
+BackendCompilerFailed.__module__ = "torch._dynamo.exc"
+def compile_and_run(n):
+    try:
+        raise RuntimeError(f"Attempting to broadcast a dimension of length {n} at -1!")
+    except RuntimeError as e:
+        raise BackendCompilerFailed("backend='inductor' raised:\\nRuntimeError: ...") from e
+"""
+
+
+def _run(tmp_path, body: str, failure: ProgramFailure) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "repro.py"
+    path.write_text(program_repro(body, failure))
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+
+
+def test_the_repro_compares_the_cause_below_torchs_wrappers(tmp_path):
+    """A wrapped error (BackendCompilerFailed holding a RuntimeError, a multi-line
+    message whose first line names no type) is REPRODUCED by its cause and its raising
+    line -- the harness printed ``ERROR: not RuntimeError: BackendCompilerFailed`` and
+    exited 2; another error, or the same type from another line with another message,
+    is ERROR, exit 2."""
+    failure = ProgramFailure(
+        "compile", "RuntimeError", normalize_message("Attempting to broadcast a dimension of length 32 at -1!"),
+        "compile_and_run(32)", "inductor/compile: RuntimeError: ...",
+        {"types": ["builtins.RuntimeError"], "frame": "t.py:9 in compile_and_run"},
+    )  # fmt: skip
+    ran = _run(tmp_path, _WRAPPED + "compile_and_run(32)\n", failure)
+    assert ran.returncode == 1, (ran.stdout, ran.stderr)
+    assert "REPRODUCED: RuntimeError: Attempting to broadcast" in ran.stdout
+    # the same message from another line (the numbers differ: scrubbed alike)
+    ran = _run(tmp_path, _WRAPPED + "x = 1\ncompile_and_run(8)\n", failure)
+    assert ran.returncode == 1 and "REPRODUCED" in ran.stdout, ran.stdout
+    # another type at the same line: not this failure
+    other = _WRAPPED.replace("raise RuntimeError", "raise ValueError").replace(
+        "except RuntimeError", "except ValueError"
+    )
+    ran = _run(tmp_path, other + "compile_and_run(32)\n", failure)
+    assert ran.returncode == 2 and "REPRODUCED" not in ran.stdout, ran.stdout
+    assert "ERROR: not RuntimeError: ValueError" in ran.stdout
+
+
+def test_the_oracle_compares_causes_not_first_lines():
+    cause = {"types": ["torch._C._LinAlgError", "builtins.RuntimeError"], "frame": "a.py:3 in f"}
+    target = ProgramFailure(
+        "exception",
+        "RuntimeError",
+        "singular",
+        "y = solve(a)",
+        "",
+        {"types": ["builtins.RuntimeError"]},
+    )
+    sub = ProgramFailure("exception", "_LinAlgError", "other words", "y = solve(a)", "", cause)
+    assert target.same(sub)  # a subclass raised at the same line
+    moved = ProgramFailure("exception", "_LinAlgError", "other words", "z = 2", "", cause)
+    assert not target.same(moved)
+    assert not target.same(ProgramFailure("exception", "ValueError", "singular", "y = solve(a)",
+                                          "", {"types": ["builtins.ValueError"]}))  # fmt: skip
+
+
+def test_a_compiled_backward_keeps_what_the_autograd_cache_saves_by():
+    """tcompile's backward runner carries the compiled graph's FX-graph cache key: else
+    AOTAutogradCache never saves a training graph under tcompile, no recompile is served
+    from it, and a bug of that cache (#194976: a float baked into the first artifact)
+    never shows -- the word_language_model fixture's bug was hidden so."""
+    from tcompile.compiler.child.runners import _BackwardRunner
+
+    class Compiled:
+        _fx_graph_cache_key = "fabc"
+        _fx_graph_cache_debug_lines = ["line"]
+        guards_expr = None
+
+        def __call__(self, args):
+            return args
+
+    runner = _BackwardRunner(None, 0, "inductor", Compiled(), fx.symbolic_trace(_Net(0.0)))
+    assert runner._fx_graph_cache_key == "fabc"
+    assert runner._fx_graph_cache_debug_lines == ["line"]
