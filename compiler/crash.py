@@ -43,13 +43,22 @@ FATAL_PREFIX = "fatal-"  # child/session.py: a process's Python stacks when a si
 
 def fatal_stack(run_dir: str) -> list[str]:
     """Where the program was when a signal killed it: the program's own frames
-    (``file:line in name``, outermost first; owners.py) of the thread that ran any, from
-    the faulthandler dump a dying process left (child/session.py).  Empty when none."""
+    (``file:line in name``, outermost first; owners.py).  Inside a compiled graph: where
+    the program called it, as the marker says (protocol.read_site: written at each call,
+    so it never depends on how the death went); else from the faulthandler dump a dying
+    process left (child/session.py) -- which a second thread's abort can cut short (seen:
+    a kernel's OpenMP threads each throwing).  Empty when neither says."""
     import os
     import re
 
     from .owners import is_user
+    from .protocol import read_markers, read_site
 
+    for pid, m in read_markers(run_dir).items():
+        if m["graph"] >= 0 and m["phase"] != "idle":
+            site = read_site(run_dir, pid)
+            if site:
+                return site
     try:
         names = sorted(n for n in os.listdir(run_dir) if n.startswith(FATAL_PREFIX))
     except OSError:

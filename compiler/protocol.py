@@ -75,6 +75,10 @@ LAUNCHER_WORKER = "from tcompile.compiler.child.serve import serve_launcher; ser
 # marker layout: graph index (int32), phase (int32), graph kind (int32), spare
 MARKER_FMT = "<iiii"
 MARKER_SIZE = struct.calcsize(MARKER_FMT)
+# after it: where the program called the last graph that ran -- its own frames, outermost
+# first, as a length (int32) and JSON -- rewritten only when the place changes
+# (recorder.Recorder.note_site): a process a kernel kills says where it was
+SITE_SIZE = 4096
 PHASES = {0: "idle", 1: "compile", 2: "run", 3: "check"}
 GRAPH_KINDS = {0: "dynamo", 1: "forward", 2: "backward", 3: "inference"}
 KIND_CODES = {v: k for k, v in GRAPH_KINDS.items()}
@@ -168,6 +172,18 @@ def read_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue  # a line cut short by a crash
     return events
+
+
+def read_site(run_dir: str | os.PathLike[str], pid: int) -> list[str]:
+    """Where process ``pid`` called the last compiled graph that ran: the program's own
+    frames (``file:line in name``), outermost first; empty when not known."""
+    try:
+        data = Path(run_dir, f"marker-{pid}").read_bytes()[MARKER_SIZE : MARKER_SIZE + SITE_SIZE]
+        (n,) = struct.unpack("<i", data[:4])
+        frames = json.loads(data[4 : 4 + n].decode()) if 0 < n <= len(data) - 4 else []
+    except (OSError, ValueError, struct.error):
+        return []
+    return [str(f) for f in frames] if isinstance(frames, list) else []
 
 
 def read_markers(run_dir: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:

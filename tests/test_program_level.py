@@ -165,3 +165,27 @@ def test_a_compiled_backward_keeps_what_the_autograd_cache_saves_by():
     runner = _BackwardRunner(None, 0, "inductor", Compiled(), fx.symbolic_trace(_Net(0.0)))
     assert runner._fx_graph_cache_key == "fabc"
     assert runner._fx_graph_cache_debug_lines == ["line"]
+
+
+def test_the_marker_says_where_the_program_called_the_graph(tmp_path):
+    """A process a kernel kills leaves no Python traceback, and faulthandler's dump can
+    be cut short by a second thread's abort: each graph call notes where the program
+    called it (its own frames, outermost first) in the marker, rewritten only when the
+    stack changed."""
+    from tcompile.compiler.child.recorder import PHASE_RUN, Recorder
+    from tcompile.compiler.crash import fatal_stack
+    from tcompile.compiler.protocol import read_site
+
+    rec = Recorder(str(tmp_path))
+
+    def forward():  # stands for the frame Dynamo compiled
+        rec.note_site(depth=1)
+
+    def train_step():
+        forward()
+
+    train_step()
+    rec.mark(0, PHASE_RUN, "inference")
+    site = read_site(tmp_path, rec.pid)
+    assert [s.rsplit(" in ", 1)[1] for s in site[-2:]] == ["train_step", "forward"], site
+    assert fatal_stack(str(tmp_path)) == site

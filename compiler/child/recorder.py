@@ -6,11 +6,12 @@ import json
 import mmap
 import os
 import struct
+import sys
 import threading
 import time
 from typing import Any
 
-from ..protocol import KIND_CODES, MARKER_FMT, MARKER_SIZE, ServeSpec
+from ..protocol import KIND_CODES, MARKER_FMT, MARKER_SIZE, SITE_SIZE, ServeSpec
 
 STARTED = time.monotonic()  # interpreter start-up, near enough (sitecustomize imports us)
 
@@ -57,12 +58,14 @@ class Recorder:
         self._events = open(os.path.join(run_dir, f"events-{self.pid}.jsonl"), "a", buffering=1)
         marker_path = os.path.join(run_dir, f"marker-{self.pid}")
         with open(marker_path, "wb") as f:
-            f.write(b"\0" * MARKER_SIZE)
+            f.write(b"\0" * (MARKER_SIZE + SITE_SIZE))
         fd = os.open(marker_path, os.O_RDWR)
         try:
-            self._marker = mmap.mmap(fd, MARKER_SIZE)
+            self._marker = mmap.mmap(fd, MARKER_SIZE + SITE_SIZE)
         finally:
             os.close(fd)
+        self._site: list[Any] = []
+        self._user_code: dict[Any, bool] = {}
         self.mark(-1, PHASE_IDLE)
 
     def graphs_seen(self) -> bool:
@@ -81,6 +84,41 @@ class Recorder:
         with self._lock:
             self._events.write(line + "\n")
             self._events.flush()
+
+    def note_site(self, depth: int = 2) -> None:
+        """Where the program calls the graph about to run: its own frames (owners.py),
+        outermost first, into the marker -- rewritten only when the stack changed (a
+        training loop calls its graphs from one place: one walk up the stack, a few
+        microseconds).  A process a compiled kernel kills (a C++ throw aborts it) has
+        said where it was (protocol.read_site; crash.fatal_stack)."""
+        raw: list[Any] = []
+        f: Any = sys._getframe(depth)
+        while f is not None:
+            raw.append(f.f_lasti)
+            raw.append(f.f_code)
+            f = f.f_back
+        if raw == self._site:
+            return
+        self._site = raw
+        frames = []
+        f = sys._getframe(depth)
+        while f is not None:
+            code = f.f_code
+            mine = self._user_code.get(code)
+            if mine is None:
+                from ..owners import is_user
+
+                mine = self._user_code[code] = is_user(code.co_filename)
+            if mine:
+                frames.append(f"{code.co_filename}:{f.f_lineno} in {code.co_name}")
+            f = f.f_back
+        frames.reverse()
+        data = json.dumps(frames).encode()
+        while len(data) > SITE_SIZE - 4 and frames:
+            frames = frames[1:]  # the innermost frames matter most
+            data = json.dumps(frames).encode()
+        self._marker[MARKER_SIZE + 4 : MARKER_SIZE + 4 + len(data)] = data
+        struct.pack_into("<i", self._marker, MARKER_SIZE, len(data))
 
     def mark(self, graph: int, phase: int, graph_kind: str = "dynamo") -> None:
         """Cheap (a few hundred ns): called around every compiled-graph call."""

@@ -223,6 +223,7 @@ class _BackwardRunner:
                 [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args],
             )
         rec = self.session.recorder
+        rec.note_site()
         rec.mark(self.index, PHASE_RUN, "backward")
         try:
             return _call(self.compiled, args)
@@ -336,6 +337,7 @@ class GraphRunner:
         """The program's call of the compiled graph; a runtime error falls back to eager
         (a compiler failure only if eager passes)."""
         rec = self.session.recorder
+        rec.note_site()
         rec.mark(self.index, PHASE_RUN, self.forward_kind)
         try:
             out = self.compiled(*args)
