@@ -194,16 +194,29 @@ def ranks_that_raised(result: ProcessResult) -> list[int]:
 def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
     """Same exit status, and the same cause: the same kind of error raised from the same
     line of the program's own code (cause.py), however torch worded it -- Dynamo's fake
-    tensors, a compiled kernel's check and eager say one shape error three ways.  Runs
-    that recorded no cause (a record from an older tcompile) fall back to the
-    exception's type and message."""
+    tensors, a compiled kernel's check and eager say one shape error three ways; or
+    compiled code died at the call where eager raised (died_where_it_raised).  In a
+    launched job, the rank that raised first under torch.compile, by its own cause --
+    never the launcher's ChildFailedError.  A run without torch.compile that failed by
+    its own means (raised inside torch's compiler: no compile should have run) is no
+    evidence.  Runs that recorded no cause (a record from an older tcompile) fall back to
+    the exception's type and message.
+
+    The one rule of "fails without torch.compile too" for every command: run, bisect,
+    report and triage (classify.py) and the program level's baseline (issue 59: two
+    commands on one torchrun job gave two verdicts)."""
     if compiled.timed_out or plain.timed_out:
         return compiled.timed_out and plain.timed_out
+    if control_failed_itself(plain) is not None:
+        return False
     if died_where_it_raised(compiled, plain):
         return True
     if plain.returncode in (0, None) or plain.returncode != compiled.returncode:
         return False
     first, second = dying_exception(compiled), dying_exception(plain)
+    if first is not None and first.get("rank") is not None:
+        rank = first["rank"]  # the same rank, by its own cause
+        second = next((e for e in _raised(plain) if e.get("rank") == rank), None)
     if first is None or second is None:
         return first is None and second is None
     ours, theirs = Cause.from_json(first.get("cause")), Cause.from_json(second.get("cause"))
@@ -214,6 +227,26 @@ def fails_the_same_way(compiled: ProcessResult, plain: ProcessResult) -> bool:
         mine.append(FailureSignature.from_json(first["cause_signature"]))
     other = FailureSignature.from_json(second["signature"])
     return any(o.matches(other, as_exception=True) for o in mine)
+
+
+def _raised(result: ProcessResult) -> list[dict[str, Any]]:
+    return sorted(
+        (e for e in result.events if e.get("event") == Event.EXCEPTION),
+        key=lambda e: float(e.get("time") or 0),
+    )
+
+
+def control_failed_itself(plain: ProcessResult) -> str | None:
+    """A run without torch.compile that died of an error raised inside torch's compiler
+    stack (owners.is_torch_compiler) failed by its own means -- nothing of the program
+    ran that way (``torch.compile with fullgraph=True found no compiled frames``, as
+    TORCH_COMPILE_DISABLE=1 makes torch 2.13 say): what it said, or None."""
+    from .owners import is_torch_compiler
+
+    for e in _raised(plain):
+        if is_torch_compiler(str(e.get("raised_in") or "")):
+            return str(e.get("signature_text") or e.get("message") or "")[:300]
+    return None
 
 
 def died_where_it_raised(compiled: ProcessResult, plain: ProcessResult) -> bool:

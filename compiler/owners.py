@@ -148,6 +148,22 @@ def is_user(filename: str) -> bool:
     return owner(filename) is Owner.USER
 
 
+# torch's compiler: a run without torch.compile that raises in here failed by its own
+# means (``torch.compile with fullgraph=True found no compiled frames`` under
+# TORCH_COMPILE_DISABLE=1), not as the program fails
+# (torch.func's vmap and grad live in _functorch and run eagerly: not these)
+_COMPILER_PACKAGES = ("_dynamo", "_inductor")
+
+
+def is_torch_compiler(filename: str) -> bool:
+    """Code of TorchDynamo or inductor, which a run without torch.compile never enters."""
+    torch_dir = torch_folder()
+    if not torch_dir or not filename or filename.startswith("<"):
+        return False
+    path = _real(filename)
+    return any(_under(path, os.path.join(torch_dir, p)) for p in _COMPILER_PACKAGES)
+
+
 def frame_file(frame: str) -> str:
     """'/p/model.py:12 in forward' -> '/p/model.py'."""
     head = frame.rsplit(" in ", 1)[0] if " in " in frame else frame

@@ -189,3 +189,40 @@ def test_the_marker_says_where_the_program_called_the_graph(tmp_path):
     site = read_site(tmp_path, rec.pid)
     assert [s.rsplit(" in ", 1)[1] for s in site[-2:]] == ["train_step", "forward"], site
     assert fatal_stack(str(tmp_path)) == site
+
+
+def _exc(rank, t, types, frame, raised_in="/p/train.py", text="AssertionError: x"):
+    return {"event": "exception", "rank": rank, "time": t, "raised_in": raised_in,
+            "cause": {"types": types, "frame": frame}, "signature_text": text,
+            "signature": {"stage": "script", "kind": "exception", "exc_type": "AssertionError",
+                          "message": "x"}}  # fmt: skip
+
+
+def test_the_same_failure_without_compile_is_each_ranks_own_cause():
+    """One rule for every command (collect.fails_the_same_way): in a launched job the
+    rank that raised first, by its own cause -- never torchrun's ChildFailedError, which
+    every failing job ends with; a run without torch.compile that raised inside torch's
+    compiler (TORCH_COMPILE_DISABLE=1 with fullgraph=True on 2.13) is no evidence."""
+    from tcompile.compiler.collect import control_failed_itself, fails_the_same_way
+    from tcompile.compiler.owners import torch_folder
+    from tcompile.compiler.runner import ProcessResult
+
+    A = ["builtins.AssertionError"]
+    child = _exc(None, 9.0, ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError"],
+                 "/venv/torchrun:8 in <module>")  # fmt: skip
+
+    def result(*events):
+        return ProcessResult(1, 1.0, False, [], list(events), {}, "/nonexistent")
+
+    compiled = result(_exc(1, 1.0, A, "/p/t.py:30 in <module>"), child)
+    assert fails_the_same_way(compiled, result(_exc(1, 2.0, A, "/p/t.py:30 in <module>"), child))
+    # the launcher's error alike in both, the ranks' not: not the same failure
+    assert not fails_the_same_way(
+        compiled, result(_exc(0, 2.0, A, "/p/t.py:12 in <module>"), child)
+    )
+    assert not fails_the_same_way(compiled, result(child))
+    own = _exc(1, 2.0, ["builtins.RuntimeError"], "/p/t.py:30 in <module>",
+               raised_in=f"{torch_folder()}/_dynamo/eval_frame.py",
+               text="RuntimeError: torch.compile with fullgraph=True found no compiled frames")  # fmt: skip
+    assert "no compiled frames" in (control_failed_itself(result(own, child)) or "")
+    assert not fails_the_same_way(compiled, result(own, child))

@@ -70,3 +70,26 @@ def test_each_kind_renders_its_own_lines():
     )  # fmt: skip
     assert "function: f at x.py:3" in _shown(capture)
     assert "nothing to minify" in _shown(MinifyReport(0, "nothing to minify"))
+
+
+def test_the_description_keeps_the_real_numbers_and_the_pattern():
+    """report.md said the failure only by its signature (every number N): the real
+    shapes appeared nowhere, nor the pattern the error names (issue 59)."""
+    from tcompile.repro.jobs.report import describe
+
+    bug = {
+        "graph": 0, "graph_kind": "dynamo", "kind": "compile",
+        "signature": "inductor/compile: RuntimeError: Attempting to broadcast a dimension "
+                     "of length N at N! Mismatching argument at index N had [N, N]",
+        "message": "RuntimeError: Attempting to broadcast a dimension of length 32 at -1! "
+                   "Mismatching argument at index 1 had [8, 32]\n"
+                   "(raised in inductor's _sfdp_replacement_28, fx_passes/fuse_attention.py)",
+        "bisect": {"stage": "inductor", "subsystem": "joint_graph_passes", "application": 2,
+                   "detail": "pass_pattern_0", "effects": {"fuse_attention": 1}},
+        "minify": {"repro": "/x/repro.py", "verified": True, "level": "program",
+                   "program": {"lines_before": 400, "lines_after": 40}},
+    }  # fmt: skip
+    text = describe(bug)
+    assert "length 32 at -1" in text and "[8, 32]" in text, text
+    assert "_sfdp_replacement_28" in text and "fuse_attention x1" in text, text
+    assert 'backend="eager"' not in text and "torch.compile off" in text, text

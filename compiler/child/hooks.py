@@ -427,6 +427,7 @@ def _record_uncaught(exc: BaseException) -> None:
         # the program's own frames, outermost first: a crash elsewhere is compared with
         # them (cause.died_where_raised)
         stack=_stack(original),
+        raised_in=_raised_in(original),
         record=record_path,
         user_stack=user_stack,
         message=first_lines(f"{type(exc).__name__}: {exc}", 12, 400),
@@ -441,6 +442,14 @@ def _cause(exc: BaseException) -> dict[str, Any] | None:
         return Cause.from_exception(exc).to_json()
     except Exception:  # a cause that cannot be read: the messages decide
         return None
+
+
+def _raised_in(exc: BaseException) -> str:
+    """The file of the innermost frame the error was raised in (any owner's)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename if tb is not None else ""
 
 
 def _stack(exc: BaseException) -> list[str]:

@@ -194,17 +194,15 @@ class _BackwardRunner:
         self, session: Session, index: int, stage: str, compiled: Any, eager_gm: Any
     ) -> None:
         self.session, self.index, self.stage = session, index, stage
-        # on the instance too: torch wraps a backward in torch._dynamo.disable, whose
-        # functools.wraps copies the instance's __dict__, not the class's attributes --
-        # without it AOTAutograd calls the wrapper unboxed and warns the user (issue 40)
+        # on the instance too: torch._dynamo.disable's functools.wraps copies the instance's
+        # __dict__ only -- else AOTAutograd calls it unboxed and warns the user (issue 40)
         self._boxed_call = True
         self.compiled = compiled
         self.eager_gm = eager_gm
         self.eager = _boxed_eager(eager_gm)
         self.quarantined = False
         self.collective = in_distributed_job() and has_collectives(eager_gm)  # see GraphRunner
-        # what AOTAutogradCache saves a training graph by: without it no recompile is
-        # served from the cache and its bugs (#194976) never show under tcompile
+        # AOTAutogradCache saves a training graph by these: else its bugs never show (#194976)
         for name in _CACHE_FIELDS:
             if hasattr(compiled, name):
                 setattr(self, name, getattr(compiled, name))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tcompile.compiler import layout
+from tcompile.compiler.collect import fails_the_same_way
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.program import (
@@ -27,7 +28,7 @@ from tcompile.compiler.program import (
     with_prelude,
 )
 from tcompile.compiler.protocol import HookConfig
-from tcompile.compiler.runner import is_distributed_launch
+from tcompile.compiler.runner import ProcessResult, is_distributed_launch
 
 OPENED = layout.OPENED  # the files the baseline's runs opened (child/opened.py)
 
@@ -106,13 +107,17 @@ def baseline(
     path.parent.mkdir(parents=True, exist_ok=True)
     layout.write_file(path, with_prelude(run.prelude, source, str(run.script)))
 
+    ran: dict[str, ProcessResult] = {}
+
     def compiled(target: ProgramTarget, name: str) -> ProgramFailure | None:
         config = HookConfig(
             dir=str(work / "baseline" / name), stage=run.backend, record="off",
             accuracy=run.accuracy, opened=str(work / OPENED),
         )  # fmt: skip
-        return program_failure(ProgramOracle(target, work / "baseline", run.script.name,
-                                             run.argv).run(path, config))  # fmt: skip
+        ran[name] = ProgramOracle(target, work / "baseline", run.script.name, run.argv).run(
+            path, config
+        )
+        return program_failure(ran[name])
 
     t = time.monotonic()
     failure = compiled(probe, "c")
@@ -127,6 +132,7 @@ def baseline(
         t = time.monotonic()
         if failure.same(compiled(one, "c1")):
             probe, seconds = one, time.monotonic() - t
+            ran["c"] = ran["c1"]  # the controls run as one process too
             run.observer.status(
                 "the failure shows in one process (rank 0 of a world of 1): minifying that"
             )
@@ -144,9 +150,13 @@ def baseline(
         HookConfig(dir=str(work / "baseline" / "e"), stage="eager", record="off", opened=reads),
     ]
     with ThreadPoolExecutor(2 if run.jobs > 1 else 1) as ex:
-        plain, eager = (program_failure(r) for r in ex.map(lambda c: oracle.run(path, c), controls))
+        plain_run, eager_run = ex.map(lambda c: oracle.run(path, c), controls)
+    plain, eager = program_failure(plain_run), program_failure(eager_run)
     if plain is not None:
-        if failure.same(plain) or failure.same_cause(plain):
+        # the one rule `tcompile run` decides by (collect.fails_the_same_way): each
+        # rank's own cause, never a launcher's ChildFailedError; a control that failed
+        # by its own means is no evidence (issue 59: two commands, two verdicts)
+        if fails_the_same_way(ran["c"], plain_run):
             return NotMinifiable(
                 int(ExitCode.NOT_COMPILER),
                 f"the program fails without torch.compile too ({plain.text}): not a compiler bug",

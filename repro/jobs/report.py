@@ -263,14 +263,18 @@ def describe(bug: dict[str, Any]) -> str:
         if bug.get("count", 1) > 1
         else ""
     )
-    text = [f"Under torch.compile the program fails in {where}{seen}: `{bug.get('signature')}`."]
+    text = [f"Under torch.compile the program fails in {where}{seen}: {_said(bug)}."]
     bis = bug.get("bisect") or {}
     if bis.get("subsystem") == "config":
         text.append(f"Bisection: {bis.get('detail')} (stage {bis.get('stage')}).")
     elif bis.get("subsystem"):
+        did = ", ".join(f"{k} x{v}" for k, v in (bis.get("effects") or {}).items())
         text.append(
             f"Bisection names stage {bis.get('stage')}, {bis['subsystem']} application "
-            f"#{bis.get('application')} ({bis.get('detail')}) as the culprit"
+            f"#{bis.get('application')} ({bis.get('detail')}"
+            + (f"; it did: {did}" if did else "")
+            + (f"; the pattern {bis['pattern']}" if bis.get("pattern") else "")
+            + ") as the culprit"
             + (" (flaky: " + str(bis.get("flaky_detail")) + ")" if bis.get("flaky") else "")
             + "."
         )
@@ -278,8 +282,17 @@ def describe(bug: dict[str, Any]) -> str:
         text.append(f"Bisection names stage {bis['stage']}.")
     mini = bug.get("minify") or {}
     if mini.get("repro"):
+        # what the verifying runs showed, no more: a program-level repro ran with
+        # torch.compile off, a graph's with backend="eager" (issue 59)
+        passes = (
+            " and passes with torch.compile off"
+            if mini.get("level") == "program"
+            else ' and passes with backend="eager"'
+            if mini.get("eager_passes")
+            else ""
+        )
         state = (
-            'reproduces with only torch installed and passes with backend="eager"'
+            f"reproduces with only torch installed{passes}"
             if mini.get("verified")
             else "is NOT verified"
         )
@@ -317,6 +330,22 @@ def describe(bug: dict[str, Any]) -> str:
             f"The failing frame is recorded for `tcompile replay` ({Path(bug['record']).name})."
         )
     return " ".join(text)
+
+
+def _said(bug: dict[str, Any]) -> str:
+    """The failure as the program said it -- its real shapes, sizes and indices (only
+    paths of this machine are scrubbed, later, from the whole page) and the pattern or
+    pass its text names (``raised in inductor's _sfdp_replacement_28``) -- then its
+    signature, which is what tcompile compares."""
+    lines = [ln.strip() for ln in str(bug.get("message") or "").splitlines() if ln.strip()]
+    sig = str(bug.get("signature") or "")
+    if not lines:
+        return f"`{sig}`"
+    where = [ln for ln in lines[1:4] if ln.startswith("(raised in ")]
+    kind = sig.split(":", 1)[0]
+    return (
+        f"`{lines[0][:500]}`" + (f" {where[0]}" if where else "") + (f" ({kind})" if kind else "")
+    )
 
 
 def section(bug: dict[str, Any], *, level: str) -> str:
