@@ -56,6 +56,6 @@ def test_a_torchrun_jobs_dynamo_bug_on_one_rank_is_exit_1_in_run_and_the_program
     job = ["--", "torchrun", "--nproc-per-node", "2",
            str(FIXTURES / "ddp_side_effect_rank1_after_teardown.py")]  # fmt: skip
     run = _verdict(tmp_path, "run", "run", *job)
-    mini = _verdict(tmp_path, "program", "minify", "--level", "program", "--max-time", "45", *job)
+    mini = _verdict(tmp_path, "program", "minify", "--level", "program", "--max-time", "20", *job)
     assert run["exit_code"] == mini["exit_code"] == 1, (run["explanation"], mini["message"])
     assert "ChildFailedError" not in mini["message"], mini["message"]
