@@ -168,6 +168,7 @@ class WorkerPool:
         self._spawned = 0
         self._counter = 0
         self.restarts = 0
+        self.retried = 0  # candidates judged again after running past the limit
         self._durations: list[float] = []
         self.ready: dict[str, Any] = {}
 
@@ -274,7 +275,28 @@ class WorkerPool:
         reply_out: dict[str, Any] | None = None,
     ) -> tuple[Verdict, dict[str, Any] | None]:
         """The verdict on ``gm``; ``request``: more of the request (a bisect's
-        ``stage`` and ``bisect``), ``reply_out``: filled with the whole reply."""
+        ``stage`` and ``bisect``), ``reply_out``: filled with the whole reply.
+
+        Timing never decides a verdict (issue 64): a candidate that ran past the
+        calibrated limit -- a busy machine makes every compile slower -- is judged again
+        on a fresh worker with three times the limit before it is a TIMEOUT; the retries
+        are counted (``retried``).  A failure that is itself a hang is judged at once."""
+        verdict, sig = self._evaluate(gm, inputs, patch, request, reply_out, self.timeout)
+        if verdict is Verdict.TIMEOUT and self.target.kind != FailureKind.TIMEOUT.value:
+            with self._lock:
+                self.retried += 1
+            verdict, sig = self._evaluate(gm, inputs, patch, request, reply_out, 3 * self.timeout)
+        return verdict, sig
+
+    def _evaluate(
+        self,
+        gm: Any,
+        inputs: list[Any],
+        patch: dict[str, Any] | None,
+        request: dict[str, Any] | None,
+        reply_out: dict[str, Any] | None,
+        timeout: float,
+    ) -> tuple[Verdict, dict[str, Any] | None]:
         import torch
 
         with self._lock:
@@ -290,7 +312,7 @@ class WorkerPool:
             if patch:
                 req["patch"] = patch
             w.to_child.write(json.dumps(req) + "\n")
-            reply = w.wait_line(self.timeout)
+            reply = w.wait_line(timeout)
         except TimeoutError:
             w.kill()
             self.restarts += 1

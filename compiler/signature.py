@@ -29,6 +29,9 @@ class FailureKind(str, enum.Enum):
     ACCURACY = "accuracy"  # the compiled graph computed wrong numbers
     CRASH = "crash"  # the process died (signal, abort, C++ throw)
     TIMEOUT = "timeout"  # the process ran past --timeout
+    # the compiled graph returned where eager raises on the same inputs: a decomposition
+    # or lowering dropped an op's check of its arguments (issue 63: lost validation)
+    MISSING_ERROR = "missing_error"
 
 
 SCRUBS: list[tuple[re.Pattern[str], str]] = [
@@ -239,6 +242,19 @@ class FailureSignature:
             message=normalize_message(str(real)),
             frame=innermost_frame(real),
         )
+
+
+def missing_error(stage: str, eager_error: BaseException) -> FailureSignature:
+    """The signature of a graph that returned where eager raised ``eager_error``: the
+    error that should have been raised is its identity."""
+    real = root_cause(eager_error)
+    return FailureSignature(
+        stage=stage,
+        kind=FailureKind.MISSING_ERROR.value,
+        exc_type=qualified_type(real),
+        message=normalize_message(str(real)),
+        frame=innermost_frame(real),
+    )
 
 
 def qualified_type(exc: BaseException) -> str:

@@ -75,6 +75,8 @@ def short_repro(
 ) -> str | None:
     """The text of a short repro.py, or None when this failure needs the long form."""
     stage, kind = _kind(signature)
+    if kind == FailureKind.MISSING_ERROR:
+        return None  # eager must raise and the compiled graph return: the long form's check
     checking = kind == FailureKind.ACCURACY
     aot = meta.get("level", "dynamo") == "aot"
     if aot and (checking or stage != "inductor"):

@@ -124,9 +124,17 @@ def check(backend):
     mod = Repro()
     inputs = make_inputs()
     rng = RngState()
-    ref = run_with_grads(mod, inputs)
+    eager_error = None  # a missing error: eager raises, the compiled graph must too
+    try:
+        ref = run_with_grads(mod, inputs)
+    except Exception as exc:
+        if "/missing_error: " not in EXPECTED:
+            raise
+        eager_error, ref = root_cause(exc), None
     rng.restore()
-    forward_kind = FORWARD_KIND or ("forward" if ref.grads else "inference")
+    if eager_error is None and "/missing_error: " in EXPECTED:
+        return None  # eager raises nothing: no error can be missing
+    forward_kind = FORWARD_KIND or ("forward" if ref is not None and ref.grads else "inference")
     kwargs = dict(COMPILE_KWARGS)
     if backend != STAGE:
         kwargs = {{}}
@@ -160,11 +168,16 @@ def check(backend):
             torch.cuda.synchronize()  # a kernel that faults shows here, not later
     except Exception as exc:  # compile errors surface at the first call
         real = root_cause(exc)
+        if eager_error is not None and type(real) is type(eager_error):
+            return None  # raises as eager does
         if type(exc).__name__ != "BackendCompilerFailed" and real is exc:
             kind = "runtime"
         return _sig_text(kind, real)
     finally:
         rng.restore()
+    if eager_error is not None:  # returned where eager raised
+        message = normalize_message(str(eager_error))
+        return f"{{STAGE}}/missing_error: {{qualified_type(eager_error)}}" + (f": {{message}}" if message else "")
     if ACCURACY != "off":
         strict = ACCURACY == "strict"
         fp64 = None

@@ -77,7 +77,8 @@ def _fixtures() -> list[str]:
         # projects/: programs of several files (tests/test_project_layouts.py); long_job/: minutes
         # long (tests/test_capture_bisect.py runs it short, benchmarks/long_job.py whole);
         # dupes/, dupes_gpu/: the tracker's duplicate groups (benchmarks/triage_corpus.py
-        # --corpus dupes; dupes_gpu on a CUDA machine, benchmarks/gpu_dupes.sh)
+        # --corpus dupes; dupes_gpu on a CUDA machine, benchmarks/gpu_dupes.sh); families/:
+        # the tracker's bug families, lost validation among them (tests/test_families.py)
         if (
             rel.startswith(
                 (
@@ -89,6 +90,7 @@ def _fixtures() -> list[str]:
                     "long_job/",
                     "dupes/",
                     "dupes_gpu/",
+                    "families/",
                 )
             )
             or path.name in NOT_HERE

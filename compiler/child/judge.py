@@ -18,7 +18,7 @@ from tcompile.minifier.verdict import Verdict
 
 from .. import accuracy, float64
 from ..accuracy import AccuracyMode
-from ..signature import FailureKind, FailureSignature
+from ..signature import FailureKind, FailureSignature, missing_error, root_cause
 from ..stack import backend_name
 from .build import build_stage
 from .graphs import fresh_copy
@@ -83,29 +83,40 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgem
     amb = target.ambient
     within = amb.enter if amb is not None else None
     outside = amb.outside if amb is not None else contextlib.nullcontext
+    # a missing error (issue 63): eager must raise, and the compiled graph return
+    missing = target.signature.kind == FailureKind.MISSING_ERROR.value
     try:
         with outside():
             ref = accuracy.run_with_grads(gm, inputs, forward_context=within)
     except Exception as exc:
-        if target.signature.kind != FailureKind.CRASH.value:
+        if target.signature.kind not in (FailureKind.CRASH.value, FailureKind.MISSING_ERROR.value):
             return Verdict.INVALID, None
         eager_error = exc
     finally:
         rng.restore()
+    if missing and eager_error is None:
+        return Verdict.PASS, None  # eager raises nothing here: not this failure
     compiled, compile_errors = _compile_through_dynamo(gm, target)
     try:
         with outside():
             res = accuracy.run_with_grads(compiled, inputs, forward_context=within)
         accuracy.cuda_sync(inputs)  # a kernel that faults shows here (a crash: see serve.py)
     except Exception as exc:
-        if eager_error is not None and type(exc) is type(eager_error) and not compile_errors:
-            return Verdict.PASS, None  # raises as eager does: no crash
+        if (
+            eager_error is not None
+            and type(root_cause(exc)) is type(root_cause(eager_error))
+            and not compile_errors
+        ):
+            return Verdict.PASS, None  # raises as eager does: no crash, no missing error
         kind = FailureKind.COMPILE if compile_errors else FailureKind.RUNTIME
         sig = FailureSignature.from_exception(target.stage, kind, (compile_errors or [exc])[0])
         return target.verdict(sig), sig.to_json()
     finally:
         rng.restore()
     if eager_error is not None:
+        if missing:  # returned where eager raised
+            sig = missing_error(target.stage, eager_error)
+            return target.verdict(sig), sig.to_json()
         return Verdict.PASS, None  # no crash (nor eager's error): not this failure
     forward_kind = "forward" if ref.grads else "inference"
     if target.checking:

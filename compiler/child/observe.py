@@ -114,6 +114,7 @@ class Watch:
         self.snap = Snapshot(args)
         self.before = self.snap.materialize(grads=False)[0]
         self.rng = accuracy.RngState()
+        self.eager_error: BaseException | None = None  # eager raised on the call's inputs
         self.ambient = Ambient()
         self.judged_backward = False
         self._roundings: dict[str, Any] | None = None
@@ -160,6 +161,8 @@ class Watch:
         try:
             ref = self._reference(forward_only=True)
             if ref is None:
+                if self.eager_error is not None:
+                    self._missing_error(self.eager_error)
                 return
             fp64 = None
             if not self.strict:
@@ -185,7 +188,9 @@ class Watch:
             for _ in range(2):
                 self.rng.restore()
                 runs.append(self._run(runner.reference, None, [] if forward_only else tangents))
-        except Exception:
+        except Exception as exc:
+            if forward_only and not runs:  # eager raises on the call's own inputs
+                self.eager_error = exc
             return None
         if not accuracy.outcomes_identical(runs[0], runs[1]):
             self.session.note(
@@ -195,6 +200,24 @@ class Watch:
             )
             return None
         return runs[0]
+
+    def _missing_error(self, exc: BaseException) -> None:
+        """The compiled graph returned where eager raises on the same inputs (the program
+        got a tensor where eager's call would have failed): a failure of this graph,
+        the error that should have been raised its identity (issue 63)."""
+        from ..signature import FailureKind, missing_error, root_cause
+
+        runner = self.runner
+        real = root_cause(exc)
+        self.session.failure(
+            graph=runner.index,
+            graph_kind=runner.forward_kind,
+            kind=FailureKind.MISSING_ERROR,
+            stage=runner.stage,
+            signature=missing_error(runner.stage, exc),
+            message=f"eager raises {type(real).__name__}: {str(real).strip()[:300]} on this "
+            "call's inputs; the compiled graph returned instead",
+        )
 
     def _run(self, fn: Any, dtype: Any, tangents: Any) -> accuracy.Outcome:
         return accuracy.run_with_grads(

@@ -76,6 +76,11 @@ def capture_of(base_dir: str | None, target: Failure) -> tuple[Path | None, str]
     return cap, ""
 
 
+class Unfinished(Exception):
+    """A judgement of the captured graph that ended without an answer: past its time
+    limit twice, or its worker lost."""
+
+
 class CaptureBisect:
     """Steps 1-5 above for one target; ``run`` returns the result fields, or None with
     ``self.why`` set (the program bisect takes over)."""
@@ -144,6 +149,11 @@ class CaptureBisect:
         }
         self.b.steps.append(step)
         self.b.observer.event({"event": Event.BISECT_STEP, **step})
+        if verdict in (Verdict.TIMEOUT, Verdict.CRASH):
+            # ran past its limit twice (pool.evaluate retried it) or lost its worker:
+            # unknown, never "passes" -- a busy machine must not move the culprit
+            # (issue 64); the program bisect answers instead
+            raise Unfinished(f"judgement {n} ({label}) ended {verdict.value}")
         return same, reply
 
     def close(self) -> None:
@@ -153,6 +163,13 @@ class CaptureBisect:
     # ---- the search -------------------------------------------------------------
 
     def run(self) -> dict[str, Any] | None:
+        try:
+            return self._run()
+        except Unfinished as exc:
+            self.why = f"a judgement on the captured graph could not finish: {exc}"
+            return None
+
+    def _run(self) -> dict[str, Any] | None:
         b, top = self.b, self.target.stage
         b.observer.status(f"bisecting on the captured graph {self.target.graph} (no program runs)")
         try:
