@@ -139,6 +139,8 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
     lines += ["", "## Why", ""]
     for r in doc["scripts"]:
         said = f"- `{_name(root, r['path'])}`: {r['verdict']}: {r.get('message') or '-'}"
+        if r.get("unfinished"):  # steps cut at the budget: no answer came from them
+            said += f" (did not finish in the script's budget: {', '.join(r['unfinished'])})"
         if r.get("traceback"):  # tcompile's own failure: its traceback, under OUT
             said += f" (tcompile's traceback: [{_rel(base, r['traceback'])}]({_rel(base, r['traceback'])}))"
         lines.append(said)

@@ -67,7 +67,14 @@ class TriageReport:
     joined_by_check: int = 0  # scripts that joined a cluster by a check, no report
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        for r in out["scripts"]:
+            # every step of the script that did not finish: killed at the script's budget
+            # (no exit status) -- said, never read as an answer (issue 64)
+            r["unfinished"] = [
+                s["what"] for s in r.get("steps") or [] if s.get("exit_code") is None
+            ]
+        return out
 
 
 def discover(paths: list[str]) -> list[Path]:
