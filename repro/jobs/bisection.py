@@ -1,7 +1,7 @@
 """``tcompile bisect``: which stage, graph, pass and application break the program.
 
-Every step re-runs the program under a configuration and asks one question: does
-the failure (same kind, exception type and message, whatever the stage) show?
+Every step re-runs the program under a configuration and asks one question: does the
+failure (same kind, exception type and message, whatever the stage) show?
 
 1. Baseline: the program as it is; the failure to explain, and how many times each
    inductor subsystem applied itself (with what: an op, a pass name).
@@ -16,8 +16,7 @@ the failure (same kind, exception type and message, whatever the stage) show?
 5. Confirmation: the culprit configuration and the one just below are run again;
    if either flips, the failure is flaky, and we say how often it showed.
 
-Runs stop as soon as the failure shows (the child exits at once).
-"""
+Runs stop as soon as the failure shows (the child exits at once)."""
 
 from __future__ import annotations
 
@@ -133,7 +132,7 @@ class _Bisection:
         self.from_capture = True  # capture_bisect.py first; False: --whole-program
         self.fallback: str | None = None  # why the program bisect ran instead
         self.confirm: bool | None = None  # the capture's culprit on the program (None: short)
-        self.base_seconds = 0.0  # the baseline run's
+        self.base_seconds, self.base_cpu = 0.0, None  # the baseline run's (CPU: if known)
 
     def done(self, code: int, message: str, **kw: Any) -> BisectReport:
         b = self.b
@@ -183,6 +182,7 @@ class _Bisection:
             }
         )
         counts, self.base_dir, self.base_seconds = base_counts(base), base.run_dir, base.seconds
+        self.base_cpu = base.cpu_seconds  # its work: a busy machine stretches only seconds
         if b.peers is not None:
             from .peers import share_baseline
 

@@ -269,14 +269,14 @@ def from_capture(job: Any, target: Failure) -> Any:
         if confirm_stage is None:  # it fails at every stage: no switch to try
             why = "it fails at every stage: nothing to turn off"
             return _result(job, target, found, search.judged, None, why)
-    long = job.base_seconds > CONFIRM_WITHIN
-    if job.confirm is False or (job.confirm is None and long):
+    work = work_seconds(job)
+    if job.confirm is False or (job.confirm is None and work > CONFIRM_WITHIN):
         # a long job: the graph's answer stands, said as not confirmed (--confirm)
         why = (
             "--no-confirm"
             if job.confirm is False
             else (
-                f"its run took {job.base_seconds:.0f} s: --confirm runs it once more with the "
+                f"its run took {work:.0f} CPU seconds: --confirm runs it once more with the "
                 "culprit off"
             )
         )
@@ -289,6 +289,13 @@ def from_capture(job: Any, target: Failure) -> Any:
         )
         return None
     return _result(job, target, found, search.judged, verdict)
+
+
+def work_seconds(job: Any) -> float:
+    """How long the baseline's run was, by its work -- the CPU seconds it used -- not by
+    the wall clock a busy machine stretches: whether a job is too long to run again for
+    a confirmation is the same on a quiet machine and a loaded one (issue 64)."""
+    return float(job.base_cpu if job.base_cpu is not None else job.base_seconds)
 
 
 def _result(

@@ -74,6 +74,9 @@ class RunReport:
     # ranks hung in their backend's teardown after every rank's code returned: tcompile
     # ended them (the one named exception that keeps a clean verdict; the notes say it)
     teardown_hang: bool = False
+    # the CPU seconds the run used (its work: a busy machine stretches ``seconds``, not
+    # this), where known; what decides "a long job" (capture_bisect.CONFIRM_WITHIN)
+    cpu_seconds: float | None = None
 
     def contradiction(self) -> str | None:
         """Why this report's clean verdict would contradict how the program ended
@@ -266,6 +269,7 @@ def classify_result(
         flaky=flaky,
         ranks_ended=invariant.rank_endings(result.events, result.stuck_pids),
         teardown_hang=result.teardown_hang,
+        cpu_seconds=result.cpu_seconds,
     )
     if exit_code == ExitCode.OK and confirm:  # a verdict never contradicts the processes
         invariant.check_clean(

@@ -1,0 +1,117 @@
+"""Issue 64: timing never decides an answer -- pure parts, no compiles.
+
+* a judgement of the captured graph that ran past its limit (or lost its worker) is
+  unknown, never "passes": the capture bisect stops there and the program bisect
+  answers (it had moved the culprit: a TIMEOUT at a stage of the ladder read as a pass);
+* the worker pool judges a candidate that ran past the calibrated limit once more, with
+  three times the limit, before it is a TIMEOUT (a busy machine makes every compile
+  slower than the first three were);
+* "a long job" (whose culprit is not confirmed on the whole program) is decided by the
+  CPU seconds its run used, which a busy machine does not stretch -- by the wall clock,
+  the same program was confirmed on a quiet machine and not on a loaded one;
+* triage's --json names a script's steps that did not finish in its budget."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+from tcompile.compiler.signature import FailureSignature
+from tcompile.minifier.verdict import Verdict
+
+
+class _Pool:
+    def __init__(self, verdicts):
+        self.verdicts = list(verdicts)
+
+    def evaluate(self, gm, inputs, request=None, reply_out=None):
+        return self.verdicts.pop(0), None
+
+    def close(self):
+        pass
+
+
+def _search(tmp_path: Path, verdicts):
+    from tcompile.compiler.failure import Failure
+    from tcompile.repro.jobs import capture_bisect
+
+    cap = tmp_path / "graph-0"
+    cap.mkdir()
+    (cap / "capture.json").write_text("{}")
+    b = SimpleNamespace(steps=[], observer=SimpleNamespace(event=lambda e: None,
+                        status=lambda s: None), accuracy="loose", run_dir=tmp_path)  # fmt: skip
+    job = SimpleNamespace(b=b, command=["python", "x.py"])
+    sig = FailureSignature("inductor", "accuracy", "AccuracyError", "forward output differs")
+    target = Failure(graph=0, graph_kind="forward", signature=sig, message="")
+    search = capture_bisect.CaptureBisect(job, target, cap)
+    search.start = lambda: None  # the pool is given
+    search.pool = _Pool(verdicts)
+    search.gm, search.inputs = None, []
+    return search
+
+
+def test_a_judgement_that_timed_out_is_unknown_not_a_pass(tmp_path):
+    # unchanged: fails; stage aot_eager_decomp_partition: ran past its limit twice
+    search = _search(tmp_path, [Verdict.SAME_FAILURE, Verdict.TIMEOUT])
+    assert search.run() is None
+    assert "could not finish" in search.why and "timeout" in search.why, search.why
+    (tmp_path / "b").mkdir()
+    search = _search(tmp_path / "b", [Verdict.SAME_FAILURE, Verdict.CRASH])  # a lost worker
+    assert search.run() is None and "crash" in search.why
+
+
+def test_the_pool_judges_a_slow_candidate_again_before_calling_it_a_timeout():
+    from tcompile.compiler.pool import WorkerPool
+
+    pool = WorkerPool.__new__(WorkerPool)
+    pool.target = FailureSignature("inductor", "accuracy", "AccuracyError", "x")
+    pool.timeout, pool.retried, pool._lock = 60.0, 0, threading.Lock()
+    limits = []
+
+    def once(gm, inputs, patch, request, reply_out, timeout):
+        limits.append(timeout)
+        return (Verdict.TIMEOUT if len(limits) == 1 else Verdict.PASS), None
+
+    pool._evaluate = once
+    assert pool.evaluate(None, [])[0] is Verdict.PASS and limits == [60.0, 180.0]
+    assert pool.retried == 1
+    # a hang being minified: its timeout is the answer, judged once
+    pool.target = FailureSignature("inductor", "timeout", "Timeout", "x")
+    limits.clear()
+    pool._evaluate = lambda *a: (limits.append(a[-1]) or Verdict.SAME_FAILURE, None)
+    assert pool.evaluate(None, [])[0] is Verdict.SAME_FAILURE and len(limits) == 1
+
+
+def test_a_run_keeps_the_cpu_seconds_it_used_not_only_the_wall_clock(tmp_path):
+    """A program that sleeps 1.5 s and computes little: wall clock 1.5 s, CPU well under."""
+    from tcompile.compiler.protocol import HookConfig
+    from tcompile.compiler.runner import run_process
+
+    script = tmp_path / "sleepy.py"
+    script.write_text("import time\ntime.sleep(1.5)\n")
+    with open(tmp_path / "out", "w") as sink:
+        result = run_process([sys.executable, str(script)], HookConfig(dir=str(tmp_path / "d")),
+                             stdout=sink, stderr=sink)  # fmt: skip
+    assert result.returncode == 0 and result.seconds >= 1.5
+    assert result.cpu_seconds is not None and result.cpu_seconds < 1.0, result.cpu_seconds
+
+
+def test_a_long_job_is_decided_by_its_work_not_the_wall_clock():
+    from tcompile.repro.jobs.capture_bisect import CONFIRM_WITHIN, work_seconds
+
+    loaded = SimpleNamespace(base_seconds=3 * CONFIRM_WITHIN, base_cpu=CONFIRM_WITHIN / 4)
+    assert work_seconds(loaded) < CONFIRM_WITHIN  # confirmed, as on a quiet machine
+    unknown = SimpleNamespace(base_seconds=3 * CONFIRM_WITHIN, base_cpu=None)
+    assert work_seconds(unknown) > CONFIRM_WITHIN
+
+
+def test_triage_json_names_the_steps_that_did_not_finish():
+    from tcompile.repro.jobs.triage import TriageReport
+
+    script = {"path": "/p/a.py", "verdict": "bug", "steps": [
+        {"what": "run 1", "exit_code": 1, "seconds": 9.0},
+        {"what": "report", "exit_code": None, "seconds": 0.0}]}  # fmt: skip
+    doc = TriageReport(1, "m", [script], [], {}, "/o").to_json()
+    assert doc["scripts"][0]["unfinished"] == ["report"]
