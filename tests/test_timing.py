@@ -13,10 +13,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from tcompile.compiler.signature import FailureSignature
 from tcompile.minifier.verdict import Verdict
@@ -115,3 +120,45 @@ def test_triage_json_names_the_steps_that_did_not_finish():
         {"what": "report", "exit_code": None, "seconds": 0.0}]}  # fmt: skip
     doc = TriageReport(1, "m", [script], [], {}, "/o").to_json()
     assert doc["scripts"][0]["unfinished"] == ["report"]
+
+
+def _answers(doc: dict) -> dict:
+    """What must not depend on timing: each script's verdict and culprit, and which
+    scripts share a cluster."""
+    members = {m: tuple(sorted(c["members"])) for c in doc["clusters"] for m in c["members"]}
+    return {
+        Path(s["path"]).name: (s["verdict"], (s.get("culprit") or {}).get("text"),
+                               tuple(Path(m).name for m in members.get(s["path"], ())))
+        for s in doc["scripts"]
+    }  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.extended
+def test_the_same_answers_with_jobs_1_on_a_quiet_machine_and_jobs_2_on_a_loaded_one(tmp_path):
+    """The celu_ pair (one root cause: the celu decomposition lacks the alpha != 0 check)
+    and the smooth_l1_loss report: triaged with --jobs 1, then with --jobs 2 while two
+    busy processes take both cores -- the same verdicts, culprits and clusters.  About
+    fifteen minutes on the 2-core machine: with TCOMPILE_TEST_EXTENDED=1."""
+    from helpers import FIXTURES, run_tcompile
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("celu_178480.py", "celu_183762.py", "lost_validation_smooth_l1_loss_194501.py"):
+        (corpus / name).write_text((FIXTURES / "families" / name).read_text())
+
+    def triage(out: str, jobs: str) -> dict:
+        r = run_tcompile("triage", "--json", "--jobs", jobs, "--timeout", "600", "--out",
+                         str(tmp_path / out), str(corpus), timeout=3600)  # fmt: skip
+        return json.loads(r.stdout)
+
+    quiet = _answers(triage("quiet", "1"))
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(1)
+        loaded = _answers(triage("loaded", "2"))
+    finally:
+        for p in busy:
+            p.kill()
+    assert loaded == quiet, (quiet, loaded)
+    assert {v[0] for v in quiet.values()} == {"bug"}
