@@ -97,12 +97,12 @@ def user_frame(frames: list[str]) -> str:
 
 
 def stuck_at_end(pids: set[Any], run_dir: str, window: float = 1.5) -> bool:
-    """Each process of ``pids`` is alive, spent no CPU time over ``window`` seconds,
-    and its main thread runs no frame of the program's but its module's own (none at
-    all: the interpreter is tearing down) -- its stack dumped on request (procs.py)."""
-    before = {pid: _cpu_ticks(pid) for pid in pids}
-    if any(t is None for t in before.values()):
-        return False  # gone, or not ours to read: not known to be stuck
+    """Each process of ``pids`` is alive, its main thread spent no CPU time over
+    ``window`` seconds and runs no frame of the program's but its module's own (none at
+    all: the interpreter is tearing down) -- its stack dumped on request (procs.py).
+    The dump is asked for, and written, before the CPU time is first read: writing it
+    costs the process a clock tick now and then, which read as "still working" and
+    kept a stuck job running for minutes (seen with two jobs side by side)."""
     sizes = {}
     for pid in pids:
         path = Path(run_dir, f"{STACK_PREFIX}{pid}.txt")
@@ -113,6 +113,15 @@ def stuck_at_end(pids: set[Any], run_dir: str, window: float = 1.5) -> bool:
             os.kill(int(pid), STACK_SIGNAL)
         except (OSError, ValueError, TypeError):
             return False
+    deadline = time.monotonic() + window
+    while time.monotonic() < deadline and not all(
+        _size(Path(run_dir, f"{STACK_PREFIX}{pid}.txt")) > sizes[pid] for pid in pids
+    ):
+        time.sleep(0.05)
+    time.sleep(0.1)  # the handler's last lines
+    before = {pid: _cpu_ticks(pid) for pid in pids}
+    if any(t is None for t in before.values()):
+        return False  # gone, or not ours to read: not known to be stuck
     time.sleep(window)
     for pid in pids:
         if _cpu_ticks(pid) != before[pid]:
@@ -123,6 +132,13 @@ def stuck_at_end(pids: set[Any], run_dir: str, window: float = 1.5) -> bool:
         if not text.strip() or not _at_its_end(text):
             return False  # no dump to read, or the program's own code still runs
     return True
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
 
 
 def _at_its_end(dump: str) -> bool:
@@ -140,8 +156,11 @@ def _at_its_end(dump: str) -> bool:
 
 
 def _cpu_ticks(pid: Any) -> int | None:
+    """The CPU time of the process's main thread: gloo's own threads (its TCP loop, its
+    run loop) keep waking up and spend a tick now and then while the main thread
+    waits forever in the process group's destructor."""
     try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+        with open(f"/proc/{int(pid)}/task/{int(pid)}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
         return int(fields[11]) + int(fields[12])  # utime + stime
     except (OSError, ValueError, IndexError, TypeError):

@@ -31,7 +31,7 @@ from . import layout
 from .cause import Cause, compatible
 from .collect import collect, dying_exception
 from .protocol import STOP_EXIT, HookConfig
-from .runner import ProcessResult, run_process
+from .runner import ProcessResult, free_port, run_process
 from .signature import FailureKind, FailureSignature
 
 
@@ -359,14 +359,6 @@ class _Sink:
 
 
 _SINK: Any = _Sink()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def launch_on_free_port(launcher: list[str]) -> list[str]:

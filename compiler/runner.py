@@ -136,6 +136,32 @@ def is_distributed_launch(command: list[str]) -> bool:
     )
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# torchrun's options that say where its rendezvous is (or that it picks a port itself)
+_ENDPOINT_OPTIONS = ("--master-port", "--master_port", "--rdzv-endpoint", "--rdzv_endpoint",
+                     "--standalone", "--nnodes")  # fmt: skip
+
+
+def on_own_port(command: list[str]) -> list[str]:
+    """A one-node torchrun command that names no port of its own, given a free one
+    (``--master-port``): tcompile runs the job several times, sometimes side by side
+    (triage's jobs, bisect's probes, two tcompile commands), and two jobs on torchrun's
+    default port 29500 join each other's rendezvous and wait out its 300-second timeout.
+    A command that names its endpoint, its node count or ``--standalone`` is the user's
+    to keep: several nodes must meet where they were told to."""
+    if not is_distributed_launch(command) or any(a.startswith(_ENDPOINT_OPTIONS) for a in command):
+        return command
+    at = 1 if os.path.basename(command[0]) == "torchrun" else command.index("-m") + 2
+    return [*command[:at], f"--master-port={free_port()}", *command[at:]]
+
+
 PARENT_ENV = "TCOMPILE_PARENT"
 # set on Ctrl-C / SIGTERM: runs in other threads (bisect's parallel probes) stop too
 CANCEL = threading.Event()
@@ -195,7 +221,7 @@ def run_process(
     stdin, feed = STDIN.for_run()
     try:
         proc = subprocess.Popen(
-            command,
+            on_own_port(command),
             env=env,
             cwd=cwd,
             stdin=stdin,

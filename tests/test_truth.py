@@ -255,6 +255,64 @@ def test_stuck_at_its_end_is_only_the_modules_frame_on_every_thread():
     assert _at_its_end("")  # no Python frame at all: the interpreter tears down
 
 
+def test_stuck_means_the_main_thread_spends_nothing_whatever_other_threads_do():
+    """gloo's TCP and run-loop threads wake up and spend ticks while the main thread
+    waits forever in the process group's destructor: only the main thread counts."""
+    import subprocess
+    import time
+
+    from tcompile.compiler.procs import _cpu_ticks
+
+    code = (
+        "import threading, time\n"
+        "def spin():\n"
+        "    while True:\n"
+        "        sum(range(20000)); time.sleep(0.001)\n"
+        "threading.Thread(target=spin, daemon=True).start()\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(1.0)
+
+        def total():
+            return sum(
+                map(
+                    int, Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]
+                )
+            )
+
+        main, all_before = _cpu_ticks(proc.pid), total()
+        time.sleep(1.0)
+        assert total() > all_before  # the process works ...
+        assert _cpu_ticks(proc.pid) == main  # ... its main thread does not
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_one_node_torchrun_gets_a_port_of_its_own_a_named_endpoint_is_kept():
+    """Two jobs on torchrun's default port join each other's rendezvous (seen: 336 s
+    instead of 11 for two tests side by side)."""
+    from tcompile.compiler.runner import on_own_port
+
+    cmd = on_own_port(["torchrun", "--nproc-per-node", "2", "t.py", "--lr", "1"])
+    assert (
+        cmd[0] == "torchrun"
+        and cmd[1].startswith("--master-port=")
+        and cmd[2:] == ["--nproc-per-node", "2", "t.py", "--lr", "1"]
+    )
+    cmd = on_own_port([sys.executable, "-m", "torch.distributed.run", "t.py"])
+    assert cmd[3].startswith("--master-port=") and cmd[4] == "t.py"
+    for kept in (
+        ["torchrun", "--standalone", "t.py"],
+        ["torchrun", "--nnodes", "2", "--rdzv-endpoint", "h:1", "t.py"],
+        ["torchrun", "--master_port", "1234", "t.py"],
+        [sys.executable, "t.py"],
+    ):
+        assert on_own_port(kept) == kept
+
+
 def test_the_command_line_turns_a_contradiction_into_exit_4(capsys):
     """A report that would say clean while the program failed is tcompile's own error."""
     from tcompile.cli import app
