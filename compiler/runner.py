@@ -369,16 +369,17 @@ class _EventTail:
         self.raised: set[Any] = set()  # ... whose code raised or exited failing
         self.last_asked = 0.0  # when the silent ranks were last asked for their stacks
         self.stuck: set[Any] = set()  # ... found stuck at their end (stuck_at_end)
+        self.suspect: set[Any] = set()  # ... found so at the last ask (twice to be stuck)
         self.last_destroyed = 0.0
 
     def finished_ranks_hung(self) -> bool:
         """Every rank destroyed its process group and none raised, and a grace period
         later the job still runs: each rank either said, at exit, that its code returned
         (no uncaught exception, no ``sys.exit`` with a failing status), or is still
-        alive and stuck at its end -- blocked (no CPU time spent over a second and a
-        half) with no frame of the program's running but its module's own (gloo's
-        ProcessGroupGloo destructor hangs as ``main()`` returns and frees the DDP
-        reducer: seen on CI).  A rank whose code failed, or that exited without saying
+        alive and stuck at its end, found so twice a grace period apart -- its main
+        thread blocked (no CPU time spent over a second and a half) with no frame of
+        the program's running but its module's own (gloo's ProcessGroupGloo destructor
+        hangs as ``main()`` returns and frees the DDP reducer: seen on CI).  A rank whose code failed, or that exited without saying
         how, is never ended here: the launcher reports it, as it would without tcompile
         (a rank's own failure after its teardown is the program's: issue 49)."""
         if not (
@@ -395,6 +396,13 @@ class _EventTail:
             return False
         self.last_asked = time.monotonic()
         if not stuck_at_end(silent, str(self.run_dir)):
+            self.suspect = set()
+            return False
+        if self.suspect != silent:
+            # found so once: asked again a grace period later.  A rank between its
+            # code's end and saying so (an interpreter starting its exit on a loaded
+            # machine) once looked stuck for a moment (seen in the suite under load)
+            self.suspect = set(silent)
             return False
         self.stuck = set(silent)
         return True

@@ -74,8 +74,8 @@ def without(items: list[str]) -> dict[str, Any]:
                     f"--without {item!r}: config is one of {', '.join(sorted(toggles))}"
                 )
             changed[name] = toggles[name]
-        elif sub in subsystems:
-            off.setdefault(sub, []).append(name)
+        elif sub in subsystems:  # named as the hooks name what runs (lowerings:sum_default = sum)
+            off.setdefault(sub, []).append(application_name(sub, name))
         else:
             known = ", ".join(sorted(subsystems | {"config"}))
             raise ValueError(f"--without {item!r}: the subsystem is one of {known}")
@@ -84,10 +84,11 @@ def without(items: list[str]) -> dict[str, Any]:
 
 def application_name(subsystem: str, detail: str) -> str:
     """An application's name across programs: a lowering by its op (``sum_3`` -> ``sum``:
-    the node's number is the program's), anything else as it is described."""
-    import re
+    the node's number is the program's; ``slice_scatter_default`` -> ``slice_scatter``:
+    opname.op_base), anything else as it is described."""
+    from .opname import op_base
 
-    return re.sub(r"_\d+$", "", detail) if subsystem == "lowerings" else detail
+    return op_base(detail) if subsystem == "lowerings" else detail
 
 
 def without_of(subsystem: str | None, detail: str | None) -> str | None:

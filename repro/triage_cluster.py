@@ -14,14 +14,11 @@ because minify strips what the programs do around it.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from tcompile.compiler.opname import op_base
+
 SAME_OPS = 0.5  # minimal graphs of one culprit share at least half their ops
-
-
-def _op_name(node: str) -> str:
-    return re.sub(r"_\d+$", "", node or "")
 
 
 def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
@@ -34,7 +31,7 @@ def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
     detail = bis.get("detail")
     op = div.get("op")
     if not op and subsystem == "lowerings" and detail:
-        op = _op_name(detail)
+        op = op_base(detail)
     elif not op and subsystem and detail:
         op = str(detail)
     parts = [p for p in (stage, subsystem, op or (detail if subsystem else None)) if p]

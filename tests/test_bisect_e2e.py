@@ -33,6 +33,7 @@ def bisect(tmp_path, fixture, *flags, jobs="1"):
     return doc
 
 
+@pytest.mark.extended  # relu's lowering: test_a_wrong_value_...; bisect --minify: test_capture_minify
 def test_lowering_bug_then_minify(tmp_path):
     doc = bisect(tmp_path, "cpp_relu_accuracy.py", "--accuracy", "--minify")
     assert (doc["stage"], doc["subsystem"], doc["detail"]) == ("inductor", "lowerings", "relu")

@@ -91,6 +91,7 @@ def test_minify_starts_from_the_capture_only_at_its_own_stage():
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # benchmarks/long_job.py measures it; the rule is test_timing's (fast)
 def test_a_long_jobs_report_runs_it_once(tmp_path):
     """fixtures/long_job (the tracker's #197080 after training, in a new graph compiled
     for the last, short batch): report bisects and minifies from what its one run saved;

@@ -115,7 +115,8 @@ def test_bisect_and_replay_go_on_to_minify_a_capture_failure(tmp_path):
     assert rep["outcome"] == "reproduced" and rep["minify"]["verified"]
 
 
-@pytest.mark.parametrize("change", ["gone", "changed"])
+# "gone" takes the path of "changed" (the bytecode decompiled): extended
+@pytest.mark.parametrize("change", [pytest.param("gone", marks=pytest.mark.extended), "changed"])
 def test_source_gone_or_changed_is_decompiled_from_the_record(change, tmp_path):
     """The script was deleted or edited after its run: the frame's source comes from
     the recorded bytecode (depyf), never from the file as it is now, and says so."""

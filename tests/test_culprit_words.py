@@ -114,3 +114,31 @@ def test_a_pattern_the_error_names_is_said_beside_the_pass():
     assert culprit_of(stage_only)["text"] == (
         "inductor / pattern randperm_index_pattern (named in the error)"
     )
+
+
+def test_an_op_has_one_name_however_it_was_written():
+    """Issue 60: one function for an op's base name; bisect's lowering, triage's culprit,
+    the switch and the guided bisect read the same failure as the same op."""
+    from tcompile.compiler.opname import op_base
+    from tcompile.compiler.stack import application_name, without, without_of
+
+    for spelled in (
+        "aten.slice_scatter.default",
+        "torch.ops.aten.slice_scatter.default",
+        "<OpOverload(op='aten.slice_scatter', overload='default')>",
+        "slice_scatter_default",
+        "slice_scatter_3",
+        "torch.slice_scatter",
+    ):
+        assert op_base(spelled) == "slice_scatter", spelled
+    assert op_base("copy__default") == "copy_" and op_base("index_put_") == "index_put_"
+    assert op_base("sum_3") == "sum" and op_base("torch.nn.functional.gelu") == "gelu"
+    assert application_name("lowerings", "slice_scatter_default") == "slice_scatter"
+    assert application_name("decomposition", "aten.silu.default") == "aten.silu.default"
+    # bisect's culprit, the switch it writes and a user's own spelling turn off one lowering
+    assert without_of("lowerings", "slice_scatter_default") == "lowerings:slice_scatter"
+    assert without(["lowerings:slice_scatter_default"])["off"] == {"lowerings": ["slice_scatter"]}
+    bug = {
+        "bisect": {"stage": "inductor", "subsystem": "lowerings", "detail": "slice_scatter_default"}
+    }
+    assert culprit_of(bug)["op"] == "slice_scatter"

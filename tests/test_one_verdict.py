@@ -28,6 +28,7 @@ def _verdict(tmp_path, name, *args, cwd=None, timeout=900):
                      cwd=cwd, timeout=timeout)  # fmt: skip
     doc = json.loads(r.stdout)
     assert r.returncode == doc["exit_code"], (name, r.stderr[-2000:])
+    doc["_stderr"] = r.stderr  # the program's own output passes through
     return doc
 
 
@@ -46,8 +47,12 @@ def test_a_users_data_bug_that_aborts_compiled_code_is_exit_3_in_every_command(t
     codes = {name: doc["exit_code"] for name, doc in docs.items()}
     assert set(codes.values()) == {3}, (codes, {n: d.get("message") for n, d in docs.items()})
     said = docs["run"]["explanation"]
-    # the crash is named as the difference, in its own words (the C++ throw's what())
-    assert "SIGABRT" in said and "index out of bounds" in said and "raised at" in said, said
+    # the crash is named as the difference, in its own words: the C++ throw's what()
+    # whenever the dying process printed one (two OpenMP threads throwing at once can
+    # abort before the first one's what() line is written: seen in the suite under load)
+    assert "SIGABRT" in said and "raised at" in said, said
+    if "index out of bounds" in docs["run"]["_stderr"]:
+        assert "index out of bounds" in said, said
 
 
 def test_a_torchrun_jobs_dynamo_bug_on_one_rank_is_exit_1_in_run_and_the_program_level(

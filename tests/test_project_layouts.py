@@ -2,10 +2,11 @@
 from PyTorch's tracker, the reporter's code kept) and one under torchrun, through run,
 bisect, minify at graph and program level, report and triage.
 
-In the suite: ``-m trainer.main --config configs/run.yaml`` minified at the program
-level (a package run as a module, a YAML config), and ``run`` on each layout.  The rest
-repeats those paths on the other layouts: ``extended`` (TCOMPILE_TEST_EXTENDED=1; the
-suite stays under 30 minutes)."""
+In the suite: ``run`` on each layout (the packages pasted into one file:
+tests/test_projects.py, fast; the program level on a real project with its config:
+tests/test_training_repos.py).  The program-level minify of ``-m trainer.main --config
+configs/run.yaml`` and the rest: ``extended`` (TCOMPILE_TEST_EXTENDED=1; the suite stays
+under 30 minutes)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ def _own_imports(repro: str, names: set[str]) -> list[str]:
     return found
 
 
+@pytest.mark.extended  # the program level on a real project: test_training_repos (nanoGPT)
 def test_a_module_run_with_python_m_and_a_config_is_minified_alone(tmp_path):
     """``python -m trainer.main --config configs/run.yaml`` (#190421): the package's
     modules pasted in (its __init__ first, relative imports), the config carried where

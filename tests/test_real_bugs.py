@@ -77,7 +77,9 @@ def check_real_bug(doc, name):
         pytest.param(  # a graph that runs a functorch transform: its AOT graph
             "jacfwd_fp16_cpp_compile_error.py", marks=pytest.mark.extended
         ),
-        "custom:../custom_graph_pass_bug.py",  # a CustomGraphPass object carried along
+        pytest.param(  # a CustomGraphPass object carried along (test_faithful carries one too)
+            "custom:../custom_graph_pass_bug.py", marks=pytest.mark.extended
+        ),
     ],
 )
 def test_minify_real_bugs_to_verified_repros(name, tmp_path):

@@ -15,21 +15,14 @@ before every lowering), and the search goes on there.
 
 from __future__ import annotations
 
-import re
-
+from tcompile.compiler.opname import op_base
 from tcompile.compiler.probe import Item
 
 
 def _base(name: str) -> str:
-    """``aten.relu.default`` / ``relu_3`` / ``torch.relu`` -> ``relu``."""
-    name = str(name).strip().lower()
-    m = re.search(r"op='([\w.]+)'", name)  # "<OpOverload(op='aten.silu', overload='default')>"
-    if m:
-        name = m.group(1)
-    name = re.sub(r"^(torch\.ops\.)?(aten|prims|torch)\.", "", name)
-    name = re.sub(r"\.(default|tensor|scalar|int|dim\w*|self|out)$", "", name)
-    name = re.sub(r"_\d+$", "", name)
-    return name.strip("_")
+    """``aten.relu.default`` / ``relu_3`` / ``torch.relu`` / ``relu_`` -> ``relu``: an op
+    and its in-place form are matched as one (opname.op_base, lower case)."""
+    return op_base(name).lower().strip("_")
 
 
 def candidates(items: list[Item], op: str | None) -> list[int]:

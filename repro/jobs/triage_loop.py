@@ -37,6 +37,7 @@ from typing import Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.observer import Observer
+from tcompile.compiler.opname import op_base
 from tcompile.compiler.runner import write_json
 
 from .triage_one import check_one, classify_one, report_one
@@ -54,10 +55,8 @@ def _switch_op(off: str) -> str:
     """``lowerings:convert_element_type`` -> ``convert_element_type``;
     ``decomposition:aten.native_group_norm.default`` -> ``native_group_norm``; a lowering
     of one overload ``lowerings:slice_scatter_default`` -> ``slice_scatter`` (``copy__default``
-    -> ``copy_``)."""
-    name = off.split(":", 1)[-1]
-    name = re.sub(r"^aten\.", "", name)
-    return re.sub(r"[._](default|Tensor|Scalar|dim|int|self|out)$", "", name)
+    -> ``copy_``): opname.op_base."""
+    return op_base(off.split(":", 1)[-1])
 
 
 # how a program names an aten op a lowering switch turns off (a cast is ``.to``/``.float``)
