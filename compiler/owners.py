@@ -164,6 +164,16 @@ def is_torch_compiler(filename: str) -> bool:
     return any(_under(path, os.path.join(torch_dir, p)) for p in _COMPILER_PACKAGES)
 
 
+def in_torch(filename: str, *parts: str) -> bool:
+    """``filename`` lies in torch's package (under ``parts`` of it when given:
+    ``in_torch(f, "_inductor", "fx_passes")``) -- by where torch is, not by a
+    ``/torch/`` in the path (a project folder named ``torch`` is the user's)."""
+    torch_dir = torch_folder()
+    if not torch_dir or not filename or filename.startswith("<"):
+        return False
+    return _under(_real(filename), os.path.join(torch_dir, *parts))
+
+
 def frame_file(frame: str) -> str:
     """'/p/model.py:12 in forward' -> '/p/model.py'."""
     head = frame.rsplit(" in ", 1)[0] if " in " in frame else frame

@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import sys
-import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +59,9 @@ def project_root(start: Path) -> Path | None:
 
 def is_installed(path: Path) -> bool:
     """Under site-packages (or the interpreter's own library): never the program's."""
-    p = str(path.resolve())
-    if "site-packages" in p or "dist-packages" in p:
-        return True
-    lib = sysconfig.get_paths().get("stdlib", "")
-    return bool(lib) and p.startswith(os.path.realpath(lib) + os.sep)
+    from tcompile.compiler.owners import Owner, owner
+
+    return owner(str(path)) in (Owner.TORCH, Owner.INSTALLED)
 
 
 def _module_path(roots: list[Path] | tuple[Path, ...], name: str) -> Path | None:

@@ -11,7 +11,6 @@ import ast
 import copy
 import dataclasses
 import inspect
-import os
 import sys
 import textwrap
 import types
@@ -47,18 +46,11 @@ class Entry:
 
 
 def is_user_file(filename: str) -> bool:
-    import torch
+    """The program's own file (owners.py: by where it lies; ``<string>`` is no file to
+    read a frame's source from)."""
+    from ..owners import is_user
 
-    if not filename or filename.startswith("<"):
-        return False
-    torch_dir = os.path.dirname(torch.__file__)
-    stdlib = os.path.dirname(os.__file__)
-    return not (
-        filename.startswith(torch_dir)
-        or filename.startswith(stdlib)
-        or "site-packages" in filename
-        or "dist-packages" in filename
-    )
+    return bool(filename) and not filename.startswith("<") and is_user(filename)
 
 
 class SourceUnavailable(Exception):

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from ..collectives import has_collectives  # noqa: F401 - the one rule, re-exported
+from ..owners import in_torch
 
 COMPUTE_OPS = ("call_function", "call_method", "call_module")
 # node metadata of the trace a graph came from: fake tensors of another fake mode
@@ -89,9 +90,8 @@ def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
     if stack:
         # the outermost frame that is the user's own (torch.compile(model) enters
         # through torch's nn.Module plumbing first)
-        paths = [(fs, fs.filename.replace("\\", "/")) for fs in stack]
-        user = [fs for fs, p in paths if "/torch/" not in p]
-        modules = [fs for fs, p in paths if "/torch/_dynamo/" not in p]
+        user = [fs for fs in stack if not in_torch(fs.filename)]
+        modules = [fs for fs in stack if not in_torch(fs.filename, "_dynamo")]
         top = (user or modules or stack)[0]
         info.update(frame=top.name, file=top.filename, line=top.lineno)
         # the line a graph is at is where it starts (its first op), not where it ended

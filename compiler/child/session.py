@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..crash import FATAL_PREFIX
+from ..owners import in_torch
 from ..protocol import STOP_EXIT, Event, HookConfig
 from ..signature import FailureKind, FailureSignature, first_lines, root_cause
 from .recorder import Recorder
@@ -269,8 +270,7 @@ def raised_in_pass(exc: BaseException) -> str | None:
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         for fs in traceback.extract_tb(cur.__traceback__):
-            path = fs.filename.replace("\\", "/")
-            if "/torch/_inductor/fx_passes/" in path and not fs.name.startswith("<"):
-                found = f"raised in inductor's {fs.name}, fx_passes/{path.rsplit('/', 1)[-1]}"
+            if in_torch(fs.filename, "_inductor", "fx_passes") and not fs.name.startswith("<"):
+                found = f"raised in inductor's {fs.name}, fx_passes/{os.path.basename(fs.filename)}"
         cur = cur.__cause__ or cur.__context__
     return found

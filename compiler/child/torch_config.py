@@ -198,7 +198,6 @@ def _importable(module: str) -> bool:
     """A module a fresh interpreter imports as it is (torch, the standard library, an
     installed package), not the user's own file."""
     import sys
-    import sysconfig
 
     mod = sys.modules.get(module)
     path = getattr(mod, "__file__", None)
@@ -206,8 +205,9 @@ def _importable(module: str) -> bool:
         return True
     if not path or module == "__main__":
         return False
-    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    return any(path.startswith(r) for r in roots) or "site-packages" in path
+    from ..owners import Owner, owner
+
+    return owner(path) in (Owner.TORCH, Owner.INSTALLED)
 
 
 def reached(obj: Any, _seen: set[int] | None = None) -> str:

@@ -33,8 +33,9 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)
 
 def _library(path: str) -> bool:
     """A frame of torch, another installed package, or Python itself."""
-    parts = Path(path).parts
-    return "site-packages" in parts or "dist-packages" in parts or path.startswith("<")
+    from tcompile.compiler.owners import Owner, owner
+
+    return path.startswith("<") or owner(path) in (Owner.TORCH, Owner.INSTALLED)
 
 
 def user_lines(gm: Any) -> list[dict[str, Any]]:
