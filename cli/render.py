@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.signature import FailureKind
 from tcompile.repro.jobs.minify_types import (
     CaptureMinifyReport,
@@ -218,7 +219,7 @@ def bisect_result(report: Any, console: Console) -> None:
                 f"{s['seconds']:.1f}",
             )
         console.print(table)
-    if report.exit_code != 1 or report.stage is None:
+    if report.exit_code != ExitCode.COMPILER_FAILURE or report.stage is None:
         console.print(report.message, highlight=False)
         return
     res = Table(title="Result", title_justify="left", show_header=False)
@@ -278,7 +279,9 @@ def minify_result(report: MinifyReport, console: Console) -> None:
     console.print()
     if report.repro is None:
         colour = (
-            "green" if report.exit_code == 0 else ("yellow" if report.exit_code == 3 else "red")
+            "green"
+            if report.exit_code == ExitCode.OK
+            else ("yellow" if report.exit_code == ExitCode.NOT_COMPILER else "red")
         )
         console.print(f"[{colour}]{report.message}[/{colour}]", highlight=False)
         return

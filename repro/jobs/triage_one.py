@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tcompile.compiler.accuracy import AccuracyMode
+from tcompile.compiler.exitcodes import ExitCode
 
 ERROR_DIR_ENV = "TCOMPILE_ERROR_DIR"  # cli/app.py keeps an internal error's traceback there
 
@@ -124,7 +125,7 @@ def _tcompile(
     except ValueError:
         doc = {"message": out.decode(errors="replace")[-500:]}
     code = None if timed_out else proc.returncode
-    if code == 130 or (code is not None and code < 0):
+    if code == ExitCode.INTERRUPTED or (code is not None and code < 0):
         raise Interrupted
     return code, doc, time.monotonic() - t0
 
@@ -197,21 +198,27 @@ def classify_one(task: dict[str, Any]) -> dict[str, Any]:
         if code is None:
             return finish("timeout", f"the run did not finish in {task['timeout']:.0f} s")
         text = json.dumps(doc)
-        if code in (1, 3) and _NEEDS_GPU.search(text) and not _has_cuda():
+        if (
+            code in (ExitCode.COMPILER_FAILURE, ExitCode.NOT_COMPILER)
+            and _NEEDS_GPU.search(text)
+            and not _has_cuda()
+        ):
             return finish("needs_gpu", "needs a GPU: " + _first_line(doc))
-        if code == 3 or code == 2:
+        if code in (ExitCode.NOT_COMPILER, ExitCode.USAGE):
             return finish("not_compiler", _first_line(doc))
-        if code == 4:
+        if code == ExitCode.INTERNAL:
             res["traceback"] = doc.get("traceback")
             return finish("error", "tcompile failed: " + _first_line(doc))
-        if code == 5:  # it failed, and passed when the run tried it again
+        if code == ExitCode.FLAKY:  # it failed, and passed when the run tried it again
             res["flaky"] = {"failed": failed + 1, "of": k + 2}
             return finish("flaky", _first_line(doc))
-        if code == 1 and all(f.get("kind") == "timeout" for f in doc.get("failures") or [{}]):
+        if code == ExitCode.COMPILER_FAILURE and all(
+            f.get("kind") == "timeout" for f in doc.get("failures") or [{}]
+        ):
             return finish(
                 "timeout", "the program did not finish under torch.compile: " + _first_line(doc)
             )
-        if code == 1:
+        if code == ExitCode.COMPILER_FAILURE:
             failed += 1
             res.update(_from_run(doc))
     runs = k + 1
@@ -258,17 +265,19 @@ def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
             *task["args"],
         ],
     )
-    if code == 0:  # the report's own run is one more sample
+    if code == ExitCode.OK:  # the report's own run is one more sample
         res["flaky"] = {"failed": runs, "of": runs + 1}
         return finish("flaky", f"failed {runs} of {runs + 1} runs: {res.get('signature', '')}")
-    if code == 3:  # the report's control run failed the same way without torch.compile
+    if (
+        code == ExitCode.NOT_COMPILER
+    ):  # the report's control run failed the same way without torch.compile
         return finish("not_compiler", _first_line(doc))
     bugs = doc.get("bugs") or []
     if code is None and not bugs:
         return finish(
             "bug", f"{res.get('signature', '')} (bisect and minify did not finish in time)"
         )
-    if code == 4:  # tcompile's own failure: never shown as a result
+    if code == ExitCode.INTERNAL:  # tcompile's own failure: never shown as a result
         res["traceback"] = doc.get("traceback")
         found = res.get("signature", "")
         return finish(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tcompile.compiler import layout
+from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.runner import write_json
 
 PER_CLUSTER = 3  # checks of one cluster against others (the most alike first)
@@ -105,7 +106,7 @@ def check(
         code: int | None = done.returncode
     except subprocess.TimeoutExpired:
         code = None
-    res = {"without": off, "exit_code": code, "passes": code == 0}
+    res = {"without": off, "exit_code": code, "passes": code == ExitCode.OK}
     res["seconds"] = round(time.monotonic() - t0, 2)
     write_json(cached, res)
     return res
