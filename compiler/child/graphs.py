@@ -41,7 +41,7 @@ def ddp_bucket() -> dict[str, Any] | None:
     frame: Any = sys._getframe(1)
     info: dict[str, Any] = {}
     while frame is not None:
-        if frame.f_code.co_filename.replace("\\", "/").endswith("_dynamo/backends/distributed.py"):
+        if in_torch(frame.f_code.co_filename, "_dynamo", "backends", "distributed.py"):
             target = str(getattr(frame.f_locals.get("n"), "target", ""))
             if target.startswith("submod_") and target[7:].isdigit():
                 info.setdefault("bucket", int(target[7:]))
