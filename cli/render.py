@@ -11,6 +11,7 @@ from rich.text import Text
 
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.signature import FailureKind
+from tcompile.compiler.stack import stage_words
 from tcompile.repro.jobs.minify_types import (
     CaptureMinifyReport,
     GraphMinifyReport,
@@ -227,7 +228,7 @@ def bisect_result(report: Any, console: Console) -> None:
     res.add_column("answer")
     for label, value in (
         ("failure", report.signature),
-        ("stage", report.stage),
+        ("stage", stage_words(report.stage)),
         ("graph", None if report.graph is None else f"{report.graph} ({report.graph_kind})"),
         ("subsystem", report.subsystem),
         ("application", report.application),

@@ -30,6 +30,27 @@ class Stage(str, enum.Enum):
     INDUCTOR = "inductor"
 
 
+# What a culprit stage means, in words: the first stage a failure shows at is the part
+# of the stack to blame -- with backend=eager that is Dynamo's capture, not eager
+# (``eager`` read as "eager is the culprit"; issue 60).  The JSON keeps the stage's name.
+_STAGE_WORDS = {
+    "eager": "dynamo (it shows with backend=eager: Dynamo's capture or guards)",
+    "aot_eager": "aot_autograd (it shows with backend=aot_eager)",
+    "aot_eager_decomp_partition": "decompositions or the partitioner (aot_eager_decomp_partition)",
+}
+
+
+def stage_words(stage: str | None) -> str | None:
+    """A culprit stage as people read it: ``eager`` -> ``dynamo (...)``; inductor and a
+    user's own backend as named."""
+    return None if stage is None else _STAGE_WORDS.get(str(stage), str(stage))
+
+
+def in_words(stage: str | None) -> str:
+    """`` = dynamo (...)`` after a stage whose name misleads (eager), else nothing."""
+    return f" = {stage_words(stage)}" if stage == "eager" else ""
+
+
 #: The stages in the order the stack runs them (the backend ladder of the seeds).
 LADDER: tuple[str, ...] = tuple(s.value for s in Stage)
 

@@ -34,7 +34,9 @@ def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
         op = op_base(detail)
     elif not op and subsystem and detail:
         op = str(detail)
-    parts = [p for p in (stage, subsystem, op or (detail if subsystem else None)) if p]
+    # Dynamo's own bug reads "dynamo", never "eager" (compiler/stack.stage_words)
+    said = "dynamo" if stage == "eager" else stage
+    parts = [p for p in (said, subsystem, op or (detail if subsystem else None)) if p]
     from tcompile.compiler.collect import meaningful
 
     did = bis.get("effects") or {}

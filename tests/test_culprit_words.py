@@ -148,3 +148,14 @@ def test_an_op_has_one_name_however_it_was_written():
         "bisect": {"stage": "inductor", "subsystem": "lowerings", "detail": "slice_scatter_default"}
     }
     assert culprit_of(bug)["op"] == "slice_scatter"
+
+
+def test_dynamos_own_bug_reads_dynamo_not_eager():
+    """Issue 60: the first stage a failure shows at is the part to blame; with
+    backend=eager that is Dynamo.  The JSON keeps the stage's name."""
+    from tcompile.compiler.stack import stage_words
+
+    assert stage_words("eager").startswith("dynamo")
+    assert stage_words("inductor") == "inductor" and stage_words(None) is None
+    bug = {"bisect": {"stage": "eager"}, "kind": "accuracy"}
+    assert culprit_of(bug)["text"] == "dynamo" and culprit_of(bug)["stage"] == "eager"

@@ -33,7 +33,7 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.probe import Bisector, Item, describe, items_of, prefix_config
 from tcompile.compiler.runner import command_args, new_run_dir
 from tcompile.compiler.signature import FailureKind
-from tcompile.compiler.stack import LADDER
+from tcompile.compiler.stack import LADDER, in_words
 from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
@@ -280,9 +280,8 @@ class _Bisection:
                 gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)
             # 4. inside the stage, 5. confirmation
             found = self.inside_stage(culprit_stage, stage_arg, gate, counts)
-        where = f"stage {culprit_stage}" + (
-            f", graph {graph} ({graph_kind})" if graph is not None else ""
-        )
+        where = f"stage {culprit_stage}" + in_words(culprit_stage)
+        where += f", graph {graph} ({graph_kind})" if graph is not None else ""
         if found.get("subsystem"):
             where += (
                 f", {found['subsystem']}"
