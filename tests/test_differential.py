@@ -201,8 +201,9 @@ MODES = {"run": [], "accuracy": ["--accuracy"], "strict": ["--strict-accuracy", 
 # as for the others.  Every mode still runs on a fixture of each kind: the planted
 # inductor bugs (a compile error: cpp_relu_compile_error; the backward: backward_only;
 # the runtime error, wrong values and a crash of the same relu are light), capture
-# (capture_fullgraph), recompiles (recompile_limit), decompositions (bad_decomposition),
-# custom passes (custom_graph_pass_bug), the program level
+# (capture_fullgraph), recompiles (recompile_limit), the user's own bug (exit 3) and
+# decompositions and custom passes light since 2026-11-29 (their kinds: user_bugs/,
+# fixtures/families, test_faithful), the program level
 # (program/dynamo_side_effect_dropped), random ops (numerics/random_dropout: in the
 # suite the accuracy mode, where fallback_random and the passive run come in; 98 s in
 # every mode), clean programs, the passive run (check_changes_program), and of the real
@@ -223,6 +224,10 @@ LIGHT = {
     "program/dynamo_missing_guard.py", "program/dynamo_mutation_lost_graph_break.py",
     "program/earlier_compile_hook_ignored.py", "ddp_side_effect_rank1_after_teardown.py",
     "numerics/random_dropout.py",
+    # exit 3 (user_bugs/ and test_one_verdict cover it in every command), decompositions
+    # (fixtures/families, random_dropout), a custom pass (test_faithful): light since
+    # 2026-11-29
+    "fails_without_compile.py", "bad_decomposition.py", "custom_graph_pass_bug.py",
     *(
         f"real/{name}"
         for name in (

@@ -188,6 +188,7 @@ def test_two_nodes_bisect_together_through_a_shared_directory(tmp_path):
     assert docs[0]["runs"] == docs[1]["runs"]
 
 
+@pytest.mark.extended  # the fake group, one process, repro.py alone: the partials-cancel test
 def test_a_graph_with_collectives_minifies_in_one_process_against_a_fake_group(tmp_path):
     """The failing graph holds an all_reduce: its workers and repro.py run in one process,
     a fake process group with the job's rank and world size answering the collective."""
