@@ -251,6 +251,10 @@ LIGHT = {
 # with TCOMPILE_TEST_EXTENDED=1 only (the triage test took their minutes).
 EXTENDED_ONLY = {
     "capture_module_slow.py", "capture_symbolic_guard.py", "recompile_limit_fullgraph.py",
+    # capture failures: capture_fullgraph in every mode, capture_deep_branch and
+    # capture_print light (CI took 1951 s on 2026-11-29)
+    "capture_builtin.py", "capture_closure_global.py", "capture_dynamic_list_index.py",
+    "capture_item_branch.py",
     # its run is tests/test_one_verdict.py's (issue 59)
     "ddp_side_effect_rank1_after_teardown.py",
     # the program level's accuracy mode: dynamo_side_effect_dropped's, in every mode, and
@@ -276,11 +280,11 @@ assert EXTENDED_ONLY <= LIGHT
 
 
 # The strict mode (a tighter tolerance, the loose check's code) in the 30-minute suite on
-# the fixtures where the tolerance decides: a clean program (no false alarm), the passive
-# run, a real wrong gradient and the planted backward bug; on the others with
-# TCOMPILE_TEST_EXTENDED=1 (the suite took 34 minutes on 2026-11-29).
+# the fixtures where the tolerance decides: the passive run (a clean program's own check:
+# no false alarm), a real wrong gradient and the planted backward bug; on the others with
+# TCOMPILE_TEST_EXTENDED=1 (the suite took 34 minutes on 2026-11-29; clean.py's strict
+# mode left it after CI took 1951 s: the passive run of check_changes_program covers it).
 STRICT = {
-    "clean.py",
     "check_changes_program.py",
     "real/atan2_amin_wrong_grad.py",
     "backward_only.py",

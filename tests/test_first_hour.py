@@ -187,7 +187,11 @@ def test_the_source_level_of_a_two_file_program(tmp_path):
     assert "torch.relu" in text, text
 
 
+# extended (CI took 1951 s on 2026-11-29): the program level's search and its verified
+# repro are test_minify_e2e's no-graph test and nanoGPT's; an interrupted minify's best so
+# far is tests/test_trust.py's SIGTERM test
 @pytest.mark.slow
+@pytest.mark.extended
 def test_program_level_on_a_clean_program_and_on_a_wrong_value(tmp_path):
     """``--level program``: a program that runs clean is "no compiler failure", exit 0;
     one whose compiled values are wrong (no exception) is found by checking each
