@@ -124,6 +124,28 @@ def chain(n: int, culprits: list[int], seed: int = 0, kind: str = "relu") -> fx.
             for _ in range(7):
                 i += 1
                 h = g.call_function(operator.mul, (h, 2))
+        elif i in culprits and kind.startswith("surplus"):
+            # issue 61: the doublings' run is longer than the repro needs (``surplus:K``:
+            # K doublings, any 7 of them enough): the nodes in the middle of the run
+            # must go, not only a prefix or a suffix of the graph
+            h = g.call_function(torch.sigmoid, (h,))  # 1e-5 * 2**7 > 1e-3 > 1e-5 * 2**6
+            for _ in range(int(kind.split(":")[1])):
+                i += 1
+                h = g.call_function(_double, (h,))
+            kind = "after-tiny"
+        elif i in culprits and kind.startswith("interleaved"):
+            # issue 61: a 1e-4 error, then K doublings with ordinary ops between them
+            # (``interleaved:K:G``: G ops after each), any 7 doublings enough: the
+            # ordinary ops in the middle of the needed run must go
+            _, k, gap = kind.split(":")
+            h = g.call_function(_soft, (h,))
+            for _ in range(int(k)):
+                i += 1
+                h = g.call_function(operator.mul, (h, 2))
+                for _ in range(int(gap)):
+                    i += 1
+                    h = _op(g, h, rng)
+            kind = "plain"
         elif i in culprits and kind.startswith("amplified"):
             # a tiny error (sigmoid, 1e-5) that exceeds tolerance only after all L
             # amplifying ops that follow it: 1e-5 * f**L > 1e-3 > 1e-5 * f**(L-1)
@@ -247,6 +269,17 @@ CASES: dict[str, Callable[[int], fx.GraphModule]] = {
     },
     # issue 51: a 1e-4 error in the middle of the chain, 7 doublings after it needed
     "amplified: 1e-4, 7 doublings": lambda n: chain(n, [n // 2], kind="doublings"),
+    # issue 61: a run of K doublings where any 7 are enough (the middle must go)
+    **{
+        f"7 of {k} doublings needed": (lambda n, k=k: chain(n, [int(n * 0.3)], kind=f"surplus:{k}"))
+        for k in (12, 24, 48)
+    },
+    **{
+        f"7 of {k} doublings, {gap} ops between": (
+            lambda n, k=k, gap=gap: chain(n, [int(n * 0.2)], kind=f"interleaved:{k}:{gap}")
+        )
+        for k, gap in ((9, 1), (12, 2), (16, 3))
+    },
     # issue 26: a small error that a chain of L later ops must amplify past tolerance
     **{
         f"amplified by {length} ops": (

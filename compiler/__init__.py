@@ -15,6 +15,7 @@ time):
   accuracy_rule.py   the accuracy rule, once; repro.py files carry its text, generated
   stack.py           the torch.compile stack as data: stages, subsystems, toggles
   opname.py          an op's base name, however it was written: the one function
+  culprit.py         the culprit as one record every command reports; the table of kinds
   configs.py         the compiler configuration as data
   record_format.py   records of frames that failed in Dynamo: the file format
   exitcodes.py       exit codes and the errors that map to them

@@ -142,6 +142,9 @@ class HookConfig:
     # save each graph's first compile or accuracy failure here (graph-N/: the graph, the
     # inputs of that call, capture.json) and go on: bisect and minify start from it
     capture: str | None = None
+    # keep each graph's last call and judge them if the program dies of its own
+    # exception outside every graph (child/postmortem.py): the classification run
+    keep_last_calls: bool = False
     schema: int = SCHEMA
 
     def to_env(self) -> str:

@@ -216,6 +216,24 @@ class FailureSignature:
         return out
 
     @classmethod
+    def parse(cls, text: str | None) -> FailureSignature | None:
+        """``stage/kind: ExcType[: message]`` (``str()``'s form, the one a repro prints
+        after REPRODUCED) back into the record; None: not that form.  The one reader of
+        a signature's text: what travels as text (a page, a repro's output, an older
+        JSON) is read here, never split elsewhere."""
+        head, sep, rest = (text or "").partition(": ")
+        stage, slash, kind = head.partition("/")
+        if not sep or not slash:
+            return None
+        exc_type, _, message = rest.partition(": ")
+        return cls(stage, kind, exc_type, message)
+
+    @property
+    def strict(self) -> bool:
+        """A wrong value judged by the strict check (its own exception type)."""
+        return self.exc_type == "StrictAccuracyError"
+
+    @classmethod
     def from_json(cls, data: dict[str, Any]) -> FailureSignature:
         fields = {f.name: data.get(f.name) or "" for f in dataclasses.fields(cls)}
         fields["guards"] = tuple(data.get("guards") or ())

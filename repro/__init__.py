@@ -9,6 +9,7 @@ Helpers the jobs use:
   project.py            the project a program belongs to: entry, roots, data files
   shrink.py             a minimal graph's inputs, shrunk (a format of the one search)
   triage_cluster.py     duplicates by culprit and minimal graph (pure)
+  triage_verdict.py     a script's verdict in triage, one enum (pure)
 
 Writers and what they write:
 

@@ -122,10 +122,12 @@ def accuracy_check(strict: bool = False) -> str:
 def prelude_for(signature: str | None) -> str:
     """The prelude a program-level search of this failure needs: the accuracy check for
     a wrong value (``.../accuracy: ...``), nothing otherwise."""
-    sig = signature or ""
-    if "/accuracy" not in sig:
+    from tcompile.compiler.signature import FailureKind, FailureSignature
+
+    sig = FailureSignature.parse(signature)
+    if sig is None or sig.kind != FailureKind.ACCURACY.value:
         return ""
-    return accuracy_check(strict="StrictAccuracyError" in sig)
+    return accuracy_check(strict=sig.strict)
 
 
 def program_repro(

@@ -2,8 +2,8 @@
 
 Pure: report documents in, clusters out.  Two scripts are one bug when bisect and the
 accuracy localization name the same culprit -- failure kind, stage, inductor
-subsystem, and the op where it goes wrong (the first wrong node for wrong values, the
-lowering bisect names, the pass) -- on the same device, and their minimal graphs share
+subsystem, and the op (the lowering or decomposition bisect names; else, for wrong
+values, the first wrong node) -- on the same device, and their minimal graphs share
 most of their ops (Jaccard >= ``SAME_OPS`` over op families, views and casts aside;
 single linkage inside one culprit).  Where no op is named, the minimal graphs' ops
 decide alone; with no graph either (a program-level failure whose bisect named no
@@ -16,48 +16,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcompile.compiler.opname import op_base
+from tcompile.compiler.culprit import Culprit
+from tcompile.repro.triage_verdict import TriageVerdict
 
 SAME_OPS = 0.5  # minimal graphs of one culprit share at least half their ops
 
 
 def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
-    """The culprit of one report bug: bisect's stage/subsystem/detail and the op."""
+    """The culprit of one report bug, as bisect named it (compiler/culprit.py, the one
+    record every command reports), with the failure's ``kind``; where the minimal
+    graph's values first went wrong is ``first_wrong``, never the culprit's op."""
     bis = bug.get("bisect") or {}
-    mini = bug.get("minify") or {}
-    div = ((mini.get("divergence") or {}).get("minimal")) or {}
-    stage = bis.get("stage") or bug.get("stage")
-    subsystem = bis.get("subsystem")
-    detail = bis.get("detail")
-    op = div.get("op")
-    if not op and subsystem == "lowerings" and detail:
-        op = op_base(detail)
-    elif not op and subsystem and detail:
-        op = str(detail)
-    # Dynamo's own bug reads "dynamo", never "eager" (compiler/stack.stage_words)
-    said = "dynamo" if stage == "eager" else stage
-    parts = [p for p in (said, subsystem, op or (detail if subsystem else None)) if p]
-    from tcompile.compiler.collect import meaningful
-
-    did = bis.get("effects") or {}
-    # what a pass's application did: ``pass_pattern_0 (fuse_attention, pattern
-    # _sfdp_pattern_28_inference)``; a lowering is named by its op already
-    named = list(meaningful(did)) if subsystem not in ("lowerings", "decomposition") else []
-    if subsystem and named:
-        parts[-1] = f"{parts[-1]} ({', '.join(sorted(named))})"
-    if bis.get("pattern") and bis["pattern"] not in " ".join(map(str, parts)):
-        # the pattern the error names (the stage alone, or a whole pattern pass, named)
-        parts.append(f"pattern {bis['pattern']} (named in the error)")
-    return {
-        "stage": stage,
-        "subsystem": subsystem,
-        "detail": detail,
-        "op": op,
-        "kind": bug.get("kind"),
-        "pattern": bis.get("pattern"),
-        "effects": did or None,
-        "text": " / ".join(str(p) for p in parts) or str(bug.get("signature") or "?"),
-    }
+    div = (((bug.get("minify") or {}).get("divergence") or {}).get("minimal")) or None
+    found = {**bis, "stage": bis.get("stage") or bug.get("stage")}
+    if not bis.get("record") and bug.get("record") and found.get("graph") is None:
+        found["record"] = bug["record"]
+    culprit = Culprit.of_bisect(found, first_wrong=div)
+    out = culprit.to_json() if culprit else {"stage": None, "subsystem": None, "detail": None,
+                                            "op": None, "pattern": None, "effects": None}  # fmt: skip
+    out["kind"] = bug.get("kind")
+    out["text"] = (culprit.text() if culprit else "") or str(bug.get("signature") or "?")
+    return out
 
 
 def minimal_of(bug: dict[str, Any]) -> dict[str, Any]:
@@ -92,7 +71,7 @@ def _ops(r: dict[str, Any]) -> set[str]:
 def _key(r: dict[str, Any]) -> tuple[Any, ...]:
     """The bucket: what must agree.  Inside it, minimal graphs are compared by ops."""
     c = r.get("culprit") or {}
-    op = c.get("op")
+    op = c.get("op") or c.get("first_wrong")
     if op:
         anchor: Any = _FAMILY.get(op, op)
     elif _ops(r):
@@ -129,7 +108,9 @@ def cluster(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ``repro`` (the shortest verified member's), ``ops``, ``kind``, ``stage``,
     ``verified``, ``title``.  Ordered by size, then culprit; ids stable (cluster_id).
     Each result gets its ``cluster``."""
-    bugs = sorted((r for r in results if r.get("verdict") == "bug"), key=lambda r: r["path"])
+    bugs = sorted(
+        (r for r in results if r.get("verdict") == TriageVerdict.BUG), key=lambda r: r["path"]
+    )
     buckets: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in bugs:
         buckets.setdefault(_key(r), []).append(r)

@@ -127,15 +127,10 @@ def _reproduced(proc: subprocess.CompletedProcess[str], signature: str) -> bool:
 
 
 def parse_signature(text: str) -> object | None:
-    """``stage/kind: ExcType[: message]`` back into a FailureSignature."""
+    """``stage/kind: ExcType[: message]`` back into a FailureSignature (its parse)."""
     from tcompile.compiler.signature import FailureSignature
 
-    head, sep, rest = text.partition(": ")
-    stage, slash, kind = head.partition("/")
-    if not sep or not slash:
-        return None
-    exc_type, _, message = rest.partition(": ")
-    return FailureSignature(stage, kind, exc_type, message)
+    return FailureSignature.parse(text)
 
 
 def repro_reproduces(repro: Path, backend: str | None = None) -> bool:

@@ -58,9 +58,8 @@ def _scrubs() -> str:
 
 def _kind(signature: str) -> tuple[str, str]:
     """(stage, kind) of a signature's text ``stage/kind: ...``."""
-    head = signature.split(": ", 1)[0]
-    stage, _, kind = head.partition("/")
-    return stage, kind
+    sig = _sig.FailureSignature.parse(signature)
+    return (sig.stage, sig.kind) if sig else (signature.split(": ", 1)[0], "")
 
 
 def short_repro(
@@ -365,9 +364,12 @@ def _check(
         if random_ops
         else ""
     )
-    what = signature.split(": ")[-1]  # "inference output differs from eager", ...
+    parsed = _sig.FailureSignature.parse(signature)
+    # "inference output differs from eager", ...
+    what = parsed.message if parsed and parsed.message else signature
     for cat in ("dtype", "shape"):
-        if f"{cat.capitalize()}Mismatch" in signature:  # compiled returns another dtype/shape
+        # compiled returns another dtype/shape
+        if parsed and parsed.exc_type == f"{cat.capitalize()}Mismatch":
             return (
                 "def check():\n"
                 "    mod, inputs = Repro(), make_inputs()\n"

@@ -159,3 +159,41 @@ def test_dynamos_own_bug_reads_dynamo_not_eager():
     assert stage_words("inductor") == "inductor" and stage_words(None) is None
     bug = {"bisect": {"stage": "eager"}, "kind": "accuracy"}
     assert culprit_of(bug)["text"] == "dynamo" and culprit_of(bug)["stage"] == "eager"
+
+
+def test_one_table_of_culprit_kinds_covers_what_bisect_searches():
+    """Issue 60: every subsystem bisect searches (compiler/stack.py) and the config
+    toggles have one kind in compiler/culprit.KINDS; a record built from bisect's answer
+    names its kind, op, switch and words, and survives its JSON."""
+    from tcompile.compiler.culprit import KINDS, Culprit, kind_of
+    from tcompile.compiler.stack import SUBSYSTEMS
+
+    for stage, subsystems in SUBSYSTEMS.items():
+        for sub in subsystems:
+            assert kind_of(sub).subsystem == sub and kind_of(sub).stage == stage
+    assert kind_of("config").name == "config" and kind_of(None).name == "stage"
+    assert {k.name for k in KINDS.values() if k.names_op} == {"lowering", "decomposition"}
+    found = {"stage": "inductor", "graph": 1, "graph_kind": "backward", "subsystem": "lowerings",
+             "application": 4, "detail": "slice_scatter_default",
+             "divergence": {"op": "aten.sum.dim_IntList"}}  # fmt: skip
+    c = Culprit.of_bisect(found)
+    assert c is not None and c.category == "lowering" and c.op == "slice_scatter"
+    assert c.first_wrong == "sum" and c.switch == "lowerings:slice_scatter"
+    assert c.words() == "inductor: inductor's lowering of an op, slice_scatter"
+    assert Culprit.from_json(c.to_json()) == c and c.to_json()["text"] == (
+        "inductor / lowerings / slice_scatter"
+    )
+    # the same culprit whatever the node's number in the program; another graph is not
+    # the same failure of one script, but the same culprit across scripts
+    other = Culprit.of_bisect({**found, "detail": "slice_scatter_3", "graph": 0})
+    assert (
+        other is not None and other.key() == c.key() and other.key(graph=True) != c.key(graph=True)
+    )
+    decomp = Culprit.of_bisect({"stage": "aot_eager_decomp_partition", "subsystem": "decomposition",
+                                "detail": "<OpOverload(op='aten.silu', overload='default')>"})  # fmt: skip
+    assert decomp is not None and decomp.op == "silu" and decomp.category == "decomposition"
+    dynamo = Culprit.of_bisect({"stage": "eager", "graph": 0})
+    assert dynamo is not None and dynamo.text() == "dynamo" and dynamo.words().startswith("dynamo")
+    capture = Culprit.of_bisect({"stage": "eager", "record": "/r/frame.pkl"})
+    assert capture is not None and capture.category == "capture"
+    assert Culprit.of_bisect({"stage": None}) is None

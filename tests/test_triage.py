@@ -124,6 +124,30 @@ def test_verdicts_culprit_one_cluster_and_a_verified_repro(corpus):
     assert_no_absolute_paths(d / "out", [d])  # the pages and repros: no folder of here
 
 
+def test_bisect_names_the_culprit_triage_and_its_report_named(corpus):
+    """Issue 60: one failure, one culprit in every command.  Triage's culprit is its
+    ``tcompile report``'s (the report's bug, compiler/culprit.py's record); ``tcompile
+    bisect`` run on its own names the same one, in the same words, on each member
+    (tests/test_same_culprit.py runs all three commands on more fixtures, extended)."""
+    from tcompile.compiler.culprit import Culprit
+
+    d, doc = corpus
+    by = {Path(r["path"]).name: r for r in doc["scripts"]}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tcompile", "bisect", "--json", "--out", str(d / "bisect"),
+         str(d / "scripts" / "relu_fn.py")],
+        capture_output=True, text=True, cwd=d, timeout=900,
+    )  # fmt: skip
+    bis = json.loads(proc.stdout)
+    assert proc.returncode == 1 and bis["culprit"], proc.stderr[-2000:]
+    said = Culprit.from_json(bis["culprit"])
+    assert said.category == "lowering" and said.op == "relu"
+    for name in ("relu_fn.py", "relu_module.py"):
+        triaged = Culprit.from_json(by[name]["culprit"])
+        assert triaged.key() == said.key(), (name, by[name]["culprit"], bis["culprit"])
+    assert by["relu_fn.py"]["culprit"]["text"] == bis["culprit"]["text"]
+
+
 def test_a_rerun_does_only_new_work(corpus):
     d, first = corpus
     (d / "scripts" / "also_fine.py").write_text(

@@ -59,8 +59,15 @@ def test_culprit_names_stage_subsystem_and_op():
     c = culprit_of(bug(None, ["abs", "neg", "sum"], detail="sum_3"))
     assert (c["stage"], c["subsystem"], c["op"]) == ("inductor", "lowerings", "sum")
     assert c["text"] == "inductor / lowerings / sum"
-    # the first wrong node wins over bisect's lowering
-    assert culprit_of(bug("neg", ["abs", "neg", "sum"], detail="sum_3"))["op"] == "neg"
+    # bisect's lowering is the culprit; where the values first went wrong is evidence
+    # beside it (issue 60: one failure had two culprits, bisect's and triage's)
+    both = culprit_of(bug("neg", ["abs", "neg", "sum"], detail="sum_3"))
+    assert (both["op"], both["first_wrong"]) == ("sum", "neg")
+    assert both["text"] == "inductor / lowerings / sum"
+    # no op named by bisect (a stage alone): the first wrong node anchors the cluster
+    stage = culprit_of({**bug("neg", ["abs", "neg"]), "bisect": {"stage": "inductor"}})
+    assert stage["op"] is None and stage["first_wrong"] == "neg" and stage["category"] == "stage"
+    assert stage["text"] == "inductor / neg"
     # a pass: its name
     p = culprit_of(
         bug(None, ["cumsum"], subsystem="post_grad_passes", detail="pointless_cumsum_replacement")

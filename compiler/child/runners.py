@@ -148,19 +148,14 @@ class _AotServer:
 def _debug_artifacts(debug_dir: str | None, index: int, kind: str) -> Any:
     """inductor's debug trace for this AOT graph, in DIR/graph-NNN-kind/."""
     import contextlib
-
-    if not debug_dir:
-        return contextlib.nullcontext()
     import os
 
     import torch._inductor.config as inductor_config
 
-    return inductor_config.patch(
-        {
-            "trace.enabled": True,
-            "trace.debug_dir": os.path.join(debug_dir, f"graph-{index:03d}-{kind}"),
-        }
-    )
+    if not debug_dir:
+        return contextlib.nullcontext()
+    where = os.path.join(debug_dir, f"graph-{index:03d}-{kind}")
+    return inductor_config.patch({"trace.enabled": True, "trace.debug_dir": where})
 
 
 def _unbox(call_args: tuple[Any, ...]) -> list[Any]:
@@ -329,6 +324,8 @@ class GraphRunner:
                 # its check failed: a worker serves it, with the inputs as they were
                 self._serve_first_failure(watch.snap.values())
             return out
+        if self.session.last_calls is not None:  # judged if the program dies (postmortem.py)
+            self.session.last_calls.keep(self, args)
         return self._run(args)
 
     def _run(self, args: list[Any]) -> Any:

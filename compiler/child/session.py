@@ -133,6 +133,13 @@ class Session:
         self.watch_backward: set[int] = set()
         self.backward_calls: dict[int, tuple[Any, list[Any]]] = {}
         self.forward_traces: dict[int, dict[int, str]] = {}  # graph -> seq_nr -> trace
+        self.failures_said = 0
+        # each graph's last call, judged if the program dies of its own check (postmortem.py)
+        self.last_calls: Any = None
+        if config.keep_last_calls:
+            from .postmortem import LastCalls
+
+            self.last_calls = LastCalls(self)
 
     def failure(
         self,
@@ -156,6 +163,7 @@ class Session:
         if key in self._said:
             return
         self._said.add(key)
+        self.failures_said += 1
         self.recorder.emit(
             Event.FAILURE,
             graph=graph,

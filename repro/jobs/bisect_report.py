@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tcompile.compiler.culprit import Culprit
 from tcompile.compiler.exitcodes import ExitCode
 
 
@@ -61,12 +62,24 @@ class BisectReport:
     # the culprit as ``tcompile run --without``'s argument, for any program: does it
     # make another script's failure go away too?  (triage's membership check)
     without: str | None = None
+    # the culprit as one record (compiler/culprit.py): report and triage say the same
+    culprit: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.without is None and self.exit_code == ExitCode.COMPILER_FAILURE:
+        if self.exit_code != ExitCode.COMPILER_FAILURE:
+            return
+        if self.without is None:
             from tcompile.compiler.stack import without_of
 
             self.without = without_of(self.subsystem, self.detail)
+        if self.culprit is None and (found := self.found()) is not None:
+            self.culprit = found.to_json()
+
+    def found(self) -> Culprit | None:
+        """The culprit as its record (None: bisect named none)."""
+        if self.exit_code != ExitCode.COMPILER_FAILURE:
+            return None
+        return Culprit.of_bisect(dataclasses.asdict(self))
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -141,6 +141,9 @@ def run_and_classify(
         trace=trace,
         localize=localize and accuracy != AccuracyMode.OFF,
         capture=captures if capture else None,
+        # a run whose failure is classified here keeps each graph's last call: a program
+        # dying of its own check is located then, without two more runs (postmortem.py)
+        keep_last_calls=confirm and bisect is None and gate is None,
     )
     observer.status("running the command under tcompile")
     t0 = time.monotonic()

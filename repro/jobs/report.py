@@ -23,7 +23,7 @@ from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import group
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import new_run_dir
-from tcompile.compiler.signature import FailureKind
+from tcompile.compiler.signature import FailureKind, FailureSignature
 
 from .bisection import baseline_run, run_bisect
 
@@ -186,9 +186,13 @@ def write_report(
         versions = versions_of(
             {"torch": torch_version, "python": platform.python_version(), "os": platform.platform()}
         )
+    from tcompile.repro.triage_cluster import culprit_of
+
     for bug in bugs:
         bug["title"] = title(bug)
         bug["description"] = describe(bug)
+        # the culprit as bisect named it, the record triage clusters by (issue 60)
+        bug["culprit"] = culprit_of(bug) if bug.get("bisect") else None
     parts = []
     if len(bugs) == 1:
         parts.append(f"# {bugs[0]['title']}\n\n" + section(bugs[0], level="###"))
@@ -238,7 +242,8 @@ def title(bug: dict[str, Any]) -> str:
     else:
         device = where.upper() if where and where != "cpu" else "CPU"
     sig = bug.get("signature", "")
-    exc_type = sig.split(": ")[1] if sig.count(": ") >= 1 else ""
+    parsed = FailureSignature.parse(sig)
+    exc_type = parsed.exc_type if parsed else ""
     phrase = {
         "accuracy": "gives wrong gradients" if "backward" in sig else "gives wrong results",
         "compile": f"fails to compile ({exc_type})",
@@ -435,7 +440,8 @@ def report_after(run_dir: str, *, bisect: Any = None, minify: Any = None) -> str
         return None
     sig = (bisect.signature if bisect is not None else None) or minify.signature
     source = bisect if bisect is not None else minify
-    kind = sig.split(": ", 1)[0].partition("/")[2]
+    parsed = FailureSignature.parse(sig)
+    kind = parsed.kind if parsed else ""
     bug = {
         "signature": sig,
         "kind": kind,

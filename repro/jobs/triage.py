@@ -38,6 +38,7 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import write_json
 from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of
 from tcompile.repro.triage_page import write_pages
+from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
 from .triage_loop import Scheduler, attach_members, is_final, merge_reps, reset_orphans
 from .triage_one import Interrupted, start, stop_all
@@ -227,10 +228,7 @@ def run_triage(
         base, ordered, each=each, interrupted=interrupted, jobs=jobs, timeout=timeout,
         observer=observer,
     )  # fmt: skip
-    counts = {
-        v: sum(r["verdict"] == v for r in ordered)
-        for v in ("bug", "clean", "not_compiler", "flaky", "timeout", "needs_gpu", "error")
-    }
+    counts = {v.value: sum(r["verdict"] == v for r in ordered) for v in Verdict}
     code, msg = _outcome(counts, len(clusters), len(ordered), len(scripts), interrupted)
     report = TriageReport(
         int(code),
@@ -268,12 +266,12 @@ def _outcome(
 ) -> tuple[ExitCode, str]:
     if interrupted:
         return ExitCode.INTERRUPTED, f"interrupted: {done} of {scripts} scripts done (kept)"
-    if counts["bug"] or counts["flaky"]:
+    if counts[Verdict.BUG] or counts[Verdict.FLAKY]:
         return (
             ExitCode.COMPILER_FAILURE,
             f"{counts['bug']} compiler bug(s) in {clusters} cluster(s) among {scripts} scripts",
         )
-    if counts["error"]:
+    if counts[Verdict.ERROR]:
         return ExitCode.INTERNAL, f"tcompile failed on {counts['error']} script(s)"
     return ExitCode.OK, f"no compiler bug among {scripts} scripts"
 

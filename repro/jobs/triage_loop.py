@@ -39,6 +39,7 @@ from tcompile.compiler import layout
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.opname import op_base
 from tcompile.compiler.runner import write_json
+from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
 from .triage_one import check_one, classify_one, report_one
 from .triage_switch import _whole_pass, without_of
@@ -48,7 +49,9 @@ PER_SCRIPT = 3  # checks of one script against clusters before it gets a report 
 
 def is_final(r: dict[str, Any]) -> bool:
     """Nothing left to do for this script: not a bug, or reported, or a member."""
-    return r.get("verdict") not in (None, "bug") or bool(r.get("reported") or r.get("member_of"))
+    return r.get("verdict") not in (None, Verdict.BUG) or bool(
+        r.get("reported") or r.get("member_of")
+    )
 
 
 def _switch_op(off: str) -> str:
@@ -176,7 +179,9 @@ class Scheduler:
 
     # -- what to do next ------------------------------------------------------------
     def _reps(self) -> list[dict[str, Any]]:
-        return [r for r in self.results.values() if r.get("reported") and r["verdict"] == "bug"]
+        return [
+            r for r in self.results.values() if r.get("reported") and r["verdict"] == Verdict.BUG
+        ]
 
     def _script_text(self, path: str) -> str:
         if path not in self.text:
@@ -337,7 +342,9 @@ class Scheduler:
             self.done(path, r)
         elif got.get("flaky"):  # passed with the switch off and as it is: no failure to join
             r["flaky"] = {"failed": r.get("runs") or 1, "of": (r.get("runs") or 1) + 1}
-            r.update(verdict="flaky", message=f"passed when run again: {r.get('signature', '')}")
+            r.update(
+                verdict=Verdict.FLAKY, message=f"passed when run again: {r.get('signature', '')}"
+            )
             self.done(path, r)
         else:
             self.results[path] = r

@@ -29,10 +29,10 @@ from typing import Any
 
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
+from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
 ERROR_DIR_ENV = "TCOMPILE_ERROR_DIR"  # cli/app.py keeps an internal error's traceback there
 
-VERDICTS = ("bug", "clean", "not_compiler", "flaky", "timeout", "needs_gpu", "error")
 
 # the failure of a script that needs a GPU this machine lacks (CUDA, or Triton for it)
 _NEEDS_GPU = re.compile(
@@ -141,7 +141,7 @@ def triage_one(task: dict[str, Any]) -> dict[str, Any]:
     """The whole triage of one script (see the module's docstring): its runs, then its
     own report.  ``task``: path, args, work_dir, accuracy, timeout, repeat, python."""
     res = classify_one(task)
-    if res["verdict"] != "bug":
+    if res["verdict"] != Verdict.BUG:
         return res
     return report_one(task, res)
 
@@ -185,7 +185,7 @@ def classify_one(task: dict[str, Any]) -> dict[str, Any]:
     step = _stepper(task, res, float(task["timeout"]))
     script = task["path"]
 
-    def finish(verdict: str, message: str) -> dict[str, Any]:
+    def finish(verdict: Verdict, message: str) -> dict[str, Any]:
         return _finish(res, verdict, message, t0)
 
     # the program's own limit inside a run: below the budget, so a hang is the run's finding
@@ -196,27 +196,28 @@ def classify_one(task: dict[str, Any]) -> dict[str, Any]:
             f"run {k + 1}", [*run_argv, "--out", str(work / f"run{k + 1}"), script, *task["args"]]
         )
         if code is None:
-            return finish("timeout", f"the run did not finish in {task['timeout']:.0f} s")
+            return finish(Verdict.TIMEOUT, f"the run did not finish in {task['timeout']:.0f} s")
         text = json.dumps(doc)
         if (
             code in (ExitCode.COMPILER_FAILURE, ExitCode.NOT_COMPILER)
             and _NEEDS_GPU.search(text)
             and not _has_cuda()
         ):
-            return finish("needs_gpu", "needs a GPU: " + _first_line(doc))
+            return finish(Verdict.NEEDS_GPU, "needs a GPU: " + _first_line(doc))
         if code in (ExitCode.NOT_COMPILER, ExitCode.USAGE):
-            return finish("not_compiler", _first_line(doc))
+            return finish(Verdict.NOT_COMPILER, _first_line(doc))
         if code == ExitCode.INTERNAL:
             res["traceback"] = doc.get("traceback")
-            return finish("error", "tcompile failed: " + _first_line(doc))
+            return finish(Verdict.ERROR, "tcompile failed: " + _first_line(doc))
         if code == ExitCode.FLAKY:  # it failed, and passed when the run tried it again
             res["flaky"] = {"failed": failed + 1, "of": k + 2}
-            return finish("flaky", _first_line(doc))
+            return finish(Verdict.FLAKY, _first_line(doc))
         if code == ExitCode.COMPILER_FAILURE and all(
             f.get("kind") == "timeout" for f in doc.get("failures") or [{}]
         ):
             return finish(
-                "timeout", "the program did not finish under torch.compile: " + _first_line(doc)
+                Verdict.TIMEOUT,
+                "the program did not finish under torch.compile: " + _first_line(doc),
             )
         if code == ExitCode.COMPILER_FAILURE:
             failed += 1
@@ -224,11 +225,11 @@ def classify_one(task: dict[str, Any]) -> dict[str, Any]:
     runs = k + 1
     res["runs"] = runs
     if not failed:
-        return finish("clean", f"no compiler failure in {runs} run(s)")
+        return finish(Verdict.CLEAN, f"no compiler failure in {runs} run(s)")
     if failed < runs:  # a failure that does not come back every time
         res["flaky"] = {"failed": failed, "of": runs}
-        return finish("flaky", f"failed {failed} of {runs} runs: {res.get('signature', '')}")
-    return finish("bug", res.get("signature", ""))
+        return finish(Verdict.FLAKY, f"failed {failed} of {runs} runs: {res.get('signature', '')}")
+    return finish(Verdict.BUG, res.get("signature", ""))
 
 
 def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
@@ -242,7 +243,7 @@ def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
     step = _stepper(task, res, max(left, 2.0))
     acc = _accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))
 
-    def finish(verdict: str, message: str) -> dict[str, Any]:
+    def finish(verdict: Verdict, message: str) -> dict[str, Any]:
         return _finish(res, verdict, message, t0)
 
     code, doc = step(
@@ -267,27 +268,27 @@ def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
     )
     if code == ExitCode.OK:  # the report's own run is one more sample
         res["flaky"] = {"failed": runs, "of": runs + 1}
-        return finish("flaky", f"failed {runs} of {runs + 1} runs: {res.get('signature', '')}")
-    if (
-        code == ExitCode.NOT_COMPILER
-    ):  # the report's control run failed the same way without torch.compile
-        return finish("not_compiler", _first_line(doc))
+        return finish(
+            Verdict.FLAKY, f"failed {runs} of {runs + 1} runs: {res.get('signature', '')}"
+        )
+    if code == ExitCode.NOT_COMPILER:  # its control run failed so without torch.compile
+        return finish(Verdict.NOT_COMPILER, _first_line(doc))
     bugs = doc.get("bugs") or []
     if code is None and not bugs:
         return finish(
-            "bug", f"{res.get('signature', '')} (bisect and minify did not finish in time)"
+            Verdict.BUG, f"{res.get('signature', '')} (bisect and minify did not finish in time)"
         )
     if code == ExitCode.INTERNAL:  # tcompile's own failure: never shown as a result
         res["traceback"] = doc.get("traceback")
         found = res.get("signature", "")
         return finish(
-            "error",
+            Verdict.ERROR,
             f"tcompile failed in its report step: {_first_line(doc)}"
             + (f" (run had found: {found})" if found else ""),
         )
     if bugs:
         _take_bug(res, bugs[0], task, time.monotonic())
-    return finish("bug", res.get("signature", ""))
+    return finish(Verdict.BUG, res.get("signature", ""))
 
 
 def check_one(

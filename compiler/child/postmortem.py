@@ -1,0 +1,156 @@
+"""Judging each graph's last call when the program dies of its own check (issue 61).
+
+A program that asserts on a value its compiled graphs computed (a loss, a metric, a
+final comparison) dies outside any graph.  Before, tcompile then ran the program twice
+more: without torch.compile (does it fail so anyway?) and once with every graph
+checked (which graph computed the wrong value?).  A long job paid three runs.
+
+Now the classification run keeps each graph's most recent call -- an exact snapshot of
+its inputs (snapshot.py), taken before the call, as the accuracy check takes one --
+within a memory budget (``BUDGET_SHARE`` of the memory available when the graph is
+first called, host and device alike; ``TCOMPILE_KEEP_MB`` sets it).  When the program
+dies of an uncaught exception outside every graph, each kept graph is judged on fresh
+copies of its inputs: the compiled graph called again, eager and float64 as the check
+runs them (observe.Watch).  A graph whose values differ is an accuracy failure of that
+graph, said with the note that it was judged after the program died; the parent then
+needs neither the plain run nor the locating run.  Where no graph differs, nothing is
+said and those runs decide, as before.
+
+Not kept, and said once per graph: a graph with random ops (its compiled code draws
+other numbers than eager: only fallback_random makes them comparable, which is a change
+of the program), a graph with collectives (re-running it on one rank alone would hang
+the others), and a call whose inputs do not fit the budget.  Forward values only: a
+gradient is judged by ``run --accuracy`` and the locating run.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from .. import accuracy
+from ..snapshot import Snapshot
+
+BUDGET_SHARE = 0.1  # of the memory available at the first keep
+KEEP_ENV = "TCOMPILE_KEEP_MB"
+
+
+def _available(device: str) -> int:
+    """Bytes free for copies on ``device`` (host: MemAvailable; CUDA: free memory)."""
+    if device.startswith("cuda"):
+        try:
+            return int(torch.cuda.mem_get_info(torch.device(device))[0])
+        except Exception:
+            return 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 30
+
+
+def _bytes(args: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in args:
+        if isinstance(x, torch.Tensor):
+            key = str(x.device)
+            out[key] = out.get(key, 0) + x.untyped_storage().nbytes()
+    return out
+
+
+class LastCalls:
+    """Each graph's last call's inputs, within a budget per device."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.kept: dict[int, tuple[Any, Snapshot, dict[str, int]]] = {}
+        self.budget: dict[str, int] = {}
+        self.skipped: dict[int, str] = {}  # graph -> why its calls are not kept
+        self.checked: set[int] = set()  # graphs whose kind was looked at (once each)
+        self.judging = False
+
+    def _limit(self, device: str) -> int:
+        if device not in self.budget:
+            mb = os.environ.get(KEEP_ENV)
+            self.budget[device] = (
+                int(float(mb) * 2**20) if mb else int(_available(device) * BUDGET_SHARE)
+            )
+        return self.budget[device]
+
+    def keep(self, runner: Any, args: list[Any]) -> None:
+        """Before the program's call: its inputs, replacing the graph's last ones."""
+        index = runner.index
+        if index in self.skipped or self.judging:
+            return
+        if index not in self.checked:
+            self.checked.add(index)
+            if runner.collective:
+                self.skipped[index] = "it holds collectives"
+            elif accuracy.has_random_ops(runner.reference):
+                self.skipped[index] = "it draws random numbers (compiled code draws others)"
+            if index in self.skipped:
+                return
+        self.kept.pop(index, None)  # its previous call's copy goes first
+        need = _bytes(args)
+        used: dict[str, int] = {}
+        for _, _, sizes in self.kept.values():
+            for dev, n in sizes.items():
+                used[dev] = used.get(dev, 0) + n
+        over = [d for d, n in need.items() if used.get(d, 0) + n > self._limit(d)]
+        if over:
+            self.skipped[index] = (
+                f"its inputs ({sum(need.values()) / 2**20:.0f} MiB) did not fit the budget "
+                f"of copies ({self._limit(over[0]) / 2**20:.0f} MiB on {over[0]}; "
+                f"{KEEP_ENV} sets it)"
+            )
+            return
+        try:
+            self.kept[index] = (runner, Snapshot(args), need)
+        except Exception as exc:  # a tensor a snapshot cannot copy: never the program's
+            self.skipped[index] = f"its inputs could not be copied ({type(exc).__name__})"
+
+    def judge(self) -> int:
+        """The program died of its own exception: judge each kept graph's last call
+        (and say which graphs were not kept, and why).  The number found wrong."""
+        from .observe import Watch
+
+        self.judging = True
+        for index, why in sorted(self.skipped.items()):
+            self.session.note(
+                index,
+                f"not judged after the program died of its own exception: {why}; the "
+                "locating run checks it",
+            )
+        wrong = 0
+        for index, (runner, snap, _) in sorted(self.kept.items()):
+            if runner.quarantined:
+                continue
+            try:
+                args, _ = snap.materialize(grads=False)
+                watch = Watch(runner, args)
+                with torch.no_grad():
+                    out = runner.compiled(*args)
+                before = self.session.failures_said
+                watch.forward(out, args)
+                if self.session.failures_said > before:
+                    wrong += 1
+                    self.session.note(
+                        index,
+                        "its values were judged after the program died of its own exception "
+                        "outside every graph: its last call, run again compiled and eagerly "
+                        "on copies of its inputs, differs (no run without torch.compile was "
+                        "needed)",
+                    )
+            except Exception as exc:  # the judgement, never the program's exit
+                self.session.note(
+                    index,
+                    f"its last call could not be judged after the program died "
+                    f"({type(exc).__name__}: {str(exc)[:200]})",
+                )
+        self.kept.clear()
+        return wrong
