@@ -6,6 +6,11 @@ confirmed by a second run of the program) -- and under an earlier commit, each a
 a ratio to the plain run, in one sitting on the same machine.
 
     python benchmarks/long_job.py [--steps 20000] [--old aa9062d] [--skip-old]
+                                  [--script train_check.py]
+
+``--script train_check.py`` (issue 61): the job fails its own final check instead (a
+compiled checksum hits #187018 and the program asserts it equals eager's); its report
+is located from the baseline, no plain run and no locating run.
 
 The earlier commit is checked out in a git worktree and imported from a package folder
 of symlinks (benchmarks/verdicts_before_after.py).  Whole-program runs are counted from
@@ -44,8 +49,12 @@ def timed(
     return time.monotonic() - t0, done
 
 
-def report(site: Path | None, steps: int, out: Path, extra: list[str]) -> dict:
+def report(
+    site: Path | None, steps: int, out: Path, extra: list[str], keep_mb: str | None = None
+) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TCOMPILE")}
+    if keep_mb is not None:  # TCOMPILE_KEEP_MB=0: no last call kept (the two runs decide)
+        env["TCOMPILE_KEEP_MB"] = keep_mb
     if site is not None:
         env["PYTHONPATH"] = f"{site}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep)
     cmd = [sys.executable, "-c", MAIN, "report", "--json", "--out", str(out), *extra]
@@ -77,12 +86,21 @@ def program_runs(bis: dict, mini: dict) -> int:
 
 
 def main() -> int:
+    global SCRIPT
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--old", default="aa9062d")
     ap.add_argument("--skip-old", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--script", default=SCRIPT.name, help="a script of fixtures/long_job")
+    ap.add_argument(
+        "--keep0",
+        action="store_true",
+        help="also report with TCOMPILE_KEEP_MB=0 (issue 61's before)",
+    )
+    ap.add_argument("--skip-confirm", action="store_true")
     a = ap.parse_args()
+    SCRIPT = SCRIPT.parent / a.script
     base = Path(tempfile.mkdtemp(prefix="long-job-"))
     rows: dict[str, dict] = {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("TCOMPILE")}
@@ -91,10 +109,14 @@ def main() -> int:
     print(f"plain run: {plain:.0f} s (exit {done.returncode})", flush=True)
     rows["report (this checkout)"] = report(None, a.steps, base / "after", [])
     print(rows["report (this checkout)"], flush=True)
-    rows["report --confirm (this checkout)"] = report(
-        None, a.steps, base / "confirm", ["--confirm"]
-    )
-    print(rows["report --confirm (this checkout)"], flush=True)
+    if a.keep0:
+        rows["report, no last call kept"] = report(None, a.steps, base / "keep0", [], "0")
+        print(rows["report, no last call kept"], flush=True)
+    if not a.skip_confirm:
+        rows["report --confirm (this checkout)"] = report(
+            None, a.steps, base / "confirm", ["--confirm"]
+        )
+        print(rows["report --confirm (this checkout)"], flush=True)
     if not a.skip_old:
         worktree = base / "old"
         subprocess.run(
@@ -106,7 +128,7 @@ def main() -> int:
             print(rows[f"report ({a.old}, before)"], flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT)
-    print(f"\n--steps {a.steps}\n")
+    print(f"\n{a.script} --steps {a.steps}\n")
     print("| | seconds | x plain run | program runs | culprit | confirmed | repro verified |")
     print("|---|---|---|---|---|---|---|")
     for name, r in rows.items():

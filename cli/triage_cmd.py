@@ -112,7 +112,8 @@ def triage(
     cheapest script; another script joins it when the culprit's switch, turned off,
     makes it pass (and it fails again as it is).
     Writes triage.md, triage.html and triage.json under --out; results are cached
-    there by script content, torch version and options.
+    there by script content, torch version and options -- not the budgets: a rerun
+    with a larger --timeout keeps what finished and does again what was cut.
     """
 
     def job() -> Any:

@@ -51,6 +51,13 @@ def test_a_wrong_value_the_program_asserts_is_located_in_its_one_run(tmp_path):
     assert "checking the values" not in err, err[-2000:]
     assert not (Path(doc["run_dir"]) / "plain").exists()
     assert doc["program"]["exception"].startswith("AssertionError"), doc["program"]
+    # a bisect's baseline counts applications and changes none: it keeps the last
+    # calls too, and the bisect asks the captured graph (2 runs: baseline, confirmation)
+    r = run_tcompile("bisect", "--json", "--out", str(tmp_path / "b"), str(script))
+    bis = json.loads(r.stdout)
+    assert bis["exit_code"] == 1 and bis["from_capture"] and bis["runs"] <= 2, bis["message"]
+    assert bis["culprit"]["category"] == "lowering" and bis["culprit"]["op"] == "relu"
+    assert not list((tmp_path / "b").rglob("plain")) and not list((tmp_path / "b").rglob("located"))
     # the budget at 0: the old way, the same failure
     old, err = _run(tmp_path, script, "three", TCOMPILE_KEEP_MB="0")
     assert "running it again without torch.compile" in err

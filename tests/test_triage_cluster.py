@@ -139,6 +139,32 @@ def test_key_follows_content_local_modules_and_options(tmp_path):
     assert k != script_key(s, {"accuracy": "loose"})
 
 
+def test_budgets_never_key_a_result_and_a_cut_one_is_tried_again_under_more():
+    """Issue 62: a rerun with other budgets keeps what finished (the key holds no
+    --timeout, --max-time, --jobs, --per-gpu); a timeout, or a bug whose steps a budget
+    cut, is done again under a larger budget -- never under the same or a smaller one."""
+    import tempfile
+    from pathlib import Path
+
+    from tcompile.repro.jobs.triage_loop import stale
+
+    with tempfile.TemporaryDirectory() as d:
+        s = Path(d) / "a.py"
+        s.write_text("print(1)\n")
+        base = {"accuracy": "loose", "repeat": 1, "each": False}
+        one = script_key(s, {**base, "timeout": 540, "max_time": 150, "jobs": 8})
+        assert one == script_key(s, {**base, "timeout": 400, "max_time": 30, "jobs": 1})
+        assert one != script_key(s, {**base, "each": True, "timeout": 540})
+    ran = {"budgets": {"timeout": 400, "max_time": 150}}
+    bigger, same = {"timeout": 900, "max_time": 150}, {"timeout": 400, "max_time": 150}
+    timed_out = {**ran, "verdict": "timeout"}
+    assert stale(timed_out, bigger) and not stale(timed_out, same)
+    cut = {**ran, "verdict": "bug", "steps": [{"what": "report", "exit_code": None}]}
+    assert stale(cut, bigger) and not stale(cut, {"timeout": 100, "max_time": 30})
+    done = {**ran, "verdict": "bug", "steps": [{"what": "report", "exit_code": 1}]}
+    assert not stale(done, bigger) and not stale({**ran, "verdict": "clean"}, bigger)
+
+
 def test_pages_escape_and_list_every_script(tmp_path):
     rs = [
         result("<b>x</b>.py", bug("sum", ["sum"])),

@@ -413,7 +413,8 @@ def _record_uncaught(exc: BaseException) -> None:
             "after_stage": _session.graph_stage.get(backward, "unknown"),
             "in_backward": True,
         }
-    if not dynamo and not after and _session is not None and _session.last_calls is not None:
+    judge = isinstance(original, Exception) and not dynamo and not after  # not Ctrl-C
+    if judge and _session is not None and _session.last_calls is not None:
         # the program died of its own exception outside every graph: judge each graph's
         # last call now (postmortem.py) -- a wrong one names the failure
         _session.last_calls.judge()

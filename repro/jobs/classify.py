@@ -143,7 +143,8 @@ def run_and_classify(
         capture=captures if capture else None,
         # a run whose failure is classified here keeps each graph's last call: a program
         # dying of its own check is located then, without two more runs (postmortem.py)
-        keep_last_calls=confirm and bisect is None and gate is None,
+        # (a bisect's baseline counts applications, changing none: it keeps them too)
+        keep_last_calls=confirm and gate is None and not any((bisect or {}).values()),
     )
     observer.status("running the command under tcompile")
     t0 = time.monotonic()

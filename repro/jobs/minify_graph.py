@@ -50,7 +50,9 @@ def minify_captured(job: Job) -> GraphMinifyReport:
     try:
         if job.pool is None:
             job.observer.status(
-                "starting a worker (the program again, paused at the failing graph)"
+                "starting a worker (the saved graph and its inputs: the program does not run)"
+                if job.from_capture
+                else "starting a worker (the program again, paused at the failing graph)"
             )
             pool.start()  # interrupted here: nothing found yet (exit 130)
         gm, inputs, meta = read_capture(Path(job.config.serve.capture_dir))  # type: ignore[union-attr]

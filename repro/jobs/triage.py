@@ -40,7 +40,15 @@ from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of
 from tcompile.repro.triage_page import write_pages
 from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
-from .triage_loop import Scheduler, attach_members, is_final, merge_reps, reset_orphans
+from .triage_loop import (
+    BUDGETS,
+    Scheduler,
+    attach_members,
+    is_final,
+    merge_reps,
+    reset_orphans,
+    stale,
+)
 from .triage_one import Interrupted, start, stop_all
 from .triage_one import also as repro_under
 
@@ -129,7 +137,8 @@ def torch_version(python: str | None = None) -> str:
 
 def script_key(script: Path, options: dict[str, Any]) -> str:
     """What a cached result depends on: the script's bytes and its local modules', the
-    torch and tcompile versions, the options."""
+    torch and tcompile versions, the options that change a verdict (not the budgets)."""
+    options = {k: v for k, v in options.items() if k not in BUDGETS}
     h = hashlib.sha256()
     for f in [script, *sorted(_local_imports(script))]:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
@@ -197,7 +206,8 @@ def run_triage(
 
     def done(path: str, res: dict[str, Any], quiet: bool = False) -> None:
         task = tasks[path]
-        res = {**res, "path": path, "key": task["key"], "cached": False}
+        budgets = {k: task.get(k) for k in ("timeout", "max_time")}  # what it ran under
+        res = {**res, "path": path, "key": task["key"], "cached": False, "budgets": budgets}
         write_json(base / layout.TRIAGE_CACHE / f"{task['key']}.json", res)
         results[path] = res
         if quiet or not is_final(res):
@@ -396,7 +406,9 @@ def _plan(
         cached = base / layout.TRIAGE_CACHE / f"{key}.json"
         if cached.is_file():
             try:
-                results[str(s)] = {**json.loads(cached.read_text()), "path": str(s), "cached": True}
+                got = {**json.loads(cached.read_text()), "path": str(s), "cached": True}
+                if not stale(got, options):
+                    results[str(s)] = got
             except ValueError:
                 cached.unlink()  # half a file from an older tcompile: do it again
         tasks[str(s)] = {

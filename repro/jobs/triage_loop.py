@@ -47,6 +47,27 @@ from .triage_switch import _whole_pass, without_of
 PER_SCRIPT = 3  # checks of one script against clusters before it gets a report of its own
 
 
+# Budgets: how long tcompile may work, not what it finds.  Never in a result's key
+# (issue 62): a rerun with other budgets keeps what finished; a result a budget cut is
+# tried again under a larger one (_stale).
+BUDGETS = ("timeout", "max_time", "jobs", "per_gpu")
+
+
+def stale(cached: dict[str, Any], options: dict[str, Any]) -> bool:
+    """A cached result its budget cut, now given a larger one: done again.  A
+    ``timeout`` verdict, and a bug whose bisect and minify did not finish (a step with
+    no exit status), under a larger ``--timeout`` (or ``--max-time``); anything that
+    finished stands whatever the budgets."""
+    ran = cached.get("budgets") or {}
+    larger = any(
+        float(options.get(k) or 0) > float(ran.get(k) or 0) for k in ("timeout", "max_time")
+    )
+    cut = cached.get("verdict") == Verdict.TIMEOUT or any(
+        st.get("exit_code") is None for st in cached.get("steps") or []
+    )
+    return cut and larger
+
+
 def is_final(r: dict[str, Any]) -> bool:
     """Nothing left to do for this script: not a bug, or reported, or a member."""
     return r.get("verdict") not in (None, Verdict.BUG) or bool(
@@ -320,7 +341,8 @@ class Scheduler:
 
     def _record(self, path: str, rep: str, got: dict[str, Any]) -> dict[str, Any]:
         """A check's answer: cached, in the script's ``checks``, its runs in ``steps``."""
-        write_json(self._check_cache(path, _check_key(got)), got)
+        if all(st.get("exit_code") is not None for st in got.get("steps") or []):
+            write_json(self._check_cache(path, _check_key(got)), got)  # not one cut short
         r = self.results[path]
         r.setdefault("checks", [])
         if not any(c.get("rep") == rep for c in r["checks"]):

@@ -108,7 +108,8 @@ def check(
         code = None
     res = {"without": off, "exit_code": code, "passes": code == ExitCode.OK}
     res["seconds"] = round(time.monotonic() - t0, 2)
-    write_json(cached, res)
+    if code is not None:  # a check its budget cut is asked again next time (issue 62)
+        write_json(cached, res)
     return res
 
 
