@@ -68,15 +68,22 @@ def test_backward_only_bug(tmp_path):
 
 def test_multi_graph_names_the_graph_both_ways(tmp_path):
     """The program bisect (--whole-program, its probes forked) and the bisect on the
-    saved graph (the default) name the same culprit; the second in two program runs."""
-    before = bisect(tmp_path / "w", "multi_graph.py", "--accuracy", "--whole-program")
-    assert before["graph"] == 1 and not before["from_capture"]
-    assert (before["subsystem"], before["detail"]) == ("lowerings", "relu")
-    # probes forked from a server that imported torch, after one forked run checked it
-    assert before["forked"]["check_runs"] == 1 and before["forked"]["probes"] >= 1
+    saved graph (the default) name the same culprit; the second in two program runs.
+    In the 30-minute suite the second alone (the program bisect: test_trust's SIGTERM
+    test, and every fallback), with TCOMPILE_TEST_EXTENDED=1 both."""
+    import os
+
+    before = {"exit_code": 1, "stage": "inductor", "graph": 1, "subsystem": "lowerings"}
+    if os.environ.get("TCOMPILE_TEST_EXTENDED") == "1":
+        before = bisect(tmp_path / "w", "multi_graph.py", "--accuracy", "--whole-program")
+        assert before["graph"] == 1 and not before["from_capture"]
+        assert (before["subsystem"], before["detail"]) == ("lowerings", "relu")
+        # probes forked from a server that imported torch, after one forked run checked it
+        assert before["forked"]["check_runs"] == 1 and before["forked"]["probes"] >= 1
     after = bisect(tmp_path / "c", "multi_graph.py", "--accuracy")
-    culprit = ("exit_code", "stage", "graph", "subsystem", "detail")
+    culprit = ("exit_code", "stage", "graph", "subsystem")
     assert [after[k] for k in culprit] == [before[k] for k in culprit]
+    assert after["detail"].startswith("relu") and after["culprit"]["op"] == "relu"
     assert after["from_capture"] and after["runs"] == 2 and after["confirmed"] == "pass"
     # numbered in graph 1's compile alone: that relu, in that graph, off
     skip = {"lowerings": [after["application"]]}

@@ -55,6 +55,9 @@ def test_a_users_data_bug_that_aborts_compiled_code_is_exit_3_in_every_command(t
         assert "index out of bounds" in said, said
 
 
+# extended (2026-11-29: 68 s alone, 131 s in the suite): torchrun's run is
+# tests/test_distributed.py's, the program level's minify nanoGPT's and test_minify_e2e's
+@pytest.mark.extended
 def test_a_torchrun_jobs_dynamo_bug_on_one_rank_is_exit_1_in_run_and_the_program_level(
     tmp_path,
 ):

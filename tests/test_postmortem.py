@@ -58,7 +58,14 @@ def test_a_wrong_value_the_program_asserts_is_located_in_its_one_run(tmp_path):
     assert bis["exit_code"] == 1 and bis["from_capture"] and bis["runs"] <= 2, bis["message"]
     assert bis["culprit"]["category"] == "lowering" and bis["culprit"]["op"] == "relu"
     assert not list((tmp_path / "b").rglob("plain")) and not list((tmp_path / "b").rglob("located"))
-    # the budget at 0: the old way, the same failure
+
+
+# extended (the suite's time): the old path, on the same script, finds the same failure
+@pytest.mark.extended
+def test_with_no_last_call_kept_the_two_runs_find_the_same_failure(tmp_path):
+    script = _asserting(tmp_path)
+    doc, _ = _run(tmp_path, script, "one")
+    (f,) = doc["failures"]
     old, err = _run(tmp_path, script, "three", TCOMPILE_KEEP_MB="0")
     assert "running it again without torch.compile" in err
     assert [(g["graph"], g["signature"]) for g in old["failures"]] == [(0, f["signature"])]
