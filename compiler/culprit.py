@@ -158,10 +158,6 @@ class Culprit:
         base = (self.stage, self.subsystem, self.name, self.op, self.pattern)
         return (*base, self.graph, self.graph_kind) if graph else base
 
-    def anchor(self) -> str | None:
-        """The op triage clusters by: the culprit's own, else where values went wrong."""
-        return self.op or self.first_wrong
-
     def text(self) -> str:
         """``inductor / lowerings / sum``; ``dynamo`` for a failure that shows with
         backend=eager; a pass with what it did; the pattern an error names."""
