@@ -113,6 +113,7 @@ def _failure_from_event(e: dict[str, Any], multi: bool) -> Failure:
         frame=sig.frame,
         pid=e.get("pid") if multi else None,
         divergence=e.get("divergence"),
+        before_aot_compile=e.get("before_aot_compile"),
         **dist_of(e),
     )
 

@@ -25,6 +25,7 @@ _OPTIONAL = (
     "divergence",
     "limitation",
     "ranks_raised",
+    "before_aot_compile",
 )
 DIST_FIELDS = ("rank", "local_rank", "world_size", "node")
 
@@ -32,7 +33,7 @@ DIST_FIELDS = ("rank", "local_rank", "world_size", "node")
 @dataclasses.dataclass
 class Failure:
     graph: int | None  # the Dynamo graph's index; None before any graph exists
-    graph_kind: str  # dynamo | forward | backward | inference: where it showed
+    graph_kind: str  # dynamo | forward | backward | inference | joint: where it showed
     signature: FailureSignature
     message: str = ""  # the first lines of the error, for people
     frame: str = ""  # where: the innermost user frame, or "run of graph N"
@@ -54,6 +55,10 @@ class Failure:
     limitation: str | None = None
     # a failure outside any graph in a launched job: every rank whose process raised
     ranks_raised: list[int] | None = None
+    # a compile failure raised once AOTAutograd had the graph but before the AOT-level
+    # compile of its forward/inference graph began (tracing, joint-graph passes, the
+    # partitioner): no AOT-level minify can reach it (build.aot_kind_of_failure)
+    before_aot_compile: bool | None = None
 
     @property
     def kind(self) -> str:

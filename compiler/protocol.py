@@ -80,7 +80,7 @@ MARKER_SIZE = struct.calcsize(MARKER_FMT)
 # (recorder.Recorder.note_site): a process a kernel kills says where it was
 SITE_SIZE = 4096
 PHASES = {0: "idle", 1: "compile", 2: "run", 3: "check"}
-GRAPH_KINDS = {0: "dynamo", 1: "forward", 2: "backward", 3: "inference"}
+GRAPH_KINDS = {0: "dynamo", 1: "forward", 2: "backward", 3: "inference", 4: "joint"}
 KIND_CODES = {v: k for k, v in GRAPH_KINDS.items()}
 
 

@@ -28,6 +28,7 @@ CASES = [
     ("cpp_throw_crash.py", [], 1, [("crash", 0, "inference")]),
     ("post_grad_pass_bug.py", ["--accuracy"], 1, [("accuracy", 0, "inference")]),
     ("backward_only.py", ["--accuracy"], 1, [("accuracy", 0, "backward")]),
+    ("joint_pass_crash.py", ["--accuracy"], 1, [("compile", 0, "joint")]),
     ("multi_graph.py", ["--accuracy"], 1, [("accuracy", 1, "inference")]),
     ("fails_without_compile.py", [], 3, []),
 ]

@@ -29,7 +29,7 @@ from ..accuracy import AccuracyMode
 from ..protocol import Event
 from ..signature import FailureKind
 from ..stack import Stage, backend_name
-from .build import build_stage
+from .build import aot_kind_of_failure, build_stage
 from .graphs import (
     count_compute,
     ddp_bucket,
@@ -167,12 +167,14 @@ class TcompileBackend:
                 # not a failure: Dynamo's own signal to trace the frame again (a scalar
                 # tensorified after all, ...); it must reach Dynamo as it would without us
                 raise
+            kind = hooks.failed_kind or aot_kind_of_failure(exc, example_inputs)
             session.failure(
                 graph=index,
-                graph_kind=hooks.failed_kind or "dynamo",
+                graph_kind=kind,
                 kind=FailureKind.COMPILE,
                 stage=stage,
                 exc=exc,
+                before_aot_compile=hooks.failed_kind is None and kind != "dynamo",
             )
             return None
         finally:

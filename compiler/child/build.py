@@ -120,3 +120,37 @@ def build_stage(
 
     target = user_backend if user_backend is not None else stage
     return torch._TorchCompileWrapper(target, mode, options, dynamic)  # type: ignore[attr-defined]
+
+
+def aot_kind_of_failure(exc: BaseException, example_inputs: Any) -> str:
+    """The graph a stage's compile failed in when no AOT-level compile had begun.
+
+    ``"dynamo"`` when the error was raised before AOTAutograd got the graph (inductor's
+    pre-grad passes, the backend's own set-up); once AOTAutograd has it (tracing with
+    decompositions, the joint graph's pattern passes, the partitioner), the graph being
+    compiled is the joint graph of a training step (``"joint"``: there is no forward or
+    backward graph yet) or the inference graph.  AOTAutograd's entry is recognised by
+    its code object, not by file names (owners.py); training is AOTAutograd's own test:
+    grad mode on and an input that requires grad.
+    """
+    import inspect
+    import traceback
+
+    from torch._functorch import aot_autograd
+
+    entry = inspect.unwrap(aot_autograd.aot_module_simplified).__code__
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    inside = False
+    while cur is not None and id(cur) not in seen and not inside:
+        seen.add(id(cur))
+        inside = any(frame.f_code is entry for frame, _ in traceback.walk_tb(cur.__traceback__))
+        cur = cur.__cause__ or cur.__context__
+    if not inside:
+        return "dynamo"
+    import torch
+
+    training = torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
+    )
+    return "joint" if training else "inference"

@@ -152,6 +152,7 @@ class Session:
         signature: FailureSignature | None = None,
         message: str = "",
         divergence: dict[str, Any] | None = None,
+        before_aot_compile: bool = False,
     ) -> None:
         if signature is None:
             assert exc is not None
@@ -174,6 +175,7 @@ class Session:
             signature_text=str(signature),
             message=first_lines(message, 12, 400),
             **({"divergence": divergence} if divergence is not None else {}),
+            **({"before_aot_compile": True} if before_aot_compile else {}),
         )
         self._maybe_serve(graph, graph_kind, signature, message)
         self._maybe_capture(graph, graph_kind, signature, message)

@@ -78,6 +78,12 @@ def choose_target(
             what.append(f"matching {match!r}")
         found = "; ".join(f.text for f in report.failures)
         raise UsageError(f"no failure {' and '.join(what)} (found: {found})")
+    if after == After.AOT and target.before_aot_compile:
+        raise UsageError(
+            f"--after aot cannot reach this failure: it is raised while AOTAutograd "
+            f"prepares the {target.graph_kind} graph of graph {target.graph}, before that "
+            "graph's own compile (use --after dynamo)"
+        )
     if (
         after == After.AOT
         and target.graph is not None
