@@ -32,6 +32,9 @@ class FailureKind(str, enum.Enum):
     # the compiled graph returned where eager raises on the same inputs: a decomposition
     # or lowering dropped an op's check of its arguments (issue 63: lost validation)
     MISSING_ERROR = "missing_error"
+    # a gradient hook on a compiled graph's output that does not see what eager passes
+    # through it: the gradient flows inside the compiled backward (child/tensor_hooks.py)
+    HOOK = "hook"
 
 
 SCRUBS: list[tuple[re.Pattern[str], str]] = [

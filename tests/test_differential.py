@@ -230,6 +230,8 @@ LIGHT = {
     "fails_without_compile.py", "bad_decomposition.py", "custom_graph_pass_bug.py",
     # a compile failure of AOTAutograd's joint graph (issue 63): its kind, in test_run_e2e
     "joint_pass_crash.py",
+    # hooks a compiled backward bypasses (issue 63): their kind, in test_run_e2e
+    "hooks/register_hook_after_break_91468.py", "hooks/two_heads_hook.py",
     *(
         f"real/{name}"
         for name in (

@@ -29,6 +29,8 @@ CASES = [
     ("post_grad_pass_bug.py", ["--accuracy"], 1, [("accuracy", 0, "inference")]),
     ("backward_only.py", ["--accuracy"], 1, [("accuracy", 0, "backward")]),
     ("joint_pass_crash.py", ["--accuracy"], 1, [("compile", 0, "joint")]),
+    ("hooks/register_hook_after_break_91468.py", ["--accuracy"], 1, [("hook", 0, "backward")]),
+    ("hooks/two_heads_hook.py", ["--accuracy"], 1, [("hook", 0, "backward")]),
     ("multi_graph.py", ["--accuracy"], 1, [("accuracy", 1, "inference")]),
     ("fails_without_compile.py", [], 3, []),
 ]
@@ -66,6 +68,12 @@ def check_case(doc, fixture, code, expected):
         assert (first["op"], first["node"]) == ("relu", "h_2"), first
         assert first["kernel"].startswith("cpp_fused") and "relu" in first["kernel"]
         assert "h = torch.relu(h)" in first["source"]
+    if fixture.startswith("hooks/"):  # which hook, on which tensor, from which frame
+        message = doc["failures"][0]["message"]
+        made = "y = x * x" if "91468" in fixture else "features = torch.relu(self.encoder(x))"
+        assert "the hook " in message and "<lambda> (defined at " in message, message
+        assert made in message, message
+        assert fixture.split("/")[1] in doc["failures"][0]["frame"], doc["failures"][0]
     if fixture == "backward_only.py":  # the forward is right: the gradient's divergence
         first = doc["failures"][0]["divergence"]
         # the backward graph's own node: the multiplication the planted pass scales

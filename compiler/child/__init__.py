@@ -17,6 +17,7 @@ capture files and the worker's pipes.
   subsystems.py       inductor's bisection hook points, counted and limited
   observe.py          checking a graph by watching the program's own call
   postmortem.py       each graph's last call, judged if the program dies of its own check
+  tensor_hooks.py     the program's gradient hooks a compiled backward bypasses (issue 63)
   localize.py         where a run's accuracy failure first goes wrong
   numerics.py         the first wrong node, its kernel, the numerics switch that fixes it
   global_state.py     the process-wide autograd state a candidate may leave behind

@@ -151,3 +151,13 @@ def expected_outputs(gm: torch.fx.GraphModule) -> list[Any]:
         concrete = all(isinstance(d, int) for d in shape)
         expected.append((value.dtype, shape if concrete else None))
     return expected
+
+
+def untraced(fn: Any) -> Any:
+    """tcompile's own function that autograd calls (a tensor hook, an engine callback),
+    kept from Dynamo: Dynamo traces what a compiled frame calls, and a program that runs
+    backward inside a compiled function (#91468's ``torch.autograd.grad``) had Dynamo
+    compile the check's own hooks -- graphs of tcompile's among the program's."""
+    import torch._dynamo
+
+    return torch._dynamo.disable(fn)

@@ -37,6 +37,7 @@ from .. import accuracy, float64
 from ..accuracy import AccuracyMode
 from ..signature import FailureKind
 from ..snapshot import Snapshot, changed
+from .graphs import untraced
 
 _DEVICES = ("cpu", "cuda")
 MAX_NODES = 200_000  # autograd nodes walked to find where a graph's input gradients go
@@ -285,7 +286,7 @@ class Watch:
             edge = torch.autograd.graph.get_gradient_edge(o)
             if (id(edge.node), edge.output_nr) in edges:
                 return  # an output that is an input: its gradient is not the graph's alone
-            self.handles.append(o.register_hook(self._tangent_hook(j)))
+            self.handles.append(o.register_hook(untraced(self._tangent_hook(j))))
         if diff and self.session.config.localize:  # its backward graph's inputs, if wrong
             self.session.watch_backward.add(self.runner.index)
         seen: set[int] = set()
@@ -301,7 +302,7 @@ class Watch:
                     continue
                 i = edges.get((id(nxt), nr))
                 if i is not None:
-                    self.handles.append(node.register_hook(self._grad_hook(k, i)))
+                    self.handles.append(node.register_hook(untraced(self._grad_hook(k, i))))
                 else:
                     todo.append(nxt)
 
@@ -319,7 +320,9 @@ class Watch:
                 self.tangents[j] = grad.detach().clone()
                 if not getattr(self, "_queued", False):
                     self._queued = True
-                    torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+                    torch.autograd.Variable._execution_engine.queue_callback(
+                        untraced(self._backward_done)
+                    )
             except Exception as exc:
                 self._hook_failed(exc)
 

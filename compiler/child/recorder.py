@@ -65,7 +65,7 @@ class Recorder:
         finally:
             os.close(fd)
         self._site: list[Any] = []
-        self._user_code: dict[Any, bool] = {}
+        self._user_code: dict[int, tuple[Any, bool]] = {}
         self.mark(-1, PHASE_IDLE)
 
     def graphs_seen(self) -> bool:
@@ -104,11 +104,15 @@ class Recorder:
         f = sys._getframe(depth)
         while f is not None:
             code = f.f_code
-            mine = self._user_code.get(code)
-            if mine is None:
+            # keyed by identity: a code object Dynamo made (a resume function with a
+            # dict among its constants: #91468) cannot be hashed; the entry keeps the
+            # code alive, so its id is not reused
+            known = self._user_code.get(id(code))
+            if known is None or known[0] is not code:
                 from ..owners import is_user
 
-                mine = self._user_code[code] = is_user(code.co_filename)
+                known = self._user_code[id(code)] = (code, is_user(code.co_filename))
+            mine = known[1]
             if mine:
                 frames.append(f"{code.co_filename}:{f.f_lineno} in {code.co_name}")
             f = f.f_back

@@ -336,6 +336,7 @@ class GraphRunner:
         rec.mark(self.index, PHASE_RUN, self.forward_kind)
         try:
             out = self.compiled(*args)
+            self.session.hook_watch.ran(self, out)
             if self._sync_first:
                 # the first call of a graph on the GPU waits for its kernels, so that a
                 # kernel that faults is caught here, in this graph, not at some later

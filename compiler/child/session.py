@@ -140,6 +140,9 @@ class Session:
             from .postmortem import LastCalls
 
             self.last_calls = LastCalls(self)
+        from .tensor_hooks import HookWatch
+
+        self.hook_watch = HookWatch(self)  # hooks that do not run as in eager (issue 63)
 
     def failure(
         self,

@@ -61,6 +61,8 @@ def capture_of(base_dir: str | None, target: Failure) -> tuple[Path | None, str]
         return None, "the failure is outside any graph"
     if target.rank is not None:
         return None, "a rank of a launched job (its graph is judged among the other ranks)"
+    if target.kind == FailureKind.HOOK:
+        return None, "a hook the compiled backward bypasses (no graph alone shows it)"
     if target.kind not in SAVED_KINDS:
         return None, f"a {target.kind} (the process died: its failing graph was not saved)"
     if not base_dir:

@@ -202,7 +202,7 @@ def _minify_in(
     target = _target_or_report(report, graph, match, after, run_dir, t0)
     if isinstance(target, MinifyReport):
         return target
-    if target.graph is None:
+    if target.graph is None or target.kind == FailureKind.HOOK:  # no graph alone shows it
         return _without_graph(target, run_dir, t0, timeout, observer, command, program, level)
     sig = target.signature
     if sig.kind == FailureKind.ACCURACY and accuracy == AccuracyMode.OFF:
@@ -357,7 +357,12 @@ def _without_graph(
 
     try:
         return minify_program(
-            command, run_dir, reason="no compiled graph holds the failure", **program
+            command,
+            run_dir,
+            reason=f"graph {target.graph}'s compiled backward bypasses a hook of the program"
+            if target.kind == FailureKind.HOOK
+            else "no compiled graph holds the failure",
+            **program,
         )
     except UsageError:  # not a Python script (a command of another kind): said as before
         return graphless_report(target, run_dir, t0)
