@@ -53,15 +53,29 @@ class HookWatch:
         if not deps or not torch.is_grad_enabled():
             return  # no output computed from another: nothing can be bypassed
         outs = out if isinstance(out, (list, tuple)) else [out]
-        involved = set(deps) | {j for js in deps.values() for j in js}
+
+        def node(k: int) -> Any:
+            t = outs[k] if k < len(outs) else None
+            return t.grad_fn if isinstance(t, torch.Tensor) else None
+
+        # only gradients that meet inside one backward node (AOTAutograd's compiled
+        # function) bypass a hook: with the eager backend, or an output that is a view
+        # made outside the graph, they flow through the source's own node as in eager
+        local = {
+            i: {j for j in js if node(j) is not None and node(j) is node(i)}
+            for i, js in deps.items()
+        }
+        local = {i: js for i, js in local.items() if js}
+        if not local:
+            return
+        involved = set(local) | {j for js in local.values() for j in js}
         arrived: set[int] = set()
         self._outputs = {k: v for k, v in self._outputs.items() if v[0]() is not None}
         for k in sorted(involved, reverse=True):  # dependents before their sources
-            t = outs[k] if k < len(outs) else None
-            if not isinstance(t, torch.Tensor) or t.grad_fn is None:
-                continue
+            t = outs[k]
             self._outputs[id(t)] = (weakref.ref(t), k, runner)
-            self._register(t, functools.partial(_noted, self, runner, k, arrived, id(t)))
+            hook = functools.partial(_noted, self, runner, k, arrived, local.get(k, set()), id(t))
+            self._register(t, hook)
 
     def registered(self, tensor: Any, hook: Any, frame: Any) -> None:
         """The program hooked ``tensor``: remembered if a graph's call returned it."""
@@ -75,11 +89,11 @@ class HookWatch:
         entry = self.hooked.setdefault(id(tensor), (found[0], runner, i, []))
         entry[3].append((name, defined, _user_frame(frame)))
 
-    def judge(self, runner: Any, k: int, arrived: set[int], key: int) -> None:
+    def judge(self, runner: Any, k: int, arrived: set[int], deps: set[int], key: int) -> None:
         entry = self.hooked.get(key)
         if entry is None or entry[0]() is None or entry[1] is not runner:
             return
-        if not arrived & self.dependents(runner).get(k, set()):
+        if not arrived & deps:
             return  # no gradient of its dependents: eager's hook sees the same
         for name, defined, where in entry[3]:
             self._say(runner, k, name, defined, where, _source_of(runner, k))
@@ -136,14 +150,14 @@ class HookWatch:
 
 
 def _noted_impl(
-    watch: HookWatch, runner: Any, k: int, arrived: set[int], key: int, grad: Any
+    watch: HookWatch, runner: Any, k: int, arrived: set[int], deps: set[int], key: int, grad: Any
 ) -> None:
     """tcompile's hook on output ``k`` of one call: its gradient arrived; judged if the
     program hooked it.  It returns None: no gradient changes."""
     try:
         if grad is not None:
             arrived.add(k)
-        watch.judge(runner, k, arrived, key)
+        watch.judge(runner, k, arrived, deps, key)
     except Exception:  # watching never changes what the program does
         pass
 
