@@ -45,6 +45,7 @@ capture, a launcher, a record, the program):
   triage.py             many scripts, cached, on a local pool or Ray
   triage_loop.py        bisect and minify once per cluster: who is reported, who checked
   triage_one.py         one script of a triage: its runs, its report, a membership check
+  triage_ray.py         triage's pieces as Ray tasks: a shared filesystem, a node lost
   triage_switch.py      duplicates checked by running: another cluster's culprit off
   pipelines.py          what bisect and minify run after their first job (the CLI composes nothing)
 """

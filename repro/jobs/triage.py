@@ -25,7 +25,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -222,7 +222,7 @@ def run_triage(
     interrupted = False
     start()
     try:
-        with _engine(ray_address, jobs, per_gpu) as (submit, slots):
+        with _engine(ray_address, jobs, per_gpu, base) as (submit, slots):
             Scheduler(
                 tasks, results, submit=submit, done=done, slots=slots, base=base, each=each,
                 observer=observer,
@@ -424,11 +424,15 @@ def _plan(
 
 
 @contextlib.contextmanager
-def _engine(ray_address: str | None, jobs: int, per_gpu: int) -> Iterator[tuple[Any, int]]:
+def _engine(
+    ray_address: str | None, jobs: int, per_gpu: int, base: Path
+) -> Iterator[tuple[Any, int]]:
     """``(submit, slots)``: ``submit(fn, task, *args)`` runs one piece of a script's
     triage (triage_one's classify_one, report_one, check_one) on a local pool or Ray."""
     if ray_address:
-        with _ray_engine(ray_address) as engine:
+        from .triage_ray import ray_engine
+
+        with ray_engine(ray_address, base) as engine:
             yield engine
         return
     gpus: queue.Queue[str] = queue.Queue()
@@ -455,39 +459,3 @@ def _engine(ray_address: str | None, jobs: int, per_gpu: int) -> Iterator[tuple[
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-@contextlib.contextmanager
-def _ray_engine(address: str) -> Iterator[tuple[Any, int]]:
-    """Each piece a Ray task: one CPU, and one GPU where the script mentions CUDA and the
-    cluster has GPUs.  Ray is an optional extra (``pip install tcompile[ray]``)."""
-    try:
-        import ray
-    except ImportError:
-        raise UsageError("--ray needs Ray: pip install 'ray>=2.9'") from None
-    try:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-    except Exception as exc:  # noqa: BLE001 -- any way of not reaching the cluster
-        raise UsageError(f"--ray {address}: cannot connect: {str(exc).splitlines()[0]}") from None
-    refs: list[Any] = []
-    waiter = ThreadPoolExecutor(max_workers=64)
-    try:
-        has_gpu = ray.cluster_resources().get("GPU", 0) > 0
-        slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
-
-        def submit(fn: Any, task: dict[str, Any], *args: Any) -> Future[Any]:
-            gpu = 1 if has_gpu and task["gpu"] else 0
-            remote = ray.remote(max_retries=0)(fn).options(num_cpus=1, num_gpus=gpu)
-            # a Ray worker may run another interpreter: the task runs tcompile with its own
-            ref = remote.remote({**task, "python": None}, *args)
-            refs.append(ref)
-            return waiter.submit(ray.get, ref)
-
-        yield submit, slots
-    except KeyboardInterrupt:
-        for ref in refs:
-            ray.cancel(ref, force=True)
-        raise
-    finally:
-        waiter.shutdown(wait=False, cancel_futures=True)
-        ray.shutdown()
