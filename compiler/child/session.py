@@ -221,7 +221,12 @@ class Session:
 
         if not self.config.capture or graph is None or graph in self.captured:
             return
-        saved = (FailureKind.COMPILE.value, FailureKind.ACCURACY.value, FailureKind.RUNTIME.value)
+        saved = (
+            FailureKind.COMPILE.value,
+            FailureKind.ACCURACY.value,
+            FailureKind.RUNTIME.value,
+            FailureKind.MISSING_ERROR.value,  # judged on its capture as minify judges it
+        )
         if sig.kind not in saved:
             return
         if graph in self.to_capture or len(self.captured) >= MAX_CAPTURES:

@@ -46,7 +46,12 @@ from tcompile.minifier.verdict import Verdict
 
 from .bisect_report import effect_words, pattern_named
 
-SAVED_KINDS = (FailureKind.COMPILE.value, FailureKind.ACCURACY.value, FailureKind.RUNTIME.value)
+SAVED_KINDS = (
+    FailureKind.COMPILE.value,
+    FailureKind.ACCURACY.value,
+    FailureKind.RUNTIME.value,
+    FailureKind.MISSING_ERROR.value,
+)
 # a program whose baseline ran longer than this is not run again to confirm the culprit
 # by default (``--confirm`` does): the graph's answer is given as not confirmed
 CONFIRM_WITHIN = 120.0
@@ -64,7 +69,10 @@ def capture_of(base_dir: str | None, target: Failure) -> tuple[Path | None, str]
     if target.kind == FailureKind.HOOK:
         return None, "a hook the compiled backward bypasses (no graph alone shows it)"
     if target.kind not in SAVED_KINDS:
-        return None, f"a {target.kind} (the process died: its failing graph was not saved)"
+        died = target.kind in (FailureKind.CRASH.value, FailureKind.TIMEOUT.value)
+        return None, f"a {target.kind}" + (
+            " (the process died: its failing graph was not saved)" if died else ""
+        )
     if not base_dir:
         return None, "no baseline run folder"
     cap = Path(captures_dir(base_dir)) / f"graph-{target.graph}"
