@@ -260,6 +260,9 @@ EXTENDED_ONLY = {
     # capture_print light (CI took 1951 s on 2026-11-29)
     "capture_builtin.py", "capture_closure_global.py", "capture_dynamic_list_index.py",
     "capture_item_branch.py",
+    # issue 63's own programs: their kinds in the suite through #91468 and test_families
+    # (2026-11-29, the suite's time)
+    "hooks/two_heads_hook.py", "missing_error/label_smoothing_bce.py",
     # its run is tests/test_one_verdict.py's (issue 59)
     "ddp_side_effect_rank1_after_teardown.py",
     # the program level's accuracy mode: dynamo_side_effect_dropped's, in every mode, and
