@@ -129,6 +129,8 @@ def test_custom_backend_after_dynamo_ends_at_the_rejected_op(tmp_path):
     assert "def my_compiler" in open(doc["repro"]).read()  # the user's backend travels along
 
 
+@pytest.mark.extended  # since 2026-11-29 (the suite's time): test_families minifies a
+# real lost validation at the auto level, a decomposition's graph
 def test_decomposition_bug_auto_level(tmp_path):
     doc = minify(tmp_path, "bad_decomposition.py", "--accuracy")
     assert doc["verified"], doc
