@@ -141,10 +141,17 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         said = f"- `{_name(root, r['path'])}`: {r['verdict']}: {r.get('message') or '-'}"
         if r.get("unfinished"):  # steps cut at the budget: no answer came from them
             said += f" (did not finish in the script's budget: {', '.join(r['unfinished'])})"
+        if r.get("ray_attempts"):  # its Ray node was lost: where each attempt ran
+            said += f" ({_lost_nodes(r)})"
         if r.get("traceback"):  # tcompile's own failure: its traceback, under OUT
             said += f" (tcompile's traceback: [{_rel(base, r['traceback'])}]({_rel(base, r['traceback'])}))"
         lines.append(said)
     return "\n".join(lines) + "\n"
+
+
+def _lost_nodes(r: dict[str, Any]) -> str:
+    nodes = r["ray_attempts"]
+    return f"run {len(nodes)} times on Ray, a node lost under it: nodes {', '.join(nodes)}"
 
 
 def _traceback_link(base: Path, r: dict[str, Any]) -> str:
@@ -165,7 +172,9 @@ def page(base: Path, doc: dict[str, Any]) -> str:
             f"<td style='color:{colour};font-weight:bold'>{e(r['verdict'])}</td>"
             f"<td>{e(_culprit(r))}</td><td>{e(r.get('cluster') or '-')}</td>"
             f"<td>{e(str(r.get('repro_lines') or '-'))}</td><td>{r.get('seconds', 0):.0f}</td>"
-            f"<td>{e(_also(r))}</td><td>{e(r.get('message') or '')}{_traceback_link(base, r)}</td></tr>"
+            f"<td>{e(_also(r))}</td><td>{e(r.get('message') or '')}"
+            + (f" ({e(_lost_nodes(r))})" if r.get("ray_attempts") else "")
+            + f"{_traceback_link(base, r)}</td></tr>"
         )
     clusters = []
     for c in doc["clusters"]:

@@ -74,3 +74,5 @@ def test_a_node_lost_mid_triage_loses_nothing_and_finishes_nothing_twice(tmp_pat
     retried = [r for r in report.scripts if r.get("ray_attempts")]
     assert len(retried) == 1 and len(retried[0]["ray_attempts"]) == 2, report.scripts
     assert report.engine == "ray"
+    for page in (report.page, report.html):  # and the pages say what the lost node cost
+        assert "run 2 times on Ray, a node lost under it" in open(page).read(), page
