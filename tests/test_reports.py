@@ -93,3 +93,22 @@ def test_the_description_keeps_the_real_numbers_and_the_pattern():
     assert "length 32 at -1" in text and "[8, 32]" in text, text
     assert "_sfdp_replacement_28" in text and "fuse_attention x1" in text, text
     assert 'backend="eager"' not in text and "torch.compile off" in text, text
+
+
+@pytest.mark.parametrize(
+    ("graph_kind", "said"),
+    [("backward", "gives wrong gradients"), ("inference", "gives wrong results")],
+)
+def test_the_title_says_wrong_gradients_from_the_graph_kind_not_the_words(graph_kind, said):
+    """issue 60: the report's title from the failure's record (its graph kind), never
+    from the signature's text ("backward" in an inference graph's message included)."""
+    from tcompile.repro.jobs.report import title
+
+    bug = {
+        "kind": "accuracy",
+        "stage": "inductor",
+        "graph_kind": graph_kind,
+        "signature": "inductor/accuracy: AccuracyError: backward_like_op output differs",
+        "minify": {"ops": ["mul"], "device": "cpu"},
+    }
+    assert title(bug) == f"[inductor] mul {said} on CPU"

@@ -245,7 +245,11 @@ def title(bug: dict[str, Any]) -> str:
     parsed = FailureSignature.parse(sig)
     exc_type = parsed.exc_type if parsed else ""
     phrase = {
-        "accuracy": "gives wrong gradients" if "backward" in sig else "gives wrong results",
+        # a wrong gradient is the backward graph's (accuracy.graph_kind_of), not read
+        # back from the signature's words (issue 60)
+        "accuracy": "gives wrong gradients"
+        if bug.get("graph_kind") == "backward"
+        else "gives wrong results",
         "compile": f"fails to compile ({exc_type})",
         "runtime": f"raises {exc_type} at run time",
         "crash": f"crashes ({exc_type})",
