@@ -75,7 +75,9 @@ class HookWatch:
             t = outs[k]
             self._outputs[id(t)] = (weakref.ref(t), k, runner)
             hook = functools.partial(_noted, self, runner, k, arrived, local.get(k, set()), id(t))
-            self._register(t, hook)
+            # torch.save of the tensor says nothing of tcompile's hook (it would warn that
+            # a backward hook is not serialized: a line the program never printed)
+            self._register(t, torch.utils.hooks.unserializable_hook(hook))
 
     def registered(self, tensor: Any, hook: Any, frame: Any) -> None:
         """The program hooked ``tensor``: remembered if a graph's call returned it."""
