@@ -37,6 +37,16 @@ class FailureKind(str, enum.Enum):
     HOOK = "hook"
 
 
+# the kinds a run saves with their graph and its inputs (a capture: bisect and minify
+# judge it without the program); a crash or a timeout leaves no process to save it
+CAPTURED_KINDS = (
+    FailureKind.COMPILE.value,
+    FailureKind.ACCURACY.value,
+    FailureKind.RUNTIME.value,
+    FailureKind.MISSING_ERROR.value,
+)
+
+
 SCRUBS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
     (re.compile(r"(/[\w.\-+]+)+/"), "<path>/"),  # directories of absolute paths

@@ -130,13 +130,22 @@ def frame_from_stack_trace(gm: torch.fx.GraphModule) -> dict[str, Any]:
     return info
 
 
-def expected_outputs(gm: torch.fx.GraphModule) -> list[Any]:
-    """(dtype, shape or None) of each tensor the graph returns, from the fake values
-    Dynamo traced it with (None where unknown); shape is None when symbolic."""
+def output_args(gm: torch.fx.GraphModule) -> list[Any]:
+    """What the graph returns, flat: a node (or a constant, None) per output."""
     out_node = next((n for n in reversed(gm.graph.nodes) if n.op == "output"), None)
     if out_node is None:
         return []
-    flat = out_node.args[0] if isinstance(out_node.args[0], (tuple, list)) else [out_node.args[0]]
+    return (
+        list(out_node.args[0])
+        if isinstance(out_node.args[0], (tuple, list))
+        else [out_node.args[0]]
+    )
+
+
+def expected_outputs(gm: torch.fx.GraphModule) -> list[Any]:
+    """(dtype, shape or None) of each tensor the graph returns, from the fake values
+    Dynamo traced it with (None where unknown); shape is None when symbolic."""
+    flat = output_args(gm)
     expected: list[Any] = []
     for arg in flat:
         value = (

@@ -10,7 +10,7 @@ from typing import Any
 from ..crash import FATAL_PREFIX
 from ..owners import in_torch
 from ..protocol import STOP_EXIT, Event, HookConfig
-from ..signature import FailureKind, FailureSignature, first_lines, root_cause
+from ..signature import CAPTURED_KINDS, FailureKind, FailureSignature, first_lines, root_cause
 from .recorder import Recorder
 
 
@@ -221,13 +221,7 @@ class Session:
 
         if not self.config.capture or graph is None or graph in self.captured:
             return
-        saved = (
-            FailureKind.COMPILE.value,
-            FailureKind.ACCURACY.value,
-            FailureKind.RUNTIME.value,
-            FailureKind.MISSING_ERROR.value,  # judged on its capture as minify judges it
-        )
-        if sig.kind not in saved:
+        if sig.kind not in CAPTURED_KINDS:
             return
         if graph in self.to_capture or len(self.captured) >= MAX_CAPTURES:
             return

@@ -23,7 +23,8 @@ from typing import Any
 
 from ..owners import Owner, owner
 from ..signature import FailureKind, FailureSignature
-from .graphs import untraced
+from .graphs import output_args, untraced
+from .numerics import source_of_trace
 
 
 class HookWatch:
@@ -71,6 +72,7 @@ class HookWatch:
         involved = set(local) | {j for js in local.values() for j in js}
         arrived: set[int] = set()
         self._outputs = {k: v for k, v in self._outputs.items() if v[0]() is not None}
+        self.hooked = {k: v for k, v in self.hooked.items() if v[0]() is not None}
         for k in sorted(involved, reverse=True):  # dependents before their sources
             t = outs[k]
             self._outputs[id(t)] = (weakref.ref(t), k, runner)
@@ -88,7 +90,9 @@ class HookWatch:
         name = getattr(hook, "__qualname__", None) or type(hook).__name__
         code = getattr(hook, "__code__", None)
         defined = f" (defined at {code.co_filename}:{code.co_firstlineno})" if code else ""
-        entry = self.hooked.setdefault(id(tensor), (found[0], runner, i, []))
+        entry = self.hooked.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:  # a dead tensor's id, reused
+            entry = self.hooked[id(tensor)] = (found[0], runner, i, [])
         entry[3].append((name, defined, _user_frame(frame)))
 
     def judge(self, runner: Any, k: int, arrived: set[int], deps: set[int], key: int) -> None:
@@ -105,11 +109,9 @@ class HookWatch:
         cached = self._dependents.get(runner.index)
         if cached is not None:
             return cached
-        graph = runner.reference.graph
-        outs = next(n for n in reversed(graph.nodes) if n.op == "output").args[0]
-        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        outs = output_args(runner.reference)
         ancestors: dict[Any, set[Any]] = {}
-        for n in graph.nodes:
+        for n in runner.reference.graph.nodes:
             seen: set[Any] = set()
             for a in n.all_input_nodes:
                 seen.add(a)
@@ -217,17 +219,7 @@ def _user_frame(frame: Any) -> str:
 
 
 def _source_of(runner: Any, i: int) -> str:
-    """The program's line that made output ``i``: ``y = x * x (file.py:5)``."""
-    import re
-
-    graph = runner.reference.graph
-    outs = next(n for n in reversed(graph.nodes) if n.op == "output").args[0]
-    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    """The program's line that made output ``i`` (its node's stack trace)."""
+    outs = output_args(runner.reference)
     node = outs[i] if i < len(outs) else None
-    trace = getattr(node, "meta", {}).get("stack_trace") or ""
-    files = re.findall(r'File "([^"]+)", line (\d+)', trace)
-    code = [ln.strip() for ln in trace.splitlines() if ln.strip()]
-    code = [ln for ln in code if not ln.startswith("File ") and set(ln) - set("^~ ")]
-    if not files or not code:
-        return ""
-    return f"{code[-1]} at {files[-1][0]}:{files[-1][1]}"
+    return source_of_trace(str(getattr(node, "meta", {}).get("stack_trace") or ""))

@@ -39,19 +39,13 @@ from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.probe import Item, describe, items_of, prefix_config
 from tcompile.compiler.protocol import LAUNCHER_WORKER, Event, HookConfig, ServeSpec
-from tcompile.compiler.signature import FailureKind
+from tcompile.compiler.signature import CAPTURED_KINDS, FailureKind
 from tcompile.compiler.stack import LADDER
 from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
 from .bisect_report import effect_words, pattern_named
 
-SAVED_KINDS = (
-    FailureKind.COMPILE.value,
-    FailureKind.ACCURACY.value,
-    FailureKind.RUNTIME.value,
-    FailureKind.MISSING_ERROR.value,
-)
 # a program whose baseline ran longer than this is not run again to confirm the culprit
 # by default (``--confirm`` does): the graph's answer is given as not confirmed
 CONFIRM_WITHIN = 120.0
@@ -68,7 +62,7 @@ def capture_of(base_dir: str | None, target: Failure) -> tuple[Path | None, str]
         return None, "a rank of a launched job (its graph is judged among the other ranks)"
     if target.kind == FailureKind.HOOK:
         return None, "a hook the compiled backward bypasses (no graph alone shows it)"
-    if target.kind not in SAVED_KINDS:
+    if target.kind not in CAPTURED_KINDS:
         died = target.kind in (FailureKind.CRASH.value, FailureKind.TIMEOUT.value)
         return None, f"a {target.kind}" + (
             " (the process died: its failing graph was not saved)" if died else ""

@@ -119,11 +119,12 @@ def ray_engine(address: str, base: Path) -> Iterator[tuple[Any, int]]:
 def _result(ray: Any, ref: Any, log: Path, piece: str, args: tuple[Any, ...]) -> Any:
     try:
         res = ray.get(ref)
+        tries = attempts(log)
     except ray.exceptions.RayTaskError:
         raise  # the piece's own error: as the local engine raises it
     except ray.exceptions.RayError as exc:  # its node or worker lost, every retry spent
-        res = _lost(piece, args, f"{type(exc).__name__} after {len(attempts(log))} attempt(s)")
-    tries = attempts(log)
+        tries = attempts(log)
+        res = _lost(piece, args, f"{type(exc).__name__} after {len(tries)} attempt(s)")
     if len(tries) > 1 and isinstance(res, dict):
         # run again after its node was lost: where each attempt ran
         res = {**res, "ray_attempts": [t["node"] for t in tries]}
