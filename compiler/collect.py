@@ -114,6 +114,7 @@ def _failure_from_event(e: dict[str, Any], multi: bool) -> Failure:
         pid=e.get("pid") if multi else None,
         divergence=e.get("divergence"),
         before_aot_compile=e.get("before_aot_compile"),
+        pattern=e.get("pattern"),
         **dist_of(e),
     )
 

@@ -168,12 +168,17 @@ class Culprit:
         if self.subsystem and did and not self.kind.names_op:
             from .collect import meaningful
 
-            if useful := sorted(meaningful(dict(did))):
+            useful = sorted(k for k in meaningful(dict(did)) if k != f"pattern {self.pattern}")
+            if useful:
                 parts[-1] = f"{parts[-1]} ({', '.join(useful)})"
         if not self.subsystem and self.first_wrong:
             parts.append(self.first_wrong)
         if self.pattern and self.pattern not in " ".join(parts):
-            parts.append(f"pattern {self.pattern} (named in the error)")
+            # the pattern of a pass that fired or raised (child/patterns.py); where bisect
+            # named no pass, one the error's text names
+            parts.append(
+                f"pattern {self.pattern}" + ("" if self.subsystem else " (named in the error)")
+            )
         return " / ".join(parts)
 
     def words(self) -> str:

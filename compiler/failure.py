@@ -26,6 +26,7 @@ _OPTIONAL = (
     "limitation",
     "ranks_raised",
     "before_aot_compile",
+    "pattern",
 )
 DIST_FIELDS = ("rank", "local_rank", "world_size", "node")
 
@@ -59,6 +60,9 @@ class Failure:
     # compile of its forward/inference graph began (tracing, joint-graph passes, the
     # partitioner): no AOT-level minify can reach it (build.aot_kind_of_failure)
     before_aot_compile: bool | None = None
+    # the inductor pattern that was rewriting the graph when a compile failed
+    # (child/patterns.py: ``post_grad.pointless_cumsum_replacement``)
+    pattern: str | None = None
 
     @property
     def kind(self) -> str:

@@ -79,7 +79,8 @@ def without(items: list[str]) -> dict[str, Any]:
     """``--without SUBSYSTEM:NAME`` (repeatable) as a run's bisection configuration:
     every application of that subsystem with that name off wherever it happens
     (``lowerings:sum``, ``post_grad_passes:normalization_aten_pass``,
-    ``decomposition:aten.silu.default``), or ``config:TOGGLE`` changed as torch's
+    ``decomposition:aten.silu.default``), one pattern of inductor's pattern passes
+    (``pattern:post_grad.pointless_cumsum_replacement``), or ``config:TOGGLE`` changed as torch's
     bisector changes it (``config:fallback_random``).  ValueError: not one of these."""
     subsystems = {s for subs in SUBSYSTEMS.values() for s in subs}
     toggles = {k: v for t in TOGGLES.values() for k, v in t.items()}
@@ -95,10 +96,12 @@ def without(items: list[str]) -> dict[str, Any]:
                     f"--without {item!r}: config is one of {', '.join(sorted(toggles))}"
                 )
             changed[name] = toggles[name]
+        elif sub == "pattern":  # one pattern of inductor's pattern passes (child/patterns.py)
+            off.setdefault("pattern", []).append(name)
         elif sub in subsystems:  # named as the hooks name what runs (lowerings:sum_default = sum)
             off.setdefault(sub, []).append(application_name(sub, name))
         else:
-            known = ", ".join(sorted(subsystems | {"config"}))
+            known = ", ".join(sorted(subsystems | {"config", "pattern"}))
             raise ValueError(f"--without {item!r}: the subsystem is one of {known}")
     return {"limits": {}, "toggles": changed, "off": off}
 

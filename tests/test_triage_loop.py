@@ -146,6 +146,22 @@ def test_a_lowering_switch_is_proposed_only_where_the_script_names_the_op(tmp_pa
     assert proposals(r, [decomp], "") == ["rep.py"]  # a decomposition: specific enough
 
 
+def test_representatives_of_one_pattern_are_checked_against_each_other_whatever_failed():
+    # issue 60: fixtures/families/cumsum_* -- one pattern, a crash and a wrong dtype
+    off = {"raw_bug": {"bisect": {"without": "pattern:post_grad.pointless_cumsum_replacement"}}}
+    rep = {"path": "rep.py", "device": "cpu", "stage": "inductor", "kind": "compile",
+           "exc_type": "IndexError", **off}  # fmt: skip
+    r = {"path": "r.py", "device": "cpu", "stage": "inductor", "kind": "accuracy",
+         "exc_type": "DtypeMismatch", **off}  # fmt: skip
+    assert proposals(r, [rep]) == ["rep.py"]
+    waiting = {k: v for k, v in r.items() if k != "raw_bug"}  # not bisected yet: unlike
+    assert proposals(waiting, [rep]) == []
+    other = {**r, "raw_bug": {"bisect": {"without": "pattern:post_grad.other"}}}
+    assert proposals(other, [rep]) == []
+    lowering = {"raw_bug": {"bisect": {"without": "lowerings:cumsum"}}}  # two bugs of one op
+    assert proposals({**r, **lowering}, [{**rep, **lowering}], "x.cumsum(0)") == []
+
+
 def test_a_like_failure_waits_for_the_report_under_way(tmp_path):
     a1 = _write(tmp_path, "a1.py", "x.argmax()\n")
     a2 = _write(tmp_path, "a2.py", "x.argmax()\n")

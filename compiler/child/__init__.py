@@ -15,6 +15,7 @@ capture files and the worker's pipes.
   runners.py          what runs in place of compiled graphs; the AOT-level hooks
   build.py            the stages built as backends
   subsystems.py       inductor's bisection hook points, counted and limited
+  patterns.py         which pattern of a pattern-matcher pass fired or raised; one turned off
   observe.py          checking a graph by watching the program's own call
   postmortem.py       each graph's last call, judged if the program dies of its own check
   tensor_hooks.py     the program's gradient hooks a compiled backward bypasses (issue 63)

@@ -159,6 +159,10 @@ class TcompileBackend:
             )
             return None
         rec.mark(index, PHASE_COMPILE, "dynamo")
+        if stage == Stage.INDUCTOR.value:  # which pattern fired, or raised (patterns.py)
+            from .patterns import install as install_patterns
+
+            install_patterns()
         try:
             with _fallback_random(checking), compiling(index):
                 return compile_fn(gm, example_inputs)

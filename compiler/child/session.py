@@ -157,8 +157,12 @@ class Session:
         divergence: dict[str, Any] | None = None,
         before_aot_compile: bool = False,
     ) -> None:
+        pattern = None
         if signature is None:
             assert exc is not None
+            from .patterns import pattern_of
+
+            pattern = pattern_of(exc)
             signature = FailureSignature.from_exception(stage, kind, exc)
             message = message or f"{type(root_cause(exc)).__name__}: {root_cause(exc)}"
             if where := raised_in_pass(exc):  # the inductor pass a bisect may only name whole
@@ -179,6 +183,7 @@ class Session:
             message=first_lines(message, 12, 400),
             **({"divergence": divergence} if divergence is not None else {}),
             **({"before_aot_compile": True} if before_aot_compile else {}),
+            **({"pattern": pattern} if pattern else {}),
         )
         self._maybe_serve(graph, graph_kind, signature, message)
         self._maybe_capture(graph, graph_kind, signature, message)

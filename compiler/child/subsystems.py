@@ -20,6 +20,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..stack import application_name as named
+from .patterns import COUNTERS
+from .patterns import install as install_patterns
+from .patterns import turn_off as turn_patterns_off
 from .torch_config import set_config
 
 
@@ -112,7 +115,10 @@ def _inductor_counters() -> dict[str, int]:
         from torch._dynamo.utils import counters
 
         out = {k: int(v) for k, v in counters["inductor"].items()}
-        for name, n in counters.get("inductor_pattern_matcher_per_pattern", {}).items():
+        # the patterns that fired, by name (patterns.py); torch's own per-pattern
+        # telemetry where the wrapper is not installed (it names some by ops alone)
+        named = counters.get(COUNTERS) or counters.get("inductor_pattern_matcher_per_pattern", {})
+        for name, n in named.items():
             out[f"pattern {name}"] = int(n)
         return out
     except Exception:  # torch's counters moved: nothing said, nothing broken
@@ -128,6 +134,7 @@ def install(bisect: dict[str, Any]) -> Counter:
     from torch._inductor.compiler_bisector import CompilerBisector
 
     os.environ.setdefault(PER_PATTERN_ENV, _PER_PATTERN_VALUE)
+    install_patterns()
 
     _counter = Counter(
         {k: int(v) for k, v in (bisect.get("limits") or {}).items()},
@@ -136,6 +143,7 @@ def install(bisect: dict[str, Any]) -> Counter:
         off=bisect.get("off"),
     )
     counter = _counter
+    turn_patterns_off(counter.off.get("pattern", ()))
 
     def disable_subsystem(cls: Any, backend: str, subsystem: str, debug_info: Any = None) -> bool:
         return counter.disable(backend, subsystem, debug_info)
@@ -159,6 +167,7 @@ def uninstall(previous: Any) -> None:
     os.environ.setdefault(PER_PATTERN_ENV, _PER_PATTERN_VALUE)
 
     CompilerBisector.disable_subsystem = previous  # type: ignore[method-assign]
+    turn_patterns_off(())
     _counter = None
 
 

@@ -99,6 +99,21 @@ class BisectReport:
         return args
 
 
+def where_found(
+    stage: str, graph: int | None, graph_kind: str | None, found: dict[str, Any]
+) -> str:
+    """``stage inductor, graph 0 (forward), lowerings #3: sum_1``: a culprit in words."""
+    from tcompile.compiler.stack import in_words
+
+    where = f"stage {stage}" + in_words(stage)
+    where += f", graph {graph} ({graph_kind})" if graph is not None else ""
+    if found.get("subsystem"):
+        where += f", {found['subsystem']}"
+        where += f" #{found['application']}" if found.get("application") is not None else ""
+        where += f": {found['detail']}" if found.get("detail") else ""
+    return where
+
+
 def pattern_named(text: str | None) -> str | None:
     """The inductor pattern an error's text names: its function (``..._pattern``,
     ``_sfdp_pattern_2``, ``_sfdp_replacement_28``), the first one; None: none."""

@@ -13,8 +13,8 @@ failure (same kind, exception type and message, whatever the stage) show?
    applications in pipeline order -- and one binary search for the shortest enabled
    prefix that still fails: its last item is the culprit (torch's bisector walks the
    subsystems one by one, then bisects inside one).
-5. Confirmation: the culprit configuration and the one just below are run again;
-   if either flips, the failure is flaky, and we say how often it showed.
+5. Confirmation: the configuration just below the culprit runs again (a flip: flaky).
+6. A pattern pass's culprit: the one pattern that fired in it, and its own switch.
 
 Runs stop as soon as the failure shows (the child exits at once)."""
 
@@ -33,11 +33,12 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.probe import Bisector, Item, describe, items_of, prefix_config
 from tcompile.compiler.runner import command_args, new_run_dir
 from tcompile.compiler.signature import FailureKind
-from tcompile.compiler.stack import LADDER, in_words
+from tcompile.compiler.stack import LADDER
 from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
-from .bisect_report import BisectReport, culprit_effects, effect_words, pattern_named
+from .bisect_report import BisectReport, culprit_effects, effect_words, pattern_named, where_found
+from .capture_bisect import one_pattern
 from .classify import RunReport, base_counts, run_and_classify
 from .guided import guesses
 
@@ -280,18 +281,17 @@ class _Bisection:
                 gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)
             # 4. inside the stage, 5. confirmation
             found = self.inside_stage(culprit_stage, stage_arg, gate, counts)
-        where = f"stage {culprit_stage}" + in_words(culprit_stage)
-        where += f", graph {graph} ({graph_kind})" if graph is not None else ""
-        if found.get("subsystem"):
-            where += (
-                f", {found['subsystem']}"
-                + (f" #{found['application']}" if found.get("application") is not None else "")
-                + (f": {found['detail']}" if found.get("detail") else "")
-            )
+        where = where_found(culprit_stage, graph, graph_kind, found)
         pattern = pattern_named(target.message or target.signature.message)
         if pattern and not found.get("subsystem"):
             where += f" (its error names inductor's pattern {pattern})"
-        if did := culprit_effects(self.base_dir, found):
+        did = culprit_effects(self.base_dir, found)
+        if found.get("subsystem") and (one := one_pattern(self.b, target, did, stage_arg, gate)):
+            pattern, found["without"] = one
+            where += f", pattern {pattern}" + (
+                " (the program passes with it alone off)" if found["without"] else ""
+            )
+        if did := {k: v for k, v in (did or {}).items() if k != f"pattern {pattern}"}:
             where += f" (it did: {effect_words(did)})"
         msg = ("FLAKY: " if found.get("flaky") else "") + where
         return self.done(

@@ -199,7 +199,25 @@ class CaptureBisect:
         self.stage_arg = None if stage == top and top not in LADDER else stage
         found = self.inside(stage, counts)
         found.update(stage=stage, counts=counts, effects_all=effects, cap=str(self.cap))
+        self.one_pattern(found)
         return found
+
+    def one_pattern(self, found: dict[str, Any]) -> None:
+        """A pattern-matcher pass's application holds many patterns: the one that fired
+        (or raised) in it, and whether turning that pattern alone off makes the graph
+        pass -- then that is the culprit's switch (child/patterns.py), narrower than
+        the whole pass (issue 60)."""
+        item = found.get("item")
+        if item is None or item.kind == "toggle":
+            return
+        did = (found["effects_all"].get(item.name) or {}).get(str(item.index))
+        name = fired_pattern(self.target, did)
+        if name is None:
+            return
+        found["pattern"] = name
+        alone = {"limits": {}, "toggles": {}, "off": {"pattern": [name]}}
+        if not self.judge(f"only pattern {name} off", self.stage_arg, alone)[0]:
+            found["switch"], found["pattern_alone"] = alone, True
 
     def inside(self, stage: str, counts: dict[str, list[str]]) -> dict[str, Any]:
         items = items_of(stage, counts)
@@ -264,7 +282,11 @@ def from_capture(job: Any, target: Failure) -> Any:
         return None
     stage, item, switch = found["stage"], found["item"], found["switch"]
     label = "confirm: the whole program, " + (
-        f"{describe(item)} off" if item is not None else f"with --backend below {stage}"
+        f"pattern {found['pattern']} off"
+        if found.get("pattern_alone")
+        else f"{describe(item)} off"
+        if item is not None
+        else f"with --backend below {stage}"
     )
     b.observer.status(label)
     confirm_stage = search.stage_arg
@@ -293,6 +315,31 @@ def from_capture(job: Any, target: Failure) -> Any:
         )
         return None
     return _result(job, target, found, search.judged, verdict)
+
+
+def fired_pattern(target: Failure, did: dict[str, int] | None) -> str | None:
+    """The inductor pattern an application is about: the one rewriting the graph when
+    the compile failed (the failure's field), else the only one that fired in it (its
+    effects' ``pattern NAME``); None: none, or several."""
+    if target.pattern:
+        return target.pattern
+    names = [k.split(" ", 1)[1] for k in (did or {}) if k.startswith("pattern ")]
+    return names[0] if len(names) == 1 else None
+
+
+def one_pattern(
+    b: Any, target: Failure, did: dict[str, int] | None, stage: str | None, gate: Any
+) -> tuple[str, str | None] | None:
+    """For the program bisect: the inductor pattern its culprit application is about
+    (``fired_pattern``) and its switch, ``pattern:NAME``, where the program passes with
+    that pattern alone off (one run; None: it does not); None: no one pattern."""
+    name = fired_pattern(target, did)
+    if name is None:
+        return None
+    b.observer.status(f"does the program pass with pattern {name} alone off?")
+    off = {"limits": {}, "toggles": {}, "off": {"pattern": [name]}}
+    verdict, _ = b.probe(f"pattern {name} off", stage=stage, gate=gate, bisect=off)
+    return name, f"pattern:{name}" if verdict is Verdict.PASS else None
 
 
 def work_seconds(job: Any) -> float:
@@ -326,10 +373,15 @@ def _result(
         fields["detail"] = (
             "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"
         )
-    pattern = pattern_named(target.message or target.signature.message)
+    pattern = found.get("pattern") or pattern_named(target.message or target.signature.message)
     if pattern and item is None:
         where += f" (its error names inductor's pattern {pattern})"
-    if did:
+    elif found.get("pattern"):
+        where += f", pattern {pattern}"
+        if found.get("pattern_alone"):  # its switch: that pattern alone off
+            where += " (the graph passes with it alone off)"
+            fields["without"] = f"pattern:{pattern}"
+    if did := {k: v for k, v in (did or {}).items() if k != f"pattern {pattern}"}:
         where += f" (it did: {effect_words(did)})"
     where += f"; found on the captured graph ({judged} compiles of it)"
     if verdict is None:
