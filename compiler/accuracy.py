@@ -338,6 +338,7 @@ def accuracy_signature(
             exc_type=f"{mismatch.category.capitalize()}Mismatch",
             message=f"{graph_kind} {what} {mismatch.category} differs from eager",
             frame="",
+            result=what,
         )
     return FailureSignature(
         stage=stage,
@@ -345,6 +346,7 @@ def accuracy_signature(
         exc_type="StrictAccuracyError" if strict else "AccuracyError",
         message=f"{graph_kind} {what} differs from eager",
         frame="",
+        result=what,
     )
 
 

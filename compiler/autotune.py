@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .signature import FailureKind, FailureSignature
+
 # "Incorrect result from choice TritonTemplateCaller(/tmp/.../xyz.py, ALLOW_TF32=False, ...)"
 _CHOICE = re.compile(r"Incorrect result from choice (\w+)\((.*)\)")
 PIN_KEY = "test_configs.autotune_choice_desc_regex"
@@ -40,8 +42,11 @@ def pinned_choice(message: str, stage: str = "inductor") -> dict[str, Any] | Non
     return {
         "choice": f"{caller}({description})",
         "config": {PIN_KEY: "^" + re.escape(description) + "$"},
-        "signature": (
-            f"{stage}/accuracy: AccuracyError: the autotune choice {caller}({description}) "
-            "pinned alone gives wrong values"
+        "signature": FailureSignature(
+            stage,
+            FailureKind.ACCURACY.value,
+            "AccuracyError",
+            f"the autotune choice {caller}({description}) pinned alone gives wrong values",
+            result="output",
         ),
     }

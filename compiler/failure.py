@@ -116,6 +116,7 @@ def group(failures: list[Failure]) -> list[dict[str, Any]]:
             {
                 "signature": f.text,
                 "kind": f.kind,
+                "exc_type": f.signature.exc_type,
                 "stage": f.stage,
                 "count": 0,
                 "graphs": [],

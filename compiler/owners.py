@@ -106,6 +106,16 @@ def installed_folders() -> tuple[str, ...]:
     return tuple(sorted({_real(p) for p in paths if p}))
 
 
+def installed_relative(path: str) -> str | None:
+    """``path`` relative to the installed folder holding it (``torch/_inductor/ir.py``),
+    the innermost one; None: not under one."""
+    real = _real(path)
+    for folder in sorted(installed_folders(), key=len, reverse=True):
+        if _under(real, folder):
+            return os.path.relpath(real, folder).replace(os.sep, "/")
+    return None
+
+
 def inductor_cache_folder() -> str:
     """Where inductor writes generated code (its own default rule)."""
     env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")

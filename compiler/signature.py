@@ -117,10 +117,11 @@ def innermost_frame(exc: BaseException) -> str:
 
 
 def _short_path(path: str) -> str:
-    for marker in ("site-packages/", "dist-packages/"):
-        if marker in path:
-            return path.split(marker, 1)[1]
-    return path.rsplit("/", 1)[-1]
+    """An installed module by its place in its installation (``torch/_inductor/ir.py``:
+    owners.py decides, not a word in the path), anything else by its file name."""
+    from .owners import installed_relative
+
+    return installed_relative(path) or path.rsplit("/", 1)[-1]
 
 
 def root_cause(exc: BaseException) -> BaseException:
@@ -184,6 +185,9 @@ class FailureSignature:
     line: str = ""
     # a recompilation failure: the guards that failed (scrubbed, scrub_guards)
     guards: tuple[str, ...] = ()
+    # an accuracy failure: which of the graph's results differs (``output``, ``grad``,
+    # ``input``: accuracy.accuracy_signature); what a repro compares, as data
+    result: str = ""
 
     def matches(
         self, other: FailureSignature | None, *, any_stage: bool = False, as_exception: bool = False
@@ -239,7 +243,10 @@ class FailureSignature:
         if not sep or not slash:
             return None
         exc_type, _, message = rest.partition(": ")
-        return cls(stage, kind, exc_type, message)
+        # an accuracy failure's result: ``forward grad differs ...`` (accuracy_signature)
+        words = message.split()
+        result = words[1] if kind == FailureKind.ACCURACY.value and len(words) > 2 else ""
+        return cls(stage, kind, exc_type, message, result=result)
 
     @property
     def strict(self) -> bool:

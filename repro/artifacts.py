@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tcompile.compiler import layout
+from tcompile.compiler.signature import FailureSignature
 
 from .inputs import INLINE_LIMIT, InputSpec, real_values, spec_of, with_values
 from .verify import check_repro, repro_reproduces
@@ -63,7 +64,7 @@ class _Writer:
     """What every candidate repro is written from."""
 
     gm: Any
-    signature: str
+    signature: FailureSignature
     accuracy: str
     meta: dict[str, Any]
     env: dict[str, Any]
@@ -89,7 +90,7 @@ def write_verified(
     gm: Any,
     inputs: list[Any],
     shrunk: Any,
-    signature: str,
+    signature: FailureSignature,
     accuracy: str,
     meta: dict[str, Any],
     real_only: bool = False,
@@ -158,7 +159,7 @@ def write_verified(
     return art
 
 
-def _verify(art: Artifacts, signature: str, cache: Path) -> bool:
+def _verify(art: Artifacts, signature: FailureSignature, cache: Path) -> bool:
     """Run it as a stranger would (private inductor cache); with eager it must pass."""
     from concurrent.futures import ThreadPoolExecutor
 

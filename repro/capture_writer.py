@@ -15,6 +15,7 @@ from typing import Any
 
 from tcompile.compiler import signature as _sig
 from tcompile.compiler.literals import py_literal
+from tcompile.compiler.signature import FailureSignature
 
 from .writer import _header
 
@@ -154,7 +155,7 @@ def capture_repro(
     source: str,
     name: str,
     described: dict[str, Any],
-    signature: str,
+    signature: FailureSignature,
     options: dict[str, Any],
     env: dict[str, Any],
 ) -> str | None:

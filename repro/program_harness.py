@@ -30,6 +30,7 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import accuracy_rule
+from tcompile.compiler.signature import FailureSignature
 
 if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
@@ -119,12 +120,11 @@ def accuracy_check(strict: bool = False) -> str:
     return _ACCURACY.replace("STRICTNESS", repr(strict)).replace("EAGER_TOLERANCE", rule)
 
 
-def prelude_for(signature: str | None) -> str:
+def prelude_for(sig: FailureSignature | None) -> str:
     """The prelude a program-level search of this failure needs: the accuracy check for
-    a wrong value (``.../accuracy: ...``), nothing otherwise."""
-    from tcompile.compiler.signature import FailureKind, FailureSignature
+    a wrong value, nothing otherwise."""
+    from tcompile.compiler.signature import FailureKind
 
-    sig = FailureSignature.parse(signature)
     if sig is None or sig.kind != FailureKind.ACCURACY.value:
         return ""
     return accuracy_check(strict=sig.strict)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import layout
-from tcompile.compiler.signature import FailureKind
+from tcompile.compiler.signature import FailureKind, FailureSignature
 
 if TYPE_CHECKING:
     from tcompile.compiler.program import ProgramFailure
@@ -96,41 +96,31 @@ def repro_output(
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
-def verify_repro(repro: Path, signature: str, cache_dir: Path | None = None) -> bool:
+def verify_repro(repro: Path, signature: FailureSignature, cache_dir: Path | None = None) -> bool:
     """It prints ``REPRODUCED: <signature>`` of the same failure (failure-identity as
     tcompile decides it: for a crash, the signal) and exits 1."""
     return check_repro(repro, signature, cache_dir)[0]
 
 
 def check_repro(
-    repro: Path, signature: str, cache_dir: Path | None = None, timeout: float = 900
+    repro: Path, signature: FailureSignature, cache_dir: Path | None = None, timeout: float = 900
 ) -> tuple[bool, str]:
     """(verified, what the repro printed on stdout)."""
     proc = repro_output(repro, cache_dir=cache_dir, timeout=timeout)
     return _reproduced(proc, signature), proc.stdout
 
 
-def _reproduced(proc: subprocess.CompletedProcess[str], signature: str) -> bool:
-    from tcompile.compiler.signature import FailureSignature
-
+def _reproduced(proc: subprocess.CompletedProcess[str], signature: FailureSignature) -> bool:
+    """It exited 1 and printed the same failure (the repro's output: another process's
+    text, read back by FailureSignature.parse)."""
     if proc.returncode != 1:
         return False
-    want = parse_signature(signature)
     for line in proc.stdout.splitlines():
         if line.strip().startswith("REPRODUCED: "):
-            got = parse_signature(line.strip()[len("REPRODUCED: ") :])
-            if want is not None and got is not None and FailureSignature.matches(want, got):
-                return True
-            if line.strip() == f"REPRODUCED: {signature}":
+            text = line.strip()[len("REPRODUCED: ") :]
+            if text == str(signature) or signature.matches(FailureSignature.parse(text)):
                 return True
     return False
-
-
-def parse_signature(text: str) -> object | None:
-    """``stage/kind: ExcType[: message]`` back into a FailureSignature (its parse)."""
-    from tcompile.compiler.signature import FailureSignature
-
-    return FailureSignature.parse(text)
 
 
 def repro_reproduces(repro: Path, backend: str | None = None) -> bool:

@@ -29,7 +29,7 @@ from tcompile.compiler.collectives import has_collectives
 from tcompile.compiler.configs import AOT_COMPILE_SOURCE, FAKE_PG, config_source
 from tcompile.compiler.crash import _DYING_WORDS
 from tcompile.compiler.literals import py_literal
-from tcompile.compiler.signature import FailureKind
+from tcompile.compiler.signature import FailureKind, FailureSignature
 
 from . import snippets
 from .inputs import InputSpec, compact_source
@@ -38,7 +38,7 @@ from .module import module_source
 SIDECAR_SUFFIX = layout.SIDECAR_SUFFIX
 
 
-def _header(env: dict[str, Any], signature: str) -> str:
+def _header(env: dict[str, Any], signature: FailureSignature) -> str:
     git = str(env.get("torch_git") or "?")[:10]
     return (
         "#!/usr/bin/env python3\n"
@@ -56,24 +56,18 @@ def _scrubs() -> str:
     return f"SCRUBS = [{items}]"
 
 
-def _kind(signature: str) -> tuple[str, str]:
-    """(stage, kind) of a signature's text ``stage/kind: ...``."""
-    sig = _sig.FailureSignature.parse(signature)
-    return (sig.stage, sig.kind) if sig else (signature.split(": ", 1)[0], "")
-
-
 def short_repro(
     *,
     gm: Any,
     specs: list[InputSpec],
     sidecar: list[Any],
-    signature: str,
+    signature: FailureSignature,
     accuracy: str,
     meta: dict[str, Any],
     env: dict[str, Any],
 ) -> str | None:
     """The text of a short repro.py, or None when this failure needs the long form."""
-    stage, kind = _kind(signature)
+    stage, kind = signature.stage, signature.kind
     if kind == FailureKind.MISSING_ERROR:
         return None  # eager must raise and the compiled graph return: the long form's check
     checking = kind == FailureKind.ACCURACY
@@ -148,7 +142,7 @@ def short_repro(
     if not checking and meta.get("graph_kind") == "backward" and not aot:
         helpers.append(snippets.GRADS)
     if checking:
-        if "Mismatch" not in signature:
+        if signature.exc_type not in ("DtypeMismatch", "ShapeMismatch"):
             helpers.append(snippets.STRICT if accuracy == AccuracyMode.STRICT else snippets.LOOSE)
         helpers.append(snippets.GRADS if _backward(signature) else snippets.NO_GRADS)
     helpers, check = _with_autocast(helpers, check, autocast, rounded, checking, accuracy, gm)
@@ -252,9 +246,9 @@ def _rounded(
     }
 
 
-def _backward(signature: str) -> bool:
+def _backward(signature: FailureSignature) -> bool:
     """An accuracy failure in a gradient: the check computes gradients too."""
-    return "backward grad" in signature
+    return signature.result == "grad"
 
 
 def _real(specs: list[InputSpec]) -> bool:
@@ -321,7 +315,7 @@ def _check(
     kwargs: bool,
     own: str | None,
     meta: dict[str, Any],
-    signature: str,
+    signature: FailureSignature,
 ) -> str:
     backend = "BACKEND"
     if own:
@@ -364,12 +358,11 @@ def _check(
         if random_ops
         else ""
     )
-    parsed = _sig.FailureSignature.parse(signature)
     # "inference output differs from eager", ...
-    what = parsed.message if parsed and parsed.message else signature
+    what = signature.message or str(signature)
     for cat in ("dtype", "shape"):
         # compiled returns another dtype/shape
-        if parsed and parsed.exc_type == f"{cat.capitalize()}Mismatch":
+        if signature.exc_type == f"{cat.capitalize()}Mismatch":
             return (
                 "def check():\n"
                 "    mod, inputs = Repro(), make_inputs()\n"

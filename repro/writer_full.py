@@ -30,6 +30,7 @@ from tcompile.compiler import signature as _sig
 from tcompile.compiler import snapshot as _snap
 from tcompile.compiler.collectives import has_collectives
 from tcompile.compiler.configs import AOT_COMPILE_SOURCE, FAKE_PG, config_source
+from tcompile.compiler.signature import FailureSignature
 
 from .inputs import InputSpec, compact_source
 from .module import module_source
@@ -101,7 +102,8 @@ from typing import Any
 import torch
 {imports}
 
-EXPECTED = {expected!r}
+EXPECTED = {expected!r}  # the failure, as tcompile names it
+EXPECTED_KIND = {expected_kind!r}  # what check() compares: a missing error is eager raising
 STAGE = {stage!r}
 ACCURACY = {accuracy!r}  # off | loose | strict
 COMPILE_KWARGS = {compile_kwargs}
@@ -128,11 +130,11 @@ def check(backend):
     try:
         ref = run_with_grads(mod, inputs)
     except Exception as exc:
-        if "/missing_error: " not in EXPECTED:
+        if EXPECTED_KIND != "missing_error":
             raise
         eager_error, ref = root_cause(exc), None
     rng.restore()
-    if eager_error is None and "/missing_error: " in EXPECTED:
+    if eager_error is None and EXPECTED_KIND == "missing_error":
         return None  # eager raises nothing: no error can be missing
     forward_kind = FORWARD_KIND or ("forward" if ref is not None and ref.grads else "inference")
     kwargs = dict(COMPILE_KWARGS)
@@ -252,7 +254,7 @@ def full_repro(
     gm: fx.GraphModule,
     specs: list[InputSpec],
     sidecar: list[Any],
-    signature: str,
+    signature: FailureSignature,
     stage: str,
     accuracy: str,
     meta: dict[str, Any],
@@ -280,7 +282,7 @@ def full_repro(
     extra_source = "\n\n".join(x for x in (fake_pg, extra, backend_fn) if x)
     text = _TEMPLATE.format(
         tcompile=env["tcompile"],
-        signature=signature,
+        signature=str(signature),
         written=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         torch=env["torch"],
         torch_git=env["torch_git"],
@@ -289,7 +291,8 @@ def full_repro(
         python=env["python"],
         os=env["os"],
         imports="\n".join(imports),
-        expected=signature,
+        expected=str(signature),
+        expected_kind=signature.kind,
         stage=stage,
         accuracy=accuracy,
         compile_kwargs=repr(compile_kwargs),

@@ -162,11 +162,13 @@ def test_the_accuracy_check_turns_a_wrong_value_into_the_failure(tmp_path):
     torch.compile'd code (functions and modules) against eager; a backend off by 1 is
     REPRODUCED, off by 1e-9 is not, and with torch.compile off nothing is checked."""
     from tcompile.compiler.program import ProgramFailure
+    from tcompile.compiler.signature import FailureSignature
     from tcompile.repro.jobs.program_job import verify_program_repro
     from tcompile.repro.program_harness import ACCURACY_FAILURE, prelude_for, program_repro
 
-    assert prelude_for("inductor/runtime: RuntimeError: x") == ""
-    prelude = prelude_for("inductor/accuracy: AccuracyError: inference output differs")
+    assert prelude_for(FailureSignature("inductor", "runtime", "RuntimeError", "x")) == ""
+    wrong = FailureSignature("inductor", "accuracy", "AccuracyError", "output differs")
+    prelude = prelude_for(wrong)
     kind, message = ACCURACY_FAILURE.split(": ", 1)
     failure = ProgramFailure("exception", kind, message)
     path = tmp_path / "repro.py"

@@ -209,7 +209,7 @@ def _write(tmp_path: Path, case: str) -> Path:
         gm=_relu_graph(),
         specs=[spec_of(x)],
         sidecar=[],
-        signature=signature,
+        signature=FailureSignature.parse(signature),
         accuracy=mode,
         meta=meta,
         env=environment(),

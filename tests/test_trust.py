@@ -354,6 +354,8 @@ def test_interrupt_while_verifying_keeps_the_repro_as_not_verified(tmp_path, mon
     def relu_twice(x):
         return torch.relu(x) * 2
 
+    from tcompile.compiler.signature import FailureSignature
+
     gm = torch.fx.symbolic_trace(relu_twice)
 
     def interrupted(*a, **k):
@@ -365,7 +367,7 @@ def test_interrupt_while_verifying_keeps_the_repro_as_not_verified(tmp_path, mon
         gm=gm,
         inputs=[torch.randn(4)],
         shrunk=None,
-        signature="inductor/compile: RuntimeError: boom",
+        signature=FailureSignature("inductor", "compile", "RuntimeError", "boom"),
         accuracy="off",
         meta={"stage": "inductor", "level": "dynamo", "graph_kind": "inference"},
     )

@@ -77,7 +77,7 @@ def minify_capture(
     report = CaptureMinifyReport(
         ExitCode.COMPILER_FAILURE,
         "",
-        signature=str(target),
+        signature=target,
         record=os.path.abspath(record),
         run_dir=str(rdir),
         stage="eager",
@@ -265,7 +265,7 @@ def _write(
         source=final,
         name=found.name,
         described=described,
-        signature=report.signature or "",
+        signature=report.failure_signature() or FailureSignature("eager", "capture", "?", ""),
         options=options,
         env=environment(),
     )
@@ -286,7 +286,11 @@ def _write(
     report.repro_lines, report.repro_bytes = text.count("\n"), len(text.encode())
     observer.status(f"verifying {repro}")
     try:
-        verified, output = check_repro(repro, report.signature or "", timeout=300)
+        verified, output = check_repro(
+            repro,
+            report.failure_signature() or FailureSignature("eager", "capture", "?", ""),
+            timeout=300,
+        )
         eager = repro_output(repro, extra=["--no-compile"], timeout=300)
     except KeyboardInterrupt:
         report.interrupted = True

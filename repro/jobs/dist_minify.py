@@ -72,7 +72,7 @@ def minify_rank(
         return GraphMinifyReport(
             ExitCode.COMPILER_FAILURE,
             f"could not minify: the job did not reach {where} again",
-            signature=target.text,
+            signature=target.signature,
             graph=target.graph,
             rank=target.rank,
             run_dir=str(run_dir),

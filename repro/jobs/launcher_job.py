@@ -137,7 +137,7 @@ def _launcher_check(
     return MinifyReport(
         ExitCode.COMPILER_FAILURE if same else ExitCode.OK,
         f"REPRODUCED: {sig}" if same else f"NOT REPRODUCED (got: {got_text})",
-        signature=str(sig),
+        signature=sig,
         verified=same,
         run_dir=str(run_dir),
         seconds=time.monotonic() - t0,

@@ -93,7 +93,7 @@ def minify_captured(job: Job) -> GraphMinifyReport:
         gm=result.gm,
         inputs=result.inputs,
         shrunk=shrunk,
-        signature=str(job.signature),
+        signature=job.signature,
         accuracy=job.accuracy,
         meta={**meta, "graph_kind": job.graph_kind},
         real_only=job.real_inputs,

@@ -99,7 +99,7 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
                 t0=time.monotonic() - report.seconds,
                 include=opts.include,
                 reason=f"graph {report.graph} passes on its own",
-                prelude=prelude_for(report.signature),
+                prelude=prelude_for(report.failure_signature()),
             )
         except UsageError:
             return report

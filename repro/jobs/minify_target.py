@@ -37,7 +37,7 @@ def graphless_report(target: Failure, run_dir: Path, t0: float) -> MinifyReport:
                 for line in target.message.splitlines()
                 if "graph " in line and "precise" in line
             ),
-            signature=target.text,
+            signature=target.signature,
             run_dir=str(run_dir),
             seconds=time.monotonic() - t0,
         )
@@ -47,7 +47,7 @@ def graphless_report(target: Failure, run_dir: Path, t0: float) -> MinifyReport:
         "the failure is in TorchDynamo's capture, before any graph exists: nothing to minify "
         f"({target.text})"
         + (f"; the failing frame is recorded: tcompile replay {record}" if record else ""),
-        signature=target.text,
+        signature=target.signature,
         record=record,
         run_dir=str(run_dir),
         seconds=time.monotonic() - t0,

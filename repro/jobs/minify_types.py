@@ -112,7 +112,7 @@ class MinifyReport:
     exit_code: int
     message: str
     seconds: float = 0.0
-    signature: str | None = None
+    signature: str | FailureSignature | None = None
     run_dir: str | None = None
     interrupted: bool = False
     # what was minified: a graph (dynamo/aot), a capture failure's function, the
@@ -139,6 +139,19 @@ class MinifyReport:
     calls: int | None = None
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     worker_restarts: int = 0
+    # the signature as its record (FailureSignature.to_json): what the repro and the
+    # program level compare; ``signature`` is its text.  Given the record as
+    # ``signature``, the report keeps both
+    signature_fields: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.signature, FailureSignature):
+            self.signature_fields = self.signature.to_json()
+            self.signature = str(self.signature)
+
+    def failure_signature(self) -> FailureSignature | None:
+        """The signature as its record (None: the report has none)."""
+        return FailureSignature.from_json(self.signature_fields) if self.signature_fields else None
 
     def to_json(self) -> dict[str, Any]:
         mine = dataclasses.asdict(self)
@@ -210,7 +223,7 @@ JSON_FIELDS = (
     "record", "repro_form", "repro_lines", "repro_bytes", "sidecar", "kernel", "inputs", "ops",
     "device", "repro_output", "pinned_choice", "report", "repro_before", "capture", "rank",
     "replayed_collectives", "level", "program", "alone_passes", "divergence", "switches",
-    "kernel_repro", "source_lines", "source", "not_verified", "from_capture",
+    "kernel_repro", "source_lines", "source", "not_verified", "from_capture", "signature_fields",
 )  # fmt: skip
 KINDS = (MinifyReport, GraphMinifyReport, CaptureMinifyReport, ProgramMinifyReport)
 
@@ -285,7 +298,7 @@ class Job:
         return GraphMinifyReport(
             int(code),
             message,
-            signature=str(self.signature),
+            signature=self.signature,
             run_dir=str(self.run_dir),
             graph=self.graph,
             from_capture=self.from_capture,

@@ -118,7 +118,7 @@ def run_report(
             # #181696, is named so); a hang is not (every question would time out)
             observer.status(f"bisecting: {g['signature']}")
             bis = run_bisect(
-                command, match=_match(g["signature"]), observer=observer, baseline=base,
+                command, match=_match(first.signature), observer=observer, baseline=base,
                 confirm=confirm, **common,
             )  # fmt: skip
             bug["bisect"] = bis.to_json()
@@ -127,7 +127,7 @@ def run_report(
                 args["level"] = level  # source: a user-level repro beside the graph's
         # a failure no graph holds is minified at the program level (program_job.py)
         observer.status(f"minifying: {g['signature']}")
-        match = _match(g["signature"]) if first.graph is not None else None
+        match = _match(first.signature) if first.graph is not None else None
         if max_time:  # counted from the report's start: what is left of it, at least 30 s
             args["max_time"] = max(30.0, max_time - (time.monotonic() - t0))
         mini = run_minify(command, match=match, observer=observer, **args, **common)
@@ -156,9 +156,10 @@ def _device(graphs: list[dict[str, Any]], graph: int | None) -> str | None:
     return "cuda" if "cuda" in kinds else (kinds.pop() if len(kinds) == 1 else None)
 
 
-def _match(signature: str) -> str:
-    """The failure whatever stage shows it (bisect may name a lower one)."""
-    return re.escape(signature.split("/", 1)[-1])
+def _match(sig: FailureSignature) -> str:
+    """The failure whatever stage shows it (bisect may name a lower one): the regex of
+    its text after the stage."""
+    return re.escape(str(dataclasses.replace(sig, stage="")).lstrip("/"))
 
 
 def write_report(
@@ -241,9 +242,7 @@ def title(bug: dict[str, Any]) -> str:
         device = "CUDA"
     else:
         device = where.upper() if where and where != "cpu" else "CPU"
-    sig = bug.get("signature", "")
-    parsed = FailureSignature.parse(sig)
-    exc_type = parsed.exc_type if parsed else ""
+    exc_type = bug.get("exc_type") or ""
     phrase = {
         # a wrong gradient is the backward graph's (accuracy.graph_kind_of), not read
         # back from the signature's words (issue 60)
@@ -444,11 +443,12 @@ def report_after(run_dir: str, *, bisect: Any = None, minify: Any = None) -> str
         return None
     sig = (bisect.signature if bisect is not None else None) or minify.signature
     source = bisect if bisect is not None else minify
-    parsed = FailureSignature.parse(sig)
-    kind = parsed.kind if parsed else ""
+    record = minify.failure_signature() if minify is not None else None
+    parsed = record or FailureSignature.parse(sig)  # a bisect's: its JSON's text
     bug = {
         "signature": sig,
-        "kind": kind,
+        "kind": parsed.kind if parsed else "",
+        "exc_type": parsed.exc_type if parsed else "",
         "stage": source.stage,
         "count": 1,
         "graph": source.graph,

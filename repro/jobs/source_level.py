@@ -139,7 +139,7 @@ def with_source_level(
             include=opts.include,
             reason=f"a repro in user-level PyTorch for graph {report.graph}",
             keep=keep,
-            prelude=prelude_for(report.signature),
+            prelude=prelude_for(report.failure_signature()),
         )
     except UsageError as exc:
         report.source = SourceSummary(error=str(exc))
