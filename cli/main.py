@@ -120,19 +120,21 @@ def run(
     """
 
     def job() -> Any:
-        from tcompile.repro.jobs.classify import run_and_classify
+        from tcompile.repro.jobs.classify import RunOptions, run_and_classify
 
         return run_and_classify(
             args.program(argv, backend),
-            stage=backend,
-            accuracy=accuracy,
-            debug_dir=args.abs_dir(debug_dir),
-            only=only,
-            record="all" if record_all else "failures",
-            trace=args.abs_dir(trace),
-            localize=localize,
-            bisect=args.without(without),
-            **app.common(out, timeout, as_json),
+            RunOptions(
+                stage=backend,
+                accuracy=accuracy,
+                debug_dir=args.abs_dir(debug_dir),
+                only=only,
+                record="all" if record_all else "failures",
+                trace=args.abs_dir(trace),
+                localize=localize,
+                bisect=args.without(without),
+                **app.common(out, timeout, as_json),
+            ),
         )
 
     from .render import run_result

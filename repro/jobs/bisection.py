@@ -39,7 +39,7 @@ from tcompile.minifier.verdict import Verdict
 
 from .bisect_report import BisectReport, culprit_effects, effect_words, pattern_named, where_found
 from .capture_bisect import one_pattern
-from .classify import RunReport, base_counts, run_and_classify
+from .classify import RunOptions, RunReport, base_counts, run_and_classify
 from .guided import guesses
 
 
@@ -103,11 +103,11 @@ def baseline_run(
     (no limits: it runs exactly as a plain run); ``localize``: where an accuracy
     failure's values first go wrong, once, here; each failing graph saved with its
     inputs (capture_bisect.py bisects it without running the program again)."""
-    return run_and_classify(
-        command, out=out, accuracy=accuracy, timeout=timeout, observer=NullObserver(),
+    return run_and_classify(command, RunOptions(
+        out=out, accuracy=accuracy, timeout=timeout, observer=NullObserver(),
         stdout=stdout, stderr=stderr, bisect={"limits": {}, "toggles": {}}, trace=trace,
         localize=True, capture=True,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 class _Bisection:

@@ -100,31 +100,45 @@ class RunReport:
         return out
 
 
-def run_and_classify(
-    command: list[str],
-    *,
-    out: str | None = None,
-    stage: str | None = None,
-    accuracy: str = "off",
-    timeout: float | None = None,
-    observer: Observer | None = None,
-    stdout: IO[str] | None = None,
-    stderr: IO[str] | None = None,
-    gate: list[int] | None = None,
-    bisect: dict[str, Any] | None = None,
-    debug_dir: str | None = None,
-    only: str | None = None,
-    record: str = "failures",
-    confirm: bool = True,
-    trace: str | None = None,
-    localize: bool = False,
-    capture: bool = False,
-) -> RunReport:
-    """``tcompile run``: the command under the wrapped stack, every graph, every failure
-    (``localize``: an accuracy failure's first divergent node, child/localize.py;
-    ``capture``: each failing graph saved with its inputs under layout.CAPTURES, for a
-    bisect or minify that starts from it: capture_bisect.py)."""
-    observer = observer or NullObserver()
+@dataclasses.dataclass
+class RunOptions:
+    """What one classified run is asked (``tcompile run``'s options, typed once): the
+    stage and the accuracy check, budgets and streams, a bisection configuration,
+    what to record and what to keep."""
+
+    out: str | None = None
+    stage: str | None = None
+    accuracy: str = "off"
+    timeout: float | None = None
+    observer: Observer | None = None
+    stdout: IO[str] | None = None
+    stderr: IO[str] | None = None
+    gate: list[int] | None = None
+    bisect: dict[str, Any] | None = None
+    debug_dir: str | None = None
+    only: str | None = None
+    record: str = "failures"
+    confirm: bool = True
+    trace: str | None = None
+    localize: bool = False  # an accuracy failure's first divergent node (child/localize.py)
+    # each failing graph saved with its inputs under layout.CAPTURES, for a bisect or
+    # minify that starts from it (capture_bisect.py)
+    capture: bool = False
+
+
+def run_and_classify(command: list[str], o: RunOptions) -> RunReport:
+    """``tcompile run``: the command under the wrapped stack, every graph, every failure."""
+    out, stage, accuracy, timeout = o.out, o.stage, o.accuracy, o.timeout
+    stdout, stderr, gate, bisect, debug_dir = o.stdout, o.stderr, o.gate, o.bisect, o.debug_dir
+    only, record, confirm, trace, localize, capture = (
+        o.only,
+        o.record,
+        o.confirm,
+        o.trace,
+        o.localize,
+        o.capture,
+    )
+    observer = o.observer or NullObserver()
     run_dir = new_run_dir(out, "run")
     captures = captures_dir(run_dir)
     if capture:  # its existence tells the locating run to save what it finds too
@@ -156,10 +170,8 @@ def run_and_classify(
         result = ProcessResult(
             None, time.monotonic() - t0, False, [], read_events(config.dir), {}, config.dir
         )
-        report = classify_result(
-            result, command, run_dir, stage=stage, accuracy=accuracy, timeout=timeout,
-            observer=observer, stdout=stdout, stderr=stderr, confirm=False, keep=True,
-        )  # fmt: skip
+        stopped = dataclasses.replace(o, observer=observer, confirm=False)
+        report = classify_result(result, command, run_dir, stopped, keep=True)
         report.interrupted, report.exit_code = True, int(ExitCode.INTERRUPTED)
         if not report.failures:
             report.verdict = "interrupted"
@@ -170,14 +182,7 @@ def run_and_classify(
         result,
         command,
         run_dir,
-        stage=stage,
-        accuracy=accuracy,
-        timeout=timeout,
-        observer=observer,
-        stdout=stdout,
-        stderr=stderr,
-        debug_dir=debug_dir,
-        confirm=confirm,
+        dataclasses.replace(o, observer=observer),
         keep=out is not None or trace is not None,
     )
     if trace is not None:
@@ -194,20 +199,15 @@ def classify_result(
     result: ProcessResult,
     command: list[str],
     run_dir: str,
+    o: RunOptions,
     *,
-    stage: str | None,
-    accuracy: str,
-    timeout: float | None,
-    observer: Observer,
-    stdout: IO[str] | None,
-    stderr: IO[str] | None,
-    debug_dir: str | None = None,
-    confirm: bool = True,
     keep: bool = True,
 ) -> RunReport:
     """A finished run of the command, classified: its graphs and failures; when it
     failed and nothing tcompile checked explains it, a run without torch.compile
-    decides whether it is a compiler bug at all."""
+    decides whether it is a compiler bug at all (``o``: the run's options)."""
+    stage, accuracy, timeout, stdout, stderr = o.stage, o.accuracy, o.timeout, o.stdout, o.stderr
+    observer, debug_dir, confirm = o.observer or NullObserver(), o.debug_dir, o.confirm
     internal = [e for e in result.events if e.get("event") == Event.INTERNAL]
     if internal:
         raise InternalError(

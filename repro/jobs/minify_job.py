@@ -43,7 +43,7 @@ from tcompile.compiler.protocol import HookConfig, ServeSpec
 from tcompile.compiler.runner import is_distributed_launch, new_run_dir, write_json
 from tcompile.compiler.signature import FailureKind, FailureSignature
 
-from .classify import run_and_classify
+from .classify import RunOptions, run_and_classify
 from .minify_graph import minify_captured
 from .minify_target import choose_target, graphless_report
 from .minify_types import After, GraphMinifyReport, Job, Level, MinifyOptions, MinifyReport
@@ -115,13 +115,7 @@ def _run_minify(command: list[str], o: MinifyOptions) -> MinifyReport:
     _check_match(o.match)
     run_dir = Path(new_run_dir(o.out, "minify"))
     try:
-        return _minify_in(
-            command, run_dir, observer, t0, after=o.after, accuracy=o.accuracy,
-            backend=o.backend, graph=o.graph, match=o.match, jobs=o.jobs, timeout=o.timeout,
-            program_jobs=o.for_program(), max_time=o.max_time,
-            real_inputs=o.real_inputs, stdout=o.stdout, stderr=o.stderr, level=Level(o.level),
-            include=o.include, capture=o.capture,
-        )  # fmt: skip
+        return _minify_in(command, run_dir, observer, t0, o)
     except KeyboardInterrupt:  # before any search began (a search keeps its best itself)
         report = MinifyReport(
             ExitCode.INTERRUPTED,
@@ -135,35 +129,18 @@ def _run_minify(command: list[str], o: MinifyOptions) -> MinifyReport:
 
 
 def _minify_in(
-    command: list[str],
-    run_dir: Path,
-    observer: Observer,
-    t0: float,
-    *,
-    after: str,
-    accuracy: str,
-    backend: str | None,
-    graph: int | None,
-    match: str | None,
-    jobs: int,
-    timeout: float | None,
-    real_inputs: bool,
-    stdout: Any,
-    stderr: Any,
-    level: Level,
-    include: list[str] | None,
-    program_jobs: int,
-    max_time: float | None,
-    capture: str | None = None,
+    command: list[str], run_dir: Path, observer: Observer, t0: float, o: MinifyOptions
 ) -> MinifyReport:
+    after, accuracy, backend, graph, match = o.after, o.accuracy, o.backend, o.graph, o.match
+    jobs, timeout, level, capture = o.jobs, o.timeout, Level(o.level), o.capture
     program = dict(
-        max_time=max_time,
+        max_time=o.max_time,
         backend=backend,
-        jobs=program_jobs,
+        jobs=o.for_program(),
         timeout=timeout,
         observer=observer,
         t0=t0,
-        include=include,
+        include=o.include,
     )
     if level == Level.PROGRAM:  # the user's source itself, whatever graphs it has
         from .program_job import minify_program
@@ -171,8 +148,8 @@ def _minify_in(
         return minify_program(  # type: ignore[arg-type]
             command, run_dir, accuracy=accuracy, first=True, **program
         )
-    common = dict(jobs=jobs, timeout=timeout, real_inputs=real_inputs, accuracy=accuracy)
-    streams = {"stdout": stdout, "stderr": stderr}
+    common = dict(jobs=jobs, timeout=timeout, real_inputs=o.real_inputs, accuracy=accuracy)
+    streams = {"stdout": o.stdout, "stderr": o.stderr}
     distributed = is_distributed_launch(command)
     if capture and after != After.AOT and backend is None and not distributed:
         return _from_capture(command, Path(capture), run_dir, observer, t0, common)
@@ -192,13 +169,11 @@ def _minify_in(
         observer.status(f"running the program once to find the failing graph ({run_dir})")
         report = run_and_classify(
             command,
-            out=str(run_dir),
-            stage=backend,
-            accuracy=accuracy,
-            timeout=timeout,
-            observer=observer,
-            **streams,
-        )
+            RunOptions(
+                out=str(run_dir), stage=backend, accuracy=accuracy, timeout=timeout,
+                observer=observer, **streams,
+            ),
+        )  # fmt: skip
     target = _target_or_report(report, graph, match, after, run_dir, t0)
     if isinstance(target, MinifyReport):
         return target
@@ -426,12 +401,11 @@ def _first_worker(
             exc.result,
             command,
             str(run_dir),
-            stage=backend,
-            accuracy=common["accuracy"],
-            timeout=common["timeout"],
-            observer=observer,
-            **streams,
-        )
+            RunOptions(
+                stage=backend, accuracy=common["accuracy"], timeout=common["timeout"],
+                observer=observer, **streams,
+            ),
+        )  # fmt: skip
     except BaseException:
         pool.close()
         raise

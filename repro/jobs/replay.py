@@ -32,7 +32,7 @@ from tcompile.compiler.record_format import (
 from tcompile.compiler.runner import new_run_dir
 from tcompile.compiler.signature import FailureSignature
 
-from .classify import RunReport, run_and_classify
+from .classify import RunOptions, RunReport, run_and_classify
 
 
 @dataclasses.dataclass
@@ -176,15 +176,17 @@ def replay(
     observer.status(f"replaying {info.meta.get('function', '?')} from {path}")
     report = run_and_classify(
         command,
-        out=run_dir,
-        stage=backend,
-        accuracy=accuracy,
-        timeout=timeout,
-        observer=observer,
-        stdout=stdout,
-        stderr=stderr,
-        record="off",
-        confirm=False,  # the driver runs the frame eagerly itself: no second process
+        RunOptions(
+            out=run_dir,
+            stage=backend,
+            accuracy=accuracy,
+            timeout=timeout,
+            observer=observer,
+            stdout=stdout,
+            stderr=stderr,
+            record="off",
+            confirm=False,  # the driver runs the frame eagerly itself: no second process
+        ),
     )
     status: dict[str, Any] = {}
     try:
