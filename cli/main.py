@@ -340,21 +340,19 @@ def bisect(
     """Find the stage, graph, inductor pass or lowering that breaks SCRIPT [ARGS] (or -- COMMAND ...)."""
 
     def job() -> Any:
+        from tcompile.repro.jobs.bisect_report import BisectOptions
         from tcompile.repro.jobs.pipelines import bisect_then
 
+        options = BisectOptions(
+            accuracy=accuracy, match=match, jobs=jobs, repeat=repeat, peers=peers,
+            guided=guided, whole_program=whole_program, confirm=confirm,
+            **app.common(out, timeout, as_json),
+        )  # fmt: skip
         return bisect_then(
             args.command_from_args(argv),
+            options,
             then_minify=then_minify,
             write_report=write_report,
-            accuracy=accuracy,
-            match=match,
-            jobs=jobs,
-            repeat=repeat,
-            peers=peers,
-            guided=guided,
-            whole_program=whole_program,
-            confirm=confirm,
-            **app.common(out, timeout, as_json),
         )
 
     from .render import bisect_result
@@ -438,18 +436,20 @@ def report(
     """
 
     def job() -> Any:
-        from tcompile.repro.jobs.report import run_report
+        from tcompile.repro.jobs.report import ReportOptions, run_report
 
         return run_report(
             args.command_from_args(argv),
-            accuracy=accuracy,
-            jobs=jobs,
-            max_bugs=max_bugs,
-            level=level,
-            trace=args.abs_dir(trace),
-            confirm=confirm,
-            max_time=max_time,
-            **app.common(out, timeout, as_json),
+            ReportOptions(
+                accuracy=accuracy,
+                jobs=jobs,
+                max_bugs=max_bugs,
+                level=level,
+                trace=args.abs_dir(trace),
+                confirm=confirm,
+                max_time=max_time,
+                **app.common(out, timeout, as_json),
+            ),
         )
 
     from .render import report_result

@@ -12,6 +12,26 @@ from tcompile.compiler.exitcodes import ExitCode
 
 
 @dataclasses.dataclass
+class BisectOptions:
+    """What ``tcompile bisect`` is asked (its options, typed once; ``report`` asks the
+    same of each failure it bisects)."""
+
+    accuracy: str = "off"
+    match: str | None = None  # the failure to explain (a regex of its signature)
+    timeout: float | None = None
+    jobs: int = 1
+    out: str | None = None
+    observer: Any = None
+    stdout: Any = None
+    stderr: Any = None
+    repeat: int | None = None  # runs a configuration gets before it counts as passing
+    peers: str | None = None  # several nodes bisect one job together (peers.py)
+    guided: bool = True  # the first divergent node's op guides the search (guided.py)
+    whole_program: bool = False  # the program bisect, not the one on the capture
+    confirm: bool | None = None  # the culprit confirmed on the whole program (None: short jobs)
+
+
+@dataclasses.dataclass
 class BisectReport:
     exit_code: int
     message: str

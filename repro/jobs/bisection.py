@@ -29,7 +29,7 @@ from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
-from tcompile.compiler.observer import NullObserver, Observer
+from tcompile.compiler.observer import NullObserver
 from tcompile.compiler.probe import Bisector, Item, describe, items_of, prefix_config
 from tcompile.compiler.runner import command_args, new_run_dir
 from tcompile.compiler.signature import FailureKind
@@ -37,48 +37,40 @@ from tcompile.compiler.stack import LADDER
 from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
-from .bisect_report import BisectReport, culprit_effects, effect_words, pattern_named, where_found
+from .bisect_report import (
+    BisectOptions,
+    BisectReport,
+    culprit_effects,
+    effect_words,
+    pattern_named,
+    where_found,
+)
 from .capture_bisect import one_pattern
 from .classify import RunOptions, RunReport, base_counts, run_and_classify
 from .guided import guesses
 
 
 def run_bisect(
-    command: list[str],
-    *,
-    accuracy: str = "off",
-    match: str | None = None,
-    timeout: float | None = None,
-    jobs: int = 1,
-    out: str | None = None,
-    observer: Observer | None = None,
-    stdout: Any = None,
-    stderr: Any = None,
-    baseline: RunReport | None = None,
-    repeat: int | None = None,
-    peers: str | None = None,
-    guided: bool = True,
-    whole_program: bool = False,
-    confirm: bool | None = None,
+    command: list[str], o: BisectOptions, baseline: RunReport | None = None
 ) -> BisectReport:
     """``tcompile bisect``: baseline, stage, graph, inside the stage, confirmation.
     ``baseline``: a run already made with :func:`baseline_run` (``tcompile report``
     bisects each distinct failure of one run)."""
-    observer = observer or NullObserver()
-    run_dir = Path(new_run_dir(out, "bisect"))
+    observer = o.observer or NullObserver()
+    run_dir = Path(new_run_dir(o.out, "bisect"))
     b = Bisector(
-        command, accuracy=accuracy, timeout=timeout, jobs=jobs, run_dir=run_dir, observer=observer
-    )
-    b.repeat = repeat
-    b.guided = guided
-    if peers:  # several nodes bisect one job together: the same steps, in order
+        command, accuracy=o.accuracy, timeout=o.timeout, jobs=o.jobs, run_dir=run_dir,
+        observer=observer,
+    )  # fmt: skip
+    b.repeat, b.guided = o.repeat, o.guided
+    if o.peers:  # several nodes bisect one job together: the same steps, in order
         from .peers import Peers
 
-        b.peers = Peers(peers, command)
+        b.peers = Peers(o.peers, command)
         b.jobs = 1
-    job = _Bisection(b, command, accuracy, match, stdout, stderr)
-    job.from_capture, job.confirm = not whole_program, confirm
-    if whole_program:  # else only once the capture hands over (_Bisection.captured)
+    job = _Bisection(b, command, o.accuracy, o.match, o.stdout, o.stderr)
+    job.from_capture, job.confirm = not o.whole_program, o.confirm
+    if o.whole_program:  # else only once the capture hands over (_Bisection.captured)
         b.warm_fork()
     try:
         report = job.run(baseline)

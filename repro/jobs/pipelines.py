@@ -16,27 +16,21 @@ from tcompile.compiler.record_format import is_record
 
 
 def bisect_then(
-    command: list[str],
-    *,
-    then_minify: bool = False,
-    write_report: bool = False,
-    accuracy: str,
-    jobs: int,
-    **kw: Any,
+    command: list[str], o: Any, *, then_minify: bool = False, write_report: bool = False
 ) -> Any:
-    """``tcompile bisect``: the bisection, then the culprit graph minified where asked
-    (in the bisect's run folder), then report.md where asked."""
+    """``tcompile bisect`` (``o``: its BisectOptions): the bisection, then the culprit
+    graph minified where asked (in the bisect's run folder), then report.md where asked."""
     from .bisection import run_bisect
 
-    report = run_bisect(command, accuracy=accuracy, jobs=jobs, **kw)
+    report = run_bisect(command, o)
     then = report.minify_args() if then_minify else None
     if then is not None:
         from .minify_job import minify_next
 
-        common = {k: kw[k] for k in ("timeout", "observer", "stdout", "stderr") if k in kw}
         report.minify = minify_next(
-            command, then, accuracy=accuracy, jobs=jobs, out=report.run_dir, **common
-        ).to_json()
+            command, then, accuracy=o.accuracy, jobs=o.jobs, out=report.run_dir,
+            timeout=o.timeout, observer=o.observer, stdout=o.stdout, stderr=o.stderr,
+        ).to_json()  # fmt: skip
     if write_report and report.run_dir:
         from .report import report_after
 

@@ -25,6 +25,7 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import new_run_dir
 from tcompile.compiler.signature import FailureKind, FailureSignature
 
+from .bisect_report import BisectOptions
 from .bisection import baseline_run, run_bisect
 
 GITHUB_LIMIT = 65_536  # characters in an issue body
@@ -34,6 +35,24 @@ _TAGS = {
     "aot_eager_decomp_partition": "decompositions",
     "inductor": "inductor",
 }
+
+
+@dataclasses.dataclass
+class ReportOptions:
+    """What ``tcompile report`` is asked (its options, typed once)."""
+
+    accuracy: str = "off"
+    timeout: float | None = None
+    jobs: int = 1
+    max_bugs: int = 3  # distinct failures bisected and minified, the first ones
+    level: str = "auto"  # source: a graph's failure gets a user-level repro too
+    out: str | None = None
+    observer: Observer | None = None
+    stdout: Any = None
+    stderr: Any = None
+    trace: str | None = None  # torch's structured trace of the first run
+    confirm: bool | None = None
+    max_time: float | None = None  # a program-level minify's seconds from the report's start
 
 
 @dataclasses.dataclass
@@ -52,22 +71,11 @@ class Report:
         return dataclasses.asdict(self)
 
 
-def run_report(
-    command: list[str],
-    *,
-    accuracy: str = "off",
-    timeout: float | None = None,
-    jobs: int = 1,
-    max_bugs: int = 3,
-    level: str = "auto",
-    out: str | None = None,
-    observer: Observer | None = None,
-    stdout: Any = None,
-    stderr: Any = None,
-    trace: str | None = None,
-    confirm: bool | None = None,
-    max_time: float | None = None,
-) -> Report:
+def run_report(command: list[str], o: ReportOptions) -> Report:
+    """``tcompile report``: one run, then each distinct failure bisected and minified."""
+    accuracy, timeout, jobs, max_bugs, level = o.accuracy, o.timeout, o.jobs, o.max_bugs, o.level
+    out, observer, stdout, stderr, trace = o.out, o.observer, o.stdout, o.stderr, o.trace
+    confirm, max_time = o.confirm, o.max_time
     from .minify_job import run_minify
 
     observer = observer or NullObserver()
@@ -117,10 +125,10 @@ def run_report(
             # program's exit is the oracle (a GroupNorm decomposition's lost precision,
             # #181696, is named so); a hang is not (every question would time out)
             observer.status(f"bisecting: {g['signature']}")
-            bis = run_bisect(
-                command, match=_match(first.signature), observer=observer, baseline=base,
-                confirm=confirm, **common,
-            )  # fmt: skip
+            asked = BisectOptions(
+                match=_match(first.signature), observer=observer, confirm=confirm, **common
+            )
+            bis = run_bisect(command, asked, baseline=base)
             bug["bisect"] = bis.to_json()
             if first.graph is not None:
                 args = bis.minify_args() or {"graph": first.graph, "backend": None}
