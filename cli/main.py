@@ -248,18 +248,22 @@ def replay(
     def job() -> Any:
         from tcompile.compiler.runner import check_backend
         from tcompile.repro.jobs.pipelines import replay_then
+        from tcompile.repro.jobs.replay import ReplayOptions
 
         check_backend(backend)
-        return replay_then(
-            record,
-            then_minify=then_minify,
-            warn=lambda text: click.echo(f"tcompile: warning: {text}", err=True),
-            say=lambda text: click.echo(f"tcompile: {text}", err=True),
+        options = ReplayOptions(
             backend=backend,
             fullgraph=False if no_fullgraph else None,
             accuracy=accuracy,
             trust=trust,
             **app.common(out, timeout, as_json),
+        )
+        return replay_then(
+            record,
+            options,
+            then_minify=then_minify,
+            warn=lambda text: click.echo(f"tcompile: warning: {text}", err=True),
+            say=lambda text: click.echo(f"tcompile: {text}", err=True),
         )
 
     from .render_replay import replay_result

@@ -110,14 +110,11 @@ def minify(
     """
 
     def job() -> Any:
+        from tcompile.repro.jobs.minify_types import Level, MinifyOptions
         from tcompile.repro.jobs.pipelines import minify_start
         from tcompile.repro.jobs.program_job import default_jobs
 
-        return minify_start(
-            list(argv),
-            lambda: args.program(argv, backend),
-            trust=trust,
-            write_report=write_report,
+        options = MinifyOptions(
             after=after,
             accuracy=accuracy,
             backend=backend,
@@ -126,10 +123,17 @@ def minify(
             jobs=jobs or 1,
             program_jobs=jobs or default_jobs(),
             real_inputs=real_inputs,
-            level=level,
+            level=Level(level),
             include=list(include),
             max_time=max_time,
             **app.common(out, timeout, as_json),
+        )
+        return minify_start(
+            list(argv),
+            lambda: args.program(argv, backend),
+            options,
+            trust=trust,
+            write_report=write_report,
         )
 
     from .render import minify_result

@@ -117,21 +117,23 @@ def triage(
     """
 
     def job() -> Any:
-        from tcompile.repro.jobs.triage import run_triage
+        from tcompile.repro.jobs.triage import TriageOptions, run_triage
 
         return run_triage(
             list(paths),
-            accuracy=accuracy,
-            timeout=timeout,
-            jobs=jobs,
-            per_gpu=per_gpu,
-            repeat=repeat,
-            each=each,
-            max_time=max_time,
-            also=list(also),
-            ray_address=ray_address,
-            out=out,
-            observer=app.observer(),
+            TriageOptions(
+                accuracy=accuracy,
+                timeout=timeout,
+                jobs=jobs,
+                per_gpu=per_gpu,
+                repeat=repeat,
+                each=each,
+                max_time=max_time,
+                also=list(also),
+                ray_address=ray_address,
+                out=out,
+                observer=app.observer(),
+            ),
         )
 
     from .render_triage import triage_result

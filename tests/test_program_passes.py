@@ -435,10 +435,9 @@ def test_a_repro_that_does_not_reproduce_falls_back_to_an_earlier_program(tmp_pa
         ["s.py"], tmp_path / "s.py", [], tmp_path, None, 10.0, NullObserver()
     )
     earlier = ["x = 3\nassert x > 1\nprint(x)\n", "x = 2\nassert x > 1\n"]
-    report = program_job._finish(
-        run, target, "x = 1\n", "x = 3\nassert x > 1\nprint(x)\n", 5, [], False,
-        time.monotonic(), 1.0, earlier + ["x = 1\n"],
-    )  # fmt: skip
+    searched = program_job.Searched("x = 1\n", 5, [], {}, False, earlier + ["x = 1\n"])
+    source = "x = 3\nassert x > 1\nprint(x)\n"
+    report = program_job._finish(run, target, source, searched, time.monotonic(), 1.0)
     assert report.verified and report.program["fallback"] == 1, report.message
     assert "x = 2" in (tmp_path / "repro.py").read_text() and len(tried) == 2
 

@@ -31,7 +31,7 @@ print("done")
 def test_a_node_lost_mid_triage_loses_nothing_and_finishes_nothing_twice(tmp_path):
     from ray.cluster_utils import Cluster
 
-    from tcompile.repro.jobs.triage import run_triage
+    from tcompile.repro.jobs.triage import TriageOptions, run_triage
 
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -57,9 +57,8 @@ def test_a_node_lost_mid_triage_loses_nothing_and_finishes_nothing_twice(tmp_pat
     killer = threading.Thread(target=kill_one_when_both_run, daemon=True)
     killer.start()
     try:
-        report = run_triage(
-            [str(scripts)], ray_address=cluster.address, out=str(tmp_path / "out"), timeout=300
-        )
+        options = TriageOptions(ray_address=cluster.address, out=str(tmp_path / "out"), timeout=300)
+        report = run_triage([str(scripts)], options)
     finally:
         killer.join(timeout=5)
         ray.shutdown()

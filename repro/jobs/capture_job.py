@@ -106,7 +106,8 @@ def minify_capture(
         finally:
             pool.close()
     report.interrupted = interrupts.event.is_set()
-    return _write(report, rdir, found, final, described, options, t0, pool, observer)
+    report.calls, report.worker_restarts = pool.calls, pool.restarts
+    return _write(report, rdir, found, final, described, options, t0, observer)
 
 
 def _done(report: MinifyReport, t0: float, message: str, **kw: Any) -> MinifyReport:
@@ -240,7 +241,6 @@ def _write(
     described: dict[str, Any],
     options: dict[str, Any],
     t0: float,
-    pool: Any,
     observer: Observer,
 ) -> MinifyReport:
     from tcompile.minifier.source import function_lines
@@ -256,7 +256,7 @@ def _write(
             "where": found.where,
             "lines_before": found.lines_before,
             "function_lines": fn_lines,
-            "oracle_calls": pool.calls,
+            "oracle_calls": report.calls,
             "history": found.history,
             "source_from": found.source_from,
         }
@@ -269,8 +269,6 @@ def _write(
         options=options,
         env=environment(),
     )
-    report.calls = pool.calls
-    report.worker_restarts = pool.restarts
     report.history = [{"pass_name": h} for h in found.history]
     report.capture = found_json
     if text is None:

@@ -25,7 +25,7 @@ from tcompile.compiler.observer import Observer
 from tcompile.compiler.protocol import CAPTURE_COLLECTIVES, CAPTURE_META, HookConfig, ServeSpec
 from tcompile.compiler.runner import new_run_dir, run_process
 
-from .minify_types import GraphMinifyReport
+from .minify_types import GraphMinifyReport, MinifyOptions
 
 
 def minify_rank(
@@ -34,16 +34,15 @@ def minify_rank(
     *,
     run_dir: Path,
     level: str,
-    backend: str | None,
-    accuracy: str,
-    jobs: int,
-    timeout: float | None,
-    real_inputs: bool,
+    o: MinifyOptions,
     observer: Observer,
     t0: float,
-    stdout: Any = None,
-    stderr: Any = None,
 ) -> GraphMinifyReport:
+    """One rank's failing graph of a launched job: the job run again until that rank
+    captures it, then minified in single processes (``o``: minify's options, its
+    accuracy the one the failure needs)."""
+    backend, accuracy, jobs, timeout = o.backend, o.accuracy, o.jobs, o.timeout
+    real_inputs, stdout, stderr = o.real_inputs, o.stdout, o.stderr
     from tcompile.repro.launcher import write_launcher
 
     from .launcher_job import launcher_job

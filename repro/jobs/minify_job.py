@@ -73,7 +73,11 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
     holds the failure (a graph that fails in the program but passes alone included);
     ``level="source"``: the graph, then a user-level repro from the program too.  The
     keywords are :class:`MinifyOptions`' fields (an unknown one is a TypeError)."""
-    opts = MinifyOptions(**kw)
+    return minify_with(command, MinifyOptions(**kw))
+
+
+def minify_with(command: list[str], opts: MinifyOptions) -> MinifyReport:
+    """``run_minify`` with its options as the record."""
     asked = Level(opts.level)
     if asked == Level.SOURCE:
         from .source_level import with_source_level
@@ -85,21 +89,23 @@ def run_minify(command: list[str], **kw: Any) -> MinifyReport:
     if alone and asked == Level.AUTO and report.run_dir:
         from tcompile.repro.program_harness import prelude_for
 
-        from .program_job import minify_program
+        from .program_job import ProgramOptions, minify_program
 
         try:
             program = minify_program(
                 command,
                 Path(report.run_dir),
-                backend=opts.backend,
-                jobs=opts.for_program(),
-                max_time=opts.max_time,
-                timeout=opts.timeout,
-                observer=opts.observer or NullObserver(),
-                t0=time.monotonic() - report.seconds,
-                include=opts.include,
-                reason=f"graph {report.graph} passes on its own",
-                prelude=prelude_for(report.failure_signature()),
+                ProgramOptions(
+                    backend=opts.backend,
+                    jobs=opts.for_program(),
+                    max_time=opts.max_time,
+                    timeout=opts.timeout,
+                    observer=opts.observer or NullObserver(),
+                    t0=time.monotonic() - report.seconds,
+                    include=opts.include,
+                    reason=f"graph {report.graph} passes on its own",
+                    prelude=prelude_for(report.failure_signature()),
+                ),
             )
         except UsageError:
             return report
@@ -143,10 +149,10 @@ def _minify_in(
         include=o.include,
     )
     if level == Level.PROGRAM:  # the user's source itself, whatever graphs it has
-        from .program_job import minify_program
+        from .program_job import ProgramOptions, minify_program
 
-        return minify_program(  # type: ignore[arg-type]
-            command, run_dir, accuracy=accuracy, first=True, **program
+        return minify_program(
+            command, run_dir, ProgramOptions(**program, accuracy=accuracy, first=True)
         )
     common = dict(jobs=jobs, timeout=timeout, real_inputs=o.real_inputs, accuracy=accuracy)
     streams = {"stdout": o.stdout, "stderr": o.stderr}
@@ -158,9 +164,7 @@ def _minify_in(
         # the first run is the first worker: it serves the first failure it meets in a
         # graph (one run of the program fewer); when it meets none it could serve, its
         # run is classified as `tcompile run` would
-        report = _first_worker(
-            command, run_dir, backend, graph, match, observer, t0, common, streams, after
-        )
+        report = _first_worker(command, run_dir, o, observer, t0, common)
         if isinstance(report, MinifyReport):
             return report
         if isinstance(report, _AotInstead):
@@ -191,17 +195,9 @@ def _minify_in(
     if distributed:  # one rank's graph, minified in single processes
         from .dist_minify import minify_rank
 
-        return minify_rank(
-            command,
-            target,
-            run_dir=run_dir,
-            level=form,
-            backend=backend,
-            observer=observer,
-            t0=t0,
-            **common,
-            **streams,
-        )
+        asked = dataclasses.replace(o, accuracy=accuracy)
+        return minify_rank(command, target, run_dir=run_dir, level=form, o=asked,
+                           observer=observer, t0=t0)  # fmt: skip
     return _graph_job(command, target, run_dir, backend, form, observer, t0, common)
 
 
@@ -328,17 +324,15 @@ def _without_graph(
         return report
     if target.kind == FailureKind.CAPTURE or asked == Level.GRAPH:
         return graphless_report(target, run_dir, t0)
-    from .program_job import minify_program
+    from .program_job import ProgramOptions, minify_program
 
+    reason = (
+        f"graph {target.graph}'s compiled backward bypasses a hook of the program"
+        if target.kind == FailureKind.HOOK
+        else "no compiled graph holds the failure"
+    )
     try:
-        return minify_program(
-            command,
-            run_dir,
-            reason=f"graph {target.graph}'s compiled backward bypasses a hook of the program"
-            if target.kind == FailureKind.HOOK
-            else "no compiled graph holds the failure",
-            **program,
-        )
+        return minify_program(command, run_dir, ProgramOptions(**program, reason=reason))
     except UsageError:  # not a Python script (a command of another kind): said as before
         return graphless_report(target, run_dir, t0)
 
@@ -355,19 +349,17 @@ class _AotInstead:
 def _first_worker(
     command: list[str],
     run_dir: Path,
-    backend: str | None,
-    graph: int | None,
-    match: str | None,
+    o: MinifyOptions,
     observer: Observer,
     t0: float,
     common: dict[str, Any],
-    streams: dict[str, Any],
-    after: str = "auto",
 ) -> MinifyReport | _AotInstead | Any:
     """The minify job on the graph the first worker served, or, when it served none,
     the classified run (a RunReport)."""
     from tcompile.compiler.pool import NotServed, WorkerPool
 
+    backend, graph, match, after = o.backend, o.graph, o.match, o.after
+    streams = {"stdout": o.stdout, "stderr": o.stderr}
     from .classify import classify_result
 
     config = HookConfig(

@@ -41,19 +41,15 @@ def bisect_then(
 def minify_start(
     argv: list[str],
     program: Callable[[], list[str]],
+    o: Any,
     *,
     trust: bool = False,
     write_report: bool = False,
-    jobs: int = 1,
-    real_inputs: bool = False,
-    out: str | None = None,
-    timeout: float | None = None,
-    observer: Any = None,
-    **kw: Any,
 ) -> Any:
-    """``tcompile minify``: from a record (its frame's source, shrunk), a
-    minifier_launcher.py (its graph), or the program (``program()`` makes its command,
-    checked), then report.md where asked."""
+    """``tcompile minify`` (``o``: its MinifyOptions): from a record (its frame's source,
+    shrunk), a minifier_launcher.py (its graph), or the program (``program()`` makes its
+    command, checked), then report.md where asked."""
+    jobs, real_inputs, out, timeout, observer = o.jobs, o.real_inputs, o.out, o.timeout, o.observer
     if argv and is_record(argv[0]):
         from .capture_job import minify_capture
 
@@ -69,12 +65,9 @@ def minify_start(
             argv[0], list(argv[1:]), jobs=jobs, out=out, real_inputs=real_inputs,
             observer=observer, trust=trust,
         )  # fmt: skip
-    from .minify_job import run_minify
+    from .minify_job import minify_with
 
-    report = run_minify(
-        program(), jobs=jobs, real_inputs=real_inputs, out=out, timeout=timeout,
-        observer=observer, **kw,
-    )  # fmt: skip
+    report = minify_with(program(), o)
     if write_report and report.run_dir:
         from .report import report_after
 
@@ -84,21 +77,20 @@ def minify_start(
 
 def replay_then(
     record: str,
+    o: Any,
     *,
     then_minify: bool = False,
     warn: Callable[[str], None] = lambda text: None,
     say: Callable[[str], None] = lambda text: None,
-    accuracy: str,
-    backend: str | None,
-    trust: bool = False,
-    **kw: Any,
 ) -> Any:
-    """``tcompile replay``: the recorded frame run again, then, with ``--minify``, what
-    it showed minified (the frame's source, or the graph it compiled).  ``warn`` says
-    the replay's warnings as they come, ``say`` that there is nothing to minify."""
+    """``tcompile replay`` (``o``: its ReplayOptions): the recorded frame run again,
+    then, with ``--minify``, what it showed minified (the frame's source, or the graph
+    it compiled).  ``warn`` says the replay's warnings as they come, ``say`` that there
+    is nothing to minify."""
     from .replay import replay as run_replay
 
-    report = run_replay(record, backend=backend, accuracy=accuracy, trust=trust, **kw)
+    report = run_replay(record, o)
+    accuracy, backend, trust = o.accuracy, o.backend, o.trust
     for warning in report.warnings:
         warn(warning)
     if then_minify:
@@ -108,9 +100,10 @@ def replay_then(
         elif then is not None:
             from .minify_job import minify_next
 
-            common = {
-                k: kw[k] for k in ("out", "timeout", "observer", "stdout", "stderr") if k in kw
-            }
+            common = dict(
+                out=o.out, timeout=o.timeout, observer=o.observer, stdout=o.stdout,
+                stderr=o.stderr,
+            )  # fmt: skip
             report.minify = minify_next(
                 report.command, then, accuracy=accuracy, backend=backend, **common
             )

@@ -60,24 +60,26 @@ def nonblank(text: str) -> int:
     return sum(1 for line in text.splitlines() if line.strip())
 
 
-def minify_program(
-    command: list[str],
-    run_dir: Path,
-    *,
-    backend: str | None,
-    jobs: int,
-    timeout: float | None,
-    observer: Observer,
-    t0: float,
-    include: list[str] | None = None,
-    reason: str = "",
-    accuracy: str = "off",
-    keep: list[frozenset[str]] | None = None,
-    prelude: str = "",
-    first: bool = False,
-    max_time: float | None = None,
-) -> ProgramMinifyReport:
-    """``accuracy``: candidates run with that check (``--level program``: the check of
+@dataclasses.dataclass
+class ProgramOptions:
+    """What a program-level minify is asked (minify_program's options, typed once)."""
+
+    backend: str | None
+    jobs: int
+    timeout: float | None
+    observer: Observer
+    t0: float  # the minify's start (a graph's minify may precede the program level)
+    include: list[str] | None = None
+    reason: str = ""  # why the program level: said in the report's message
+    accuracy: str = "off"
+    keep: list[frozenset[str]] | None = None
+    prelude: str = ""
+    first: bool = False
+    max_time: float | None = None
+
+
+def minify_program(command: list[str], run_dir: Path, o: ProgramOptions) -> ProgramMinifyReport:
+    """``o``'s fields: ``accuracy``: candidates run with that check (``--level program``: the check of
     each compiled call, program_harness.accuracy_check); ``keep``: anchors, the names each
     source line of the minimal graph calls (the engine never judges a candidate that
     lost one: source_case.Hints); ``prelude``: text each candidate and repro.py run
@@ -87,6 +89,9 @@ def minify_program(
     clean (exit 0).  ``max_time``: seconds of the program level (from its start) after
     which the search stops and the best program so far is verified (None: MAX_TIME;
     0: no limit)."""
+    backend, jobs, timeout, observer, t0 = o.backend, o.jobs, o.timeout, o.observer, o.t0
+    include, reason, accuracy, keep = o.include, o.reason, o.accuracy, o.keep
+    prelude, first, max_time = o.prelude, o.first, o.max_time
     began = time.monotonic()  # the program level's own start (a graph's minify may precede)
     if first and accuracy != AccuracyMode.OFF and not prelude:
         prelude, accuracy = accuracy_check(strict=accuracy == AccuracyMode.STRICT), "off"
@@ -123,13 +128,10 @@ def minify_program(
     run.reads = oracle.reads  # the files each candidate opened: what its repro carries
     forked = _fork(oracle, source, pool, observer)
     deadline = _deadline(began, MAX_TIME if max_time is None else max_time, seconds)
-    best, calls, history, passes, interrupted, found = _search(
-        run, oracle, target, source, keep, deadline
-    )
+    searched = _search(run, oracle, target, source, keep, deadline)
+    history, passes, interrupted = searched.history, searched.passes, searched.interrupted
     timed_out = deadline is not None and time.monotonic() > deadline and not interrupted
-    report = _finish(
-        run, target, best, source, calls, history, interrupted, t0, seconds, found, oracle.runs
-    )
+    report = _finish(run, target, source, searched, t0, seconds, oracle.runs)
     # a pass that raised (tcompile's bug) was skipped, the search went on: said, not hidden
     errors = [h for h in history if h.startswith("pass ") and "(tcompile's bug)" in h]
     assert report.program is not None  # _finish filled it
@@ -209,6 +211,20 @@ def program_source(
     return entry, source, roots, includes
 
 
+@dataclasses.dataclass
+class Searched:
+    """What the engine found on the program: the best program, the candidates judged,
+    the history, what each pass spent, whether it was interrupted, and each smaller
+    program found on the way (the fallbacks of a repro that does not verify)."""
+
+    best: str
+    calls: int
+    history: list[str]
+    passes: dict[str, Any]
+    interrupted: bool
+    found: list[str]
+
+
 def _search(
     run: ProgramRun,
     oracle: ProgramOracle,
@@ -216,9 +232,8 @@ def _search(
     source: str,
     keep: list[frozenset[str]] | None,
     deadline: float | None = None,
-) -> tuple[str, int, list[str], dict[str, Any], bool, list[str]]:
-    """The engine on the program: the best program, the candidate runs, the history,
-    what each pass spent, whether it was interrupted, each smaller program found."""
+) -> Searched:
+    """The engine on the program: what it found (Searched)."""
     run_dir, observer, jobs = run.run_dir, run.observer, run.jobs
     stop = threading.Event()
     best_path = run_dir / layout.BEST_PROGRAM
@@ -263,7 +278,7 @@ def _search(
     finally:
         if oracle.fork is not None:
             oracle.fork.close()
-    return best, calls, history, passes, interrupted, found
+    return Searched(best, calls, history, passes, interrupted, found)
 
 
 def _deadline(t0: float, max_time: float, seconds: float) -> float | None:
@@ -337,14 +352,10 @@ def _fork(oracle: ProgramOracle, source: str, pool: Future[Any] | None, observer
 def _finish(
     run: ProgramRun,
     target: ProgramTarget,
-    best: str,
     source: str,
-    calls: int,
-    history: list[str],
-    interrupted: bool,
+    searched: Searched,
     t0: float,
     seconds: float,
-    earlier: list[str] | None = None,
     run_count: int = 0,
 ) -> ProgramMinifyReport:
     """repro.py from the best program, verified (unless interrupted), and the report.
@@ -355,6 +366,8 @@ def _finish(
     FALLBACKS) are verified in turn, and the first that reproduces is the repro."""
     lines_before = source.strip().count("\n") + 1
     observer = run.observer
+    best, calls, history = searched.best, searched.calls, searched.history
+    interrupted, earlier = searched.interrupted, searched.found
     verified, said, back = False, "", 0
     tries = [best] + [b for b in reversed(earlier or []) if b != best][:FALLBACKS]
     for back, program in enumerate(tries):

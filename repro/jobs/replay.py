@@ -147,20 +147,32 @@ def _torch_version() -> str:
         return ""
 
 
-def replay(
-    path: str,
-    *,
-    backend: str | None = None,
-    fullgraph: bool | None = None,
-    accuracy: str = "off",
-    timeout: float | None = None,
-    out: str | None = None,
-    observer: Observer | None = None,
-    stdout: IO[str] | None = None,
-    stderr: IO[str] | None = None,
-    trust: bool = False,
-) -> ReplayReport:
-    observer = observer or NullObserver()
+@dataclasses.dataclass
+class ReplayOptions:
+    """What ``tcompile replay`` is asked (its options, typed once)."""
+
+    backend: str | None = None
+    fullgraph: bool | None = None  # None: as recorded
+    accuracy: str = "off"
+    timeout: float | None = None
+    out: str | None = None
+    observer: Observer | None = None
+    stdout: IO[str] | None = None
+    stderr: IO[str] | None = None
+    trust: bool = False  # a record tcompile did not sign is run anyway
+
+
+def replay(path: str, o: ReplayOptions) -> ReplayReport:
+    """The recorded frame run again under torch.compile, in a driver process."""
+    backend, fullgraph, accuracy, timeout, out = (
+        o.backend,
+        o.fullgraph,
+        o.accuracy,
+        o.timeout,
+        o.out,
+    )
+    stdout, stderr, trust = o.stdout, o.stderr, o.trust
+    observer = o.observer or NullObserver()
     info = load_info(path)
     check_trust(info, trust)
     warnings = check_versions(info)

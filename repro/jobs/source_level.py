@@ -98,7 +98,7 @@ def with_source_level(
     from tcompile.repro.program_files import program_files
     from tcompile.repro.project import entry_of
 
-    from .program_job import minify_program
+    from .program_job import ProgramOptions, minify_program
 
     report.level = "source"
     if not isinstance(report, GraphMinifyReport) or report.graph is None:
@@ -130,16 +130,18 @@ def with_source_level(
         prog = minify_program(
             command,
             Path(report.run_dir) / "source",
-            backend=opts.backend,
-            jobs=opts.for_program(),
-            max_time=opts.max_time,
-            timeout=opts.timeout,
-            observer=observer,
-            t0=t0,
-            include=opts.include,
-            reason=f"a repro in user-level PyTorch for graph {report.graph}",
-            keep=keep,
-            prelude=prelude_for(report.failure_signature()),
+            ProgramOptions(
+                backend=opts.backend,
+                jobs=opts.for_program(),
+                max_time=opts.max_time,
+                timeout=opts.timeout,
+                observer=observer,
+                t0=t0,
+                include=opts.include,
+                reason=f"a repro in user-level PyTorch for graph {report.graph}",
+                keep=keep,
+                prelude=prelude_for(report.failure_signature()),
+            ),
         )
     except UsageError as exc:
         report.source = SourceSummary(error=str(exc))

@@ -164,23 +164,36 @@ def _interpreters(also: str | list[str] | None) -> list[str]:
     return alsos
 
 
-def run_triage(
-    paths: list[str],
-    *,
-    accuracy: str = AccuracyMode.LOOSE.value,
-    timeout: float = 900.0,
-    jobs: int = 1,
-    per_gpu: int = 1,
-    repeat: int | None = None,
-    each: bool = False,
-    max_time: float = 150.0,
-    also: str | list[str] | None = None,
-    ray_address: str | None = None,
-    out: str | None = None,
-    observer: Observer | None = None,
-    **_streams: Any,
-) -> TriageReport:
-    observer = observer or NullObserver()
+@dataclasses.dataclass
+class TriageOptions:
+    """What ``tcompile triage`` is asked (its options, typed once).  The budgets --
+    ``timeout``, ``jobs``, ``per_gpu``, ``max_time`` -- never decide a cached result."""
+
+    accuracy: str = AccuracyMode.LOOSE.value
+    timeout: float = 900.0
+    jobs: int = 1
+    per_gpu: int = 1
+    repeat: int | None = None
+    each: bool = False  # every script bisected and minified (not once per cluster)
+    max_time: float = 150.0
+    also: str | list[str] | None = None  # other interpreters each repro is run under
+    ray_address: str | None = None
+    out: str | None = None
+    observer: Observer | None = None
+
+
+def run_triage(paths: list[str], o: TriageOptions) -> TriageReport:
+    """``tcompile triage``: every script's verdict, its culprit, clusters, repros."""
+    accuracy, timeout, jobs, per_gpu, repeat, each = (
+        o.accuracy,
+        o.timeout,
+        o.jobs,
+        o.per_gpu,
+        o.repeat,
+        o.each,
+    )
+    max_time, also, ray_address, out = o.max_time, o.also, o.ray_address, o.out
+    observer = o.observer or NullObserver()
     t0 = time.monotonic()
     scripts = discover(paths)
     alsos = _interpreters(also)
