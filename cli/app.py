@@ -7,11 +7,12 @@ commands themselves are main.py.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -19,6 +20,22 @@ from tcompile import __version__
 from tcompile.compiler.exitcodes import ExitCode, InternalError, UsageError
 
 from . import args
+
+T = TypeVar("T")
+
+
+def flags(cls: type[T]) -> Callable[[Callable[[T], None]], Callable[..., None]]:
+    """A command's options as one record (cli/flags.py): click passes them by name,
+    the command gets ``cls(**them)``.  Goes right above the ``def``."""
+
+    def wrap(fn: Callable[[T], None]) -> Callable[..., None]:
+        @functools.wraps(fn)
+        def command(**given: Any) -> None:
+            fn(cls(**given))
+
+        return command
+
+    return wrap
 
 
 def observer(quiet: bool = False) -> Any:

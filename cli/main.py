@@ -16,6 +16,7 @@ import click
 from tcompile.compiler.exitcodes import ExitCode
 
 from . import app, args
+from .flags import BisectFlags, ReplayFlags, ReportFlags, RunFlags
 from .options import (
     PROGRAM,
     accuracy_options,
@@ -94,24 +95,13 @@ def main() -> None:
     multiple=True,
     metavar="SUBSYSTEM:NAME",
     help="Turn one inductor culprit off wherever it applies (repeatable): lowerings:sum, "
-    "post_grad_passes:NAME, decomposition:aten.silu.default, config:fallback_random "
+    "post_grad_passes:NAME, decomposition:aten.silu.default, pattern:NAME (one pattern of a "
+    "pattern-matcher pass), config:fallback_random "
     "(bisect's `without`). Does the failure go away with it?",
 )
 @program_argument
-def run(
-    backend: str | None,
-    accuracy: str,
-    timeout: float | None,
-    as_json: bool,
-    out: str | None,
-    debug_dir: str | None,
-    only: str | None,
-    trace: str | None,
-    record_all: bool,
-    localize: bool,
-    without: tuple[str, ...],
-    argv: tuple[str, ...],
-) -> None:
+@app.flags(RunFlags)
+def run(f: RunFlags) -> None:
     """Run SCRIPT [ARGS] (or -- COMMAND ...) under the wrapped torch.compile stack.
 
     Reports every compiled graph and every compiler failure, classified as capture,
@@ -123,23 +113,23 @@ def run(
         from tcompile.repro.jobs.classify import RunOptions, run_and_classify
 
         return run_and_classify(
-            args.program(argv, backend),
+            args.program(f.argv, f.backend),
             RunOptions(
-                stage=backend,
-                accuracy=accuracy,
-                debug_dir=args.abs_dir(debug_dir),
-                only=only,
-                record="all" if record_all else "failures",
-                trace=args.abs_dir(trace),
-                localize=localize,
-                bisect=args.without(without),
-                **app.common(out, timeout, as_json),
+                stage=f.backend,
+                accuracy=f.accuracy,
+                debug_dir=args.abs_dir(f.debug_dir),
+                only=f.only,
+                record="all" if f.record_all else "failures",
+                trace=args.abs_dir(f.trace),
+                localize=f.localize,
+                bisect=args.without(f.without),
+                **app.common(f.out, f.timeout, f.as_json),
             ),
         )
 
     from .render import run_result
 
-    app.finish(job, as_json=as_json, render=run_result)
+    app.finish(job, as_json=f.as_json, render=run_result)
 
 
 @main.command(context_settings=PROGRAM, epilog=exit_codes("explain"))
@@ -210,18 +200,8 @@ def explain(
 @json_option
 @out_option
 @click.argument("record", type=click.Path(dir_okay=True))
-def replay(
-    backend: str | None,
-    no_fullgraph: bool,
-    accuracy: str,
-    info: bool,
-    trust: bool,
-    then_minify: bool,
-    timeout: float | None,
-    as_json: bool,
-    out: str | None,
-    record: str,
-) -> None:
+@app.flags(ReplayFlags)
+def replay(f: ReplayFlags) -> None:
     """Re-run only the frame recorded in RECORD under torch.compile.
 
     RECORD is a record.pkl written by tcompile (run, bisect, minify) or a record of
@@ -234,14 +214,14 @@ def replay(
     any other record (someone else's, torch's own, an altered one) is refused, exit 2,
     unless you pass --trust.  --info executes and unpickles nothing.
     """
-    if info:
+    if f.info:
         from tcompile.repro.jobs.replay import load_info
 
         from .render_replay import record_info
 
         app.finish(
-            lambda: _InfoReport(load_info(record)),
-            as_json=as_json,
+            lambda: _InfoReport(load_info(f.record)),
+            as_json=f.as_json,
             render=lambda report, console: record_info(report.info, console),
         )
 
@@ -250,25 +230,25 @@ def replay(
         from tcompile.repro.jobs.pipelines import replay_then
         from tcompile.repro.jobs.replay import ReplayOptions
 
-        check_backend(backend)
+        check_backend(f.backend)
         options = ReplayOptions(
-            backend=backend,
-            fullgraph=False if no_fullgraph else None,
-            accuracy=accuracy,
-            trust=trust,
-            **app.common(out, timeout, as_json),
+            backend=f.backend,
+            fullgraph=False if f.no_fullgraph else None,
+            accuracy=f.accuracy,
+            trust=f.trust,
+            **app.common(f.out, f.timeout, f.as_json),
         )
         return replay_then(
-            record,
+            f.record,
             options,
-            then_minify=then_minify,
+            then_minify=f.then_minify,
             warn=lambda text: click.echo(f"tcompile: warning: {text}", err=True),
             say=lambda text: click.echo(f"tcompile: {text}", err=True),
         )
 
     from .render_replay import replay_result
 
-    app.finish(job, as_json=as_json, render=replay_result)
+    app.finish(job, as_json=f.as_json, render=replay_result)
 
 
 class _InfoReport:
@@ -325,22 +305,8 @@ class _InfoReport:
 @json_option
 @out_option
 @program_argument
-def bisect(
-    accuracy: str,
-    match: str | None,
-    timeout: float | None,
-    jobs: int,
-    repeat: int | None,
-    then_minify: bool,
-    peers: str | None,
-    guided: bool,
-    confirm: bool | None,
-    whole_program: bool,
-    write_report: bool,
-    as_json: bool,
-    out: str | None,
-    argv: tuple[str, ...],
-) -> None:
+@app.flags(BisectFlags)
+def bisect(f: BisectFlags) -> None:
     """Find the stage, graph, inductor pass or lowering that breaks SCRIPT [ARGS] (or -- COMMAND ...)."""
 
     def job() -> Any:
@@ -348,20 +314,20 @@ def bisect(
         from tcompile.repro.jobs.pipelines import bisect_then
 
         options = BisectOptions(
-            accuracy=accuracy, match=match, jobs=jobs, repeat=repeat, peers=peers,
-            guided=guided, whole_program=whole_program, confirm=confirm,
-            **app.common(out, timeout, as_json),
+            accuracy=f.accuracy, match=f.match, jobs=f.jobs, repeat=f.repeat, peers=f.peers,
+            guided=f.guided, whole_program=f.whole_program, confirm=f.confirm,
+            **app.common(f.out, f.timeout, f.as_json),
         )  # fmt: skip
         return bisect_then(
-            args.command_from_args(argv),
+            args.command_from_args(f.argv),
             options,
-            then_minify=then_minify,
-            write_report=write_report,
+            then_minify=f.then_minify,
+            write_report=f.write_report,
         )
 
     from .render import bisect_result
 
-    app.finish(job, as_json=as_json, render=bisect_result)
+    app.finish(job, as_json=f.as_json, render=bisect_result)
 
 
 from .minify_cmd import minify  # noqa: E402
@@ -420,19 +386,8 @@ if __name__ == "__main__":  # pragma: no cover
 @json_option
 @out_option
 @program_argument
-def report(
-    accuracy: str,
-    timeout: float | None,
-    jobs: int,
-    max_bugs: int,
-    level: str,
-    trace: str | None,
-    confirm: bool | None,
-    max_time: float | None,
-    as_json: bool,
-    out: str | None,
-    argv: tuple[str, ...],
-) -> None:
+@app.flags(ReportFlags)
+def report(f: ReportFlags) -> None:
     """Run, bisect and minify SCRIPT [ARGS] (or -- COMMAND ...); write report.md for a bug report.
 
     One section per distinct failure: a title, what goes wrong, the repro inline with
@@ -443,19 +398,19 @@ def report(
         from tcompile.repro.jobs.report import ReportOptions, run_report
 
         return run_report(
-            args.command_from_args(argv),
+            args.command_from_args(f.argv),
             ReportOptions(
-                accuracy=accuracy,
-                jobs=jobs,
-                max_bugs=max_bugs,
-                level=level,
-                trace=args.abs_dir(trace),
-                confirm=confirm,
-                max_time=max_time,
-                **app.common(out, timeout, as_json),
+                accuracy=f.accuracy,
+                jobs=f.jobs,
+                max_bugs=f.max_bugs,
+                level=f.level,
+                trace=args.abs_dir(f.trace),
+                confirm=f.confirm,
+                max_time=f.max_time,
+                **app.common(f.out, f.timeout, f.as_json),
             ),
         )
 
     from .render import report_result
 
-    app.finish(job, as_json=as_json, render=report_result)
+    app.finish(job, as_json=f.as_json, render=report_result)

@@ -9,6 +9,7 @@ import click
 
 from ..repro.jobs.minify_types import After
 from . import app, args
+from .flags import MinifyFlags
 from .options import (
     PROGRAM,
     accuracy_options,
@@ -85,24 +86,8 @@ from .options import (
 @json_option
 @out_option
 @program_argument
-def minify(
-    after: str,
-    accuracy: str,
-    backend: str | None,
-    graph: int | None,
-    match: str | None,
-    jobs: int,
-    timeout: float | None,
-    real_inputs: bool,
-    level: str,
-    include: tuple[str, ...],
-    max_time: float | None,
-    trust: bool,
-    write_report: bool,
-    as_json: bool,
-    out: str | None,
-    argv: tuple[str, ...],
-) -> None:
+@app.flags(MinifyFlags)
+def minify(f: MinifyFlags) -> None:
     """Shrink the failing graph of SCRIPT [ARGS] (or -- COMMAND ...) to a verified repro.py.
 
     Also accepts a minifier_launcher.py written by an earlier run, and a record.pkl of
@@ -115,27 +100,27 @@ def minify(
         from tcompile.repro.jobs.program_job import default_jobs
 
         options = MinifyOptions(
-            after=after,
-            accuracy=accuracy,
-            backend=backend,
-            graph=graph,
-            match=match,
-            jobs=jobs or 1,
-            program_jobs=jobs or default_jobs(),
-            real_inputs=real_inputs,
-            level=Level(level),
-            include=list(include),
-            max_time=max_time,
-            **app.common(out, timeout, as_json),
+            after=f.after,
+            accuracy=f.accuracy,
+            backend=f.backend,
+            graph=f.graph,
+            match=f.match,
+            jobs=f.jobs or 1,
+            program_jobs=f.jobs or default_jobs(),
+            real_inputs=f.real_inputs,
+            level=Level(f.level),
+            include=list(f.include),
+            max_time=f.max_time,
+            **app.common(f.out, f.timeout, f.as_json),
         )
         return minify_start(
-            list(argv),
-            lambda: args.program(argv, backend),
+            list(f.argv),
+            lambda: args.program(f.argv, f.backend),
             options,
-            trust=trust,
-            write_report=write_report,
+            trust=f.trust,
+            write_report=f.write_report,
         )
 
     from .render import minify_result
 
-    app.finish(job, as_json=as_json, render=minify_result)
+    app.finish(job, as_json=f.as_json, render=minify_result)

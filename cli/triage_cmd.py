@@ -9,6 +9,7 @@ import click
 from tcompile.compiler.accuracy import AccuracyMode
 
 from . import app
+from .flags import TriageFlags
 from .options import exit_codes, jobs_option, json_option
 
 
@@ -91,20 +92,8 @@ from .options import exit_codes, jobs_option, json_option
     help="Results, repros and pages; a rerun with the same --out does only new work.",
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-def triage(
-    accuracy: str,
-    timeout: float,
-    jobs: int,
-    per_gpu: int,
-    repeat: int | None,
-    each: bool,
-    max_time: float,
-    also: tuple[str, ...],
-    ray_address: str | None,
-    as_json: bool,
-    out: str,
-    paths: tuple[str, ...],
-) -> None:
+@app.flags(TriageFlags)
+def triage(f: TriageFlags) -> None:
     """Triage every script under PATHS: verdict, culprit, verified repro, duplicates.
 
     Verdicts: bug, clean, not_compiler, flaky, timeout, needs_gpu (and error: tcompile
@@ -120,22 +109,22 @@ def triage(
         from tcompile.repro.jobs.triage import TriageOptions, run_triage
 
         return run_triage(
-            list(paths),
+            list(f.paths),
             TriageOptions(
-                accuracy=accuracy,
-                timeout=timeout,
-                jobs=jobs,
-                per_gpu=per_gpu,
-                repeat=repeat,
-                each=each,
-                max_time=max_time,
-                also=list(also),
-                ray_address=ray_address,
-                out=out,
+                accuracy=f.accuracy,
+                timeout=f.timeout,
+                jobs=f.jobs,
+                per_gpu=f.per_gpu,
+                repeat=f.repeat,
+                each=f.each,
+                max_time=f.max_time,
+                also=list(f.also),
+                ray_address=f.ray_address,
+                out=f.out,
                 observer=app.observer(),
             ),
         )
 
     from .render_triage import triage_result
 
-    app.finish(job, as_json=as_json, render=triage_result)
+    app.finish(job, as_json=f.as_json, render=triage_result)
