@@ -84,3 +84,20 @@ def assert_no_absolute_paths(out, folders):
         if any(n in line for n in needles)
     ]
     assert not leaks, "\n".join(leaks)
+
+
+def test_a_capture_failure_gets_its_capture_level_repro(tmp_path):
+    # issue 62: a frame Dynamo could not capture had no repro in report (and so in
+    # triage); its record's function is minified, the program not run again
+    r = run_tcompile(
+        "report", "--json", "--out", str(tmp_path), str(FIXTURES / "capture_fullgraph.py")
+    )
+    doc = json.loads(r.stdout)
+    (bug,) = doc["bugs"]
+    assert r.returncode == 1 and bug["kind"] == "capture", r.stderr[-2000:]
+    mini = bug["minify"]
+    assert mini["verified"] and mini["capture"]["entry"] == "step", mini.get("message")
+    text = (tmp_path / doc["run_dir"].rsplit("/", 1)[-1] / "report.md").read_text()
+    assert "REPRODUCED: eager/capture: exc.Unsupported" in text
+    assert "The frame's code (`step`) shrinks from 5 to 3 lines" in text
+    assert "passes with torch.compile off" in text

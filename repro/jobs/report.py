@@ -118,6 +118,18 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
             }
         args: dict[str, Any] = {}
         if first.kind == FailureKind.CAPTURE and first.graph is None:
+            # a frame Dynamo could not capture: no graph, no bisect; its record's
+            # function minified to a capture-level repro (capture_job.py), the program
+            # not run again (issue 62: a capture failure's cluster got no repro)
+            if first.record:
+                from .minify_job import minify_next
+
+                observer.status(f"minifying the frame Dynamo could not capture: {g['signature']}")
+                mini = minify_next(
+                    command, {"record": first.record}, out=str(run_dir), timeout=timeout,
+                    observer=observer,
+                )  # fmt: skip
+                bug["minify"] = mini.to_json()
             bugs.append(bug)
             continue
         if first.graph is not None or first.kind != FailureKind.TIMEOUT:
@@ -302,7 +314,7 @@ def describe(bug: dict[str, Any]) -> str:
         # torch.compile off, a graph's with backend="eager" (issue 59)
         passes = (
             " and passes with torch.compile off"
-            if mini.get("level") == "program"
+            if mini.get("level") == "program" or (mini.get("capture") and mini.get("eager_passes"))
             else ' and passes with backend="eager"'
             if mini.get("eager_passes")
             else ""
@@ -317,6 +329,12 @@ def describe(bug: dict[str, Any]) -> str:
             text.append(
                 f"No single graph holds it: the program shrinks from {prog.get('lines_before')} "
                 f"to {prog.get('lines_after')} lines; the repro below {state}."
+            )
+        elif mini.get("capture"):  # a frame Dynamo could not capture: its function
+            cap = mini["capture"]
+            text.append(
+                f"The frame's code (`{cap.get('entry')}`) shrinks from {cap.get('lines_before')} "
+                f"to {cap.get('function_lines')} lines; the repro below {state}."
             )
         else:
             text.append(
