@@ -8,7 +8,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 ||
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT/r"
 par=""; python3 -c "import xdist" 2>/dev/null && par="-n 4"
-( s=$(date +%s); timeout 560 python3 -m pytest -q -p no:cacheprovider $par tests/test_gpu.py \
+( s=$(date +%s); timeout 560 python3 -m pytest -q -p no:cacheprovider $par tests/gpu/test_gpu.py \
     -k "bisect or cudagraphs" > "$OUT/r/gpu_test.txt" 2>&1
   echo "wall $(( $(date +%s) - s ))" >> "$OUT/r/gpu_test.txt" ) &
 b() {  # name, fixture, flags...

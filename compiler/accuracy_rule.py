@@ -12,7 +12,7 @@ writers generate their checks from it by name (``portable_source``) -- the long 
 (repro/writer_full.py) takes ``compare_tensor`` and what it calls, the short form
 ``differs_loose`` or ``differs_strict``, the program-level check ``eager_tolerance`` -- instead of restating it.
 tcompile judges with the same functions (compiler/accuracy.py).  Renaming a function
-here changes what repro files contain; tests/test_accuracy_rule.py holds the rule and
+here changes what repro files contain; tests/unit/test_accuracy_rule.py holds the rule and
 the generated checks to one another.
 """
 

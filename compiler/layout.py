@@ -7,7 +7,7 @@ names, never rename one.  The minifier's checkpoint (minifier/checkpoint.py) kee
 own name: the pure search imports nothing of tcompile.
 
 Every artifact is written through ``write_file``: atomically, deleted on failure
-(tests/test_layers.py keeps other writes out of the writers).
+(tests/unit/test_layers.py keeps other writes out of the writers).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class ProcessResult:
 
 def program_outcome(returncode: int | None, stdout: list[str], stderr: list[str]) -> dict[str, Any]:
     """``{"returncode", "exception", "last_line"}`` from a run's output (the same reading
-    for a run under tcompile and a plain one: tests/test_differential.py compares them)."""
+    for a run under tcompile and a plain one: tests/e2e/test_differential.py compares them)."""
     out = [ln for ln in stdout if ln.strip()]
     err = [ln for ln in stderr if ln.strip()]
     exception = None

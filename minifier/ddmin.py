@@ -4,7 +4,7 @@ then complements (remove one) -- each round's candidates judged in order through
 ``Problem.first_failing`` (so ``jobs`` at a time, cached, within the limits).
 
 The graph passes use it (passes.py: delete_nodes, drop_outputs); any format can.
-Pure: imports only the problem (tests/test_layers.py).
+Pure: imports only the problem (tests/unit/test_layers.py).
 """
 
 from __future__ import annotations

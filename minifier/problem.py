@@ -25,7 +25,7 @@ Learnt from shrinkray's ReductionProblem (the format is the problem's parameter,
 copy of the machinery) and Hypothesis's shrinker (the cache is consulted before every
 call; ``find_integer`` is interval.py's).
 
-Pure: no torch, nothing of tcompile; no format is imported here (tests/test_layers.py).
+Pure: no torch, nothing of tcompile; no format is imported here (tests/unit/test_layers.py).
 """
 
 from __future__ import annotations

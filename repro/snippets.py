@@ -4,7 +4,7 @@ differs, a child process when the bug kills the process, ...).
 
 They restate, in a few lines each, how tcompile names a failure (compiler/signature.py);
 how it judges numbers is not restated but generated from the rule itself
-(compiler/accuracy_rule.py).  tests/test_repro_short.py checks that they agree with
+(compiler/accuracy_rule.py).  tests/e2e/test_repro_short.py checks that they agree with
 tcompile on a battery of exceptions and tensors.  When a short repro
 does not reproduce in a fresh interpreter, the job falls back to the long form
 (writer_full.py), which carries tcompile's own helpers.

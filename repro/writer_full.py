@@ -7,7 +7,7 @@ pass, when the failure needs one; the minimal module; its inputs; the compile ca
 and the check.  The accuracy rule is generated from compiler/accuracy_rule.py (its
 portable text); the helpers that name failures and run the graph are copied from
 tcompile's own public functions (inspect.getsource), so the repro and tcompile agree
-exactly (tests/test_layers.py: no private name is copied).
+exactly (tests/unit/test_layers.py: no private name is copied).
 
 The check runs in a child process of the repro itself, so a failure that kills the
 process (a C++ throw in generated code) is still reported: exit 1 and

@@ -4,7 +4,7 @@ cycles (deferred imports inside functions count: a cycle that survives only beca
 an import is deferred is still a cycle), and which modules import what.
 
     python scripts/house.py            # the figures, for the README and closing notes
-    python scripts/house.py --json     # the same as JSON (tests/test_layers.py uses it)
+    python scripts/house.py --json     # the same as JSON (tests/unit/test_layers.py uses it)
 
 Imports under ``if TYPE_CHECKING:`` do not count: they never run.
 """

@@ -1,5 +1,5 @@
 """Record how every fixture ends under plain ``python`` (fixtures/OUTCOMES.json), for
-tests/test_differential.py: its exit status, the exception line its traceback ends
+tests/e2e/test_differential.py: its exit status, the exception line its traceback ends
 with, the last line it printed -- with the fixture's fingerprint and the torch it ran
 on.  The test uses an entry only where both still match; it runs any other plainly.
 
@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+for _folder in ("tests", "tests/e2e", "tests/unit"):
+    sys.path.insert(0, str(ROOT / _folder))
 
 
 def main() -> int:
     import torch
-
     from test_differential import OUTCOMES, _fixtures, _gpu, fingerprint, plain, user_bugs
 
     parser = argparse.ArgumentParser()

@@ -1,7 +1,12 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# tests/ (helpers.py) and its groups: unit/ (pure, fast: no compile, no child process),
+# e2e/ (end to end: the slow tests, and the few fast checks beside them), gpu/ (CUDA);
+# a test module may import another's helpers whichever group holds it
+_HERE = Path(__file__).resolve().parent
+for _folder in (_HERE, _HERE / "unit", _HERE / "e2e", _HERE / "gpu"):
+    sys.path.insert(0, str(_folder))
 
 
 # Tests marked ``extended`` repeat what others cover (more real bugs of a kind already

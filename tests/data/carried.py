@@ -1,4 +1,4 @@
-"""Functions and classes a repro must carry with what they reach (tests/test_carry.py)."""
+"""Functions and classes a repro must carry with what they reach (tests/unit/test_carry.py)."""
 
 import math
 

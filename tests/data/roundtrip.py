@@ -1,4 +1,4 @@
-"""Every graph of every fixture, saved and loaded back (tests/test_graph_roundtrip.py).
+"""Every graph of every fixture, saved and loaded back (tests/e2e/test_graph_roundtrip.py).
 
 ``python roundtrip.py capture OUT ARGS.json FIXTURE...``: runs each fixture (as its user
 runs it: its own folder, its own argv) with ``torch.compile`` routed through a backend

@@ -71,7 +71,7 @@ def test_nanogpt_program_level_repro_carries_what_the_program_reads(tmp_path):
     assert ran.returncode == 1 and "REPRODUCED: RuntimeError" in ran.stdout, ran.stdout[-2000:]
 
 
-@pytest.mark.extended  # the same abort in every command: tests/test_one_verdict.py
+@pytest.mark.extended  # the same abort in every command: tests/e2e/test_one_verdict.py
 def test_nanogpt_users_data_bug_that_aborts_compiled_code_is_exit_3(tmp_path):
     proj = _project(tmp_path, "nanogpt")
     doc = _json(proj, "run", "--out", str(tmp_path / "out"), *NANOGPT,

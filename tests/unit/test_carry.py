@@ -13,7 +13,7 @@ import torch
 from tcompile.compiler.child.torch_config import name_of, object_of, source_of
 from tcompile.compiler.configs import config_source
 
-DATA = Path(__file__).parent / "data" / "carried.py"
+DATA = Path(__file__).resolve().parents[1] / "data" / "carried.py"
 
 
 def _module():

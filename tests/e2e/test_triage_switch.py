@@ -5,13 +5,13 @@ Pure: no compiles."""
 from __future__ import annotations
 
 import pytest
+from test_triage_cluster import bug, result
 
 from tcompile.compiler.child.subsystems import Counter
 from tcompile.compiler.stack import without, without_of
 from tcompile.repro.jobs.bisect_report import BisectReport
 from tcompile.repro.jobs.triage_switch import merge, proposals
 from tcompile.repro.triage_cluster import cluster
-from test_triage_cluster import bug, result
 
 
 def _with_without(r: dict, off: str | None) -> dict:

@@ -53,7 +53,7 @@ def _summary(doc):
 
 
 def check_case(doc, fixture, code, expected):
-    """What `tcompile run` must say of a fixture (CASES): tests/test_differential.py runs
+    """What `tcompile run` must say of a fixture (CASES): tests/e2e/test_differential.py runs
     every fixture in every mode and calls this on the run a case names."""
     assert doc["exit_code"] == code, doc
     assert _summary(doc) == expected, doc["failures"]

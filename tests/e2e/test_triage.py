@@ -128,7 +128,7 @@ def test_bisect_names_the_culprit_triage_and_its_report_named(corpus):
     """Issue 60: one failure, one culprit in every command.  Triage's culprit is its
     ``tcompile report``'s (the report's bug, compiler/culprit.py's record); ``tcompile
     bisect`` run on its own names the same one, in the same words, on each member
-    (tests/test_same_culprit.py runs all three commands on more fixtures, extended)."""
+    (tests/e2e/test_same_culprit.py runs all three commands on more fixtures, extended)."""
     from tcompile.compiler.culprit import Culprit
 
     d, doc = corpus

@@ -5,7 +5,7 @@ collectives) and FSDP2 (``fully_shard`` + ``block.compile()``) under
 and the rank; ``minify`` gives a verified repro.py.
 
 Skipped with fewer than two GPUs (CI has none): run on the device's two-GPU kind with
-``pytest -m gpu tests/test_multi_gpu.py``; results in docs/torchrun.md.
+``pytest -m gpu tests/gpu/test_multi_gpu.py``; results in docs/torchrun.md.
 """
 
 import json

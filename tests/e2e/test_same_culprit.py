@@ -10,7 +10,7 @@ bisect's lowering (``sum`` for ``slice_scatter``).
 With TCOMPILE_TEST_EXTENDED=1 (three whole commands each: 173 s for the cheapest): the
 planted C++ compile error (a lowering), a backward graph's wrong values, a user's
 decomposition, a post-grad pass and a culprit in the second of two graphs.  In the
-30-minute suite, tests/test_triage.py runs bisect beside its triage (whose culprit is
+30-minute suite, tests/e2e/test_triage.py runs bisect beside its triage (whose culprit is
 its report's: triage runs ``tcompile report``) and compares the two.
 """
 
@@ -28,7 +28,7 @@ from tcompile.compiler.culprit import Culprit
 pytestmark = pytest.mark.slow
 
 CASES = [
-    # in the suite, tests/test_triage.py compares its triage's culprit with a bisect's
+    # in the suite, tests/e2e/test_triage.py compares its triage's culprit with a bisect's
     pytest.param("cpp_relu_compile_error.py", [], "lowering", marks=pytest.mark.extended),
     pytest.param("backward_only.py", ["--accuracy"], None, marks=pytest.mark.extended),
     pytest.param("bad_decomposition.py", ["--accuracy"], None, marks=pytest.mark.extended),

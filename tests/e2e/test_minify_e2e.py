@@ -49,12 +49,12 @@ def compile_error_minified(tmp_path_factory):
     return minify(tmp_path_factory.mktemp("compile_error"), "cpp_relu_compile_error.py", "--report")
 
 
-# the accuracy variant is minified by tests/test_bisect_e2e.py (bisect --minify)
+# the accuracy variant is minified by tests/e2e/test_bisect_e2e.py (bisect --minify)
 @pytest.mark.parametrize(
     "fixture, flags, op",
     [
         ("cpp_relu_compile_error.py", [], "torch.relu"),
-        # the same path as the compile error (the runtime kind: tests/test_run_e2e.py)
+        # the same path as the compile error (the runtime kind: tests/e2e/test_run_e2e.py)
         pytest.param("cpp_relu_runtime_error.py", [], "torch.relu", marks=pytest.mark.extended),
         ("cpp_throw_crash.py", [], "torch.relu"),  # kills its worker: tcompile carries on
     ],
@@ -112,7 +112,7 @@ def test_strict_accuracy_picks_the_bug_only_it_sees(tmp_path):
     assert "StrictAccuracyError" in strict["signature"]
 
 
-@pytest.mark.extended  # the loose check's minify: tests/test_bisect_e2e.py (--minify)
+@pytest.mark.extended  # the loose check's minify: tests/e2e/test_bisect_e2e.py (--minify)
 def test_loose_accuracy_picks_the_other_bug(tmp_path):
     loose = minify(tmp_path / "loose", "two_bugs.py", "--accuracy")
     assert loose["verified"]

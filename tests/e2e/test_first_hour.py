@@ -189,7 +189,7 @@ def test_the_source_level_of_a_two_file_program(tmp_path):
 
 # extended (CI took 1951 s on 2026-11-29): the program level's search and its verified
 # repro are test_minify_e2e's no-graph test and nanoGPT's; an interrupted minify's best so
-# far is tests/test_trust.py's SIGTERM test
+# far is tests/e2e/test_trust.py's SIGTERM test
 @pytest.mark.slow
 @pytest.mark.extended
 def test_program_level_on_a_clean_program_and_on_a_wrong_value(tmp_path):

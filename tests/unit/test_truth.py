@@ -27,7 +27,7 @@ from tcompile.compiler.protocol import Event
 from tcompile.compiler.runner import ProcessResult, _EventTail
 from tcompile.compiler.signature import innermost_frame
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- whose code -------------------------------------------------------------------
@@ -42,7 +42,7 @@ def test_owners_by_location_not_by_name(tmp_path):
     assert owners.owner(os.__file__) is owners.Owner.INSTALLED
     # the checkout's fixtures and tests are programs, not tcompile
     assert owners.is_user(str(ROOT / "fixtures" / "clean.py"))
-    assert owners.is_user(str(ROOT / "tests" / "test_truth.py"))
+    assert owners.is_user(str(ROOT / "tests" / "unit" / "test_truth.py"))
     # a project in a folder named tcompile, with folders named compiler/child in it
     proj = tmp_path / "tcompile" / "compiler" / "child"
     proj.mkdir(parents=True)

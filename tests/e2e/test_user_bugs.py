@@ -15,7 +15,7 @@ One triage of the folder (``--no-accuracy``: its run step is ``tcompile run``) g
 both answers the issue asks for: each script's ``run`` (its result.json: exit 3,
 ``not-a-compiler-bug``, and the program ending as plain python ends it, or by the named
 exception that says so) and triage's verdict ``not_compiler``.  The torchrun case is
-tests/test_distributed.py's.  Slow: about a minute."""
+tests/e2e/test_distributed.py's.  Slow: about a minute."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ import json
 from pathlib import Path
 
 import pytest
+from test_differential import _key, plain, recorded, user_bugs
 
 from helpers import FIXTURES, run_tcompile
-from test_differential import _key, plain, recorded, user_bugs
 
 pytestmark = pytest.mark.slow
 

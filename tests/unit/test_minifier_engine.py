@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tcompile.minifier import minify
 from tcompile.minifier.graph import compute_nodes
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import synthetic  # noqa: E402
 
 

@@ -16,9 +16,9 @@ import subprocess
 import sys
 
 import pytest
+from test_differential import ARGS, _fixtures, _gpu
 
 from helpers import FIXTURES, ROOT
-from test_differential import ARGS, _fixtures, _gpu
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from tcompile.compiler.exitcodes import UsageError
 from tcompile.repro.program_files import inline_modules, program_files
 from tcompile.repro.project import data_files, entry_of, installed_versions
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "projects"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "projects"
 
 
 def _tree(root: Path, files: dict[str, str]) -> None:

@@ -106,7 +106,7 @@ def test_custom_backend_and_capture_and_clean(tmp_path):
     # (a capture failure's bisect: test_capture_minify.py, bisect and replay go on to minify)
     doc = bisect(tmp_path / "c", "clean.py")
     assert doc["exit_code"] == 0 and "never fails" in doc["message"]
-    # exit 3 from bisect: tests/test_one_verdict.py (the same verdict in every command)
+    # exit 3 from bisect: tests/e2e/test_one_verdict.py (the same verdict in every command)
 
 
 def test_a_random_op_the_program_compares_is_its_decomposition(tmp_path):

@@ -40,7 +40,7 @@ def _copy_checkout(dest: Path) -> None:
 
 
 # extended (2026-11-29, the suite's time): whose code a path is, is compiler/owners.py's
-# alone now (issue 60), its rules unit-tested in tests/test_truth.py (by location)
+# alone now (issue 60), its rules unit-tested in tests/unit/test_truth.py (by location)
 @pytest.mark.extended
 def test_everything_under_folders_named_tcompile(tmp_path):
     if shutil.which("git") is None:
@@ -81,8 +81,8 @@ def test_everything_under_folders_named_tcompile(tmp_path):
     assert "linear_head_sized_for_32px.py:20" in doc["explanation"]
     # the frame tests, from the copy, with its tcompile and its torch
     tests = subprocess.run(
-        [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_truth.py",
-         "tests/test_signature.py"],
+        [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/test_truth.py",
+         "tests/unit/test_signature.py"],
         capture_output=True, text=True, env=env, cwd=clone, timeout=600,
     )  # fmt: skip
     assert tests.returncode == 0, tests.stdout[-3000:]

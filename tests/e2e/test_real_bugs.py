@@ -55,7 +55,7 @@ def test_every_real_fixture_has_an_expectation():
 
 def check_real_bug(doc, name):
     """What `tcompile run --accuracy` must say of a real bug (EXPECTED):
-    tests/test_differential.py runs every fixture in every mode and calls this on the
+    tests/e2e/test_differential.py runs every fixture in every mode and calls this on the
     --accuracy run of each real bug."""
     kind, words, graph_kind = EXPECTED[name]
     assert doc["exit_code"] == 1, (name, doc["explanation"])

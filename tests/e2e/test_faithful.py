@@ -1,7 +1,7 @@
 """tcompile never changes whether or how the program fails (issue 22, DESIGN.md
 mechanism 11): the check watches the program's own calls, ties a wrong value the
 program noticed to its graph, and repros carry what the failure needs.  Slow: real
-compiles.  (The CUDA-graph and max-autotune cases are GPU tests: tests/test_gpu.py.)"""
+compiles.  (The CUDA-graph and max-autotune cases are GPU tests: tests/gpu/test_gpu.py.)"""
 
 from __future__ import annotations
 

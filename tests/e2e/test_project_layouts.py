@@ -3,8 +3,8 @@ from PyTorch's tracker, the reporter's code kept) and one under torchrun, throug
 bisect, minify at graph and program level, report and triage.
 
 In the suite: ``run`` on each layout (the packages pasted into one file:
-tests/test_projects.py, fast; the program level on a real project with its config:
-tests/test_training_repos.py).  The program-level minify of ``-m trainer.main --config
+tests/unit/test_projects.py, fast; the program level on a real project with its config:
+tests/e2e/test_training_repos.py).  The program-level minify of ``-m trainer.main --config
 configs/run.yaml`` and the rest: ``extended`` (TCOMPILE_TEST_EXTENDED=1; the suite stays
 under 30 minutes)."""
 
@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers import run_tcompile
 
-PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "projects"
+PROJECTS = Path(__file__).resolve().parents[2] / "fixtures" / "projects"
 SRC = {"PYTHONPATH": "src"}  # the src/ layout, as `pip install -e .` would make it importable
 
 pytestmark = pytest.mark.slow

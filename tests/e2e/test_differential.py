@@ -10,7 +10,7 @@ Numbers in messages and printed lines are scrubbed (signature.normalize_message)
 comparing: a loss printed as 1.0015 in one run and 1.0016 in another (a reduction's
 thread order) is the same outcome.  One test per fixture, all four runs in it, so that
 xdist spreads them; GPU fixtures run on a CUDA machine, launched jobs (torchrun) in
-tests/test_distributed.py.
+tests/e2e/test_distributed.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from helpers import FIXTURES, run_tcompile
 
 pytestmark = pytest.mark.slow
 
-# fixtures launched with torchrun (tests/test_distributed.py) or that only make sense
+# fixtures launched with torchrun (tests/e2e/test_distributed.py) or that only make sense
 # on CUDA; the program of a two-file script is its main file
 # (fails_once.py fails on its first run only: no two runs of it agree, by design)
 NOT_HERE = {"model.py", "fails_once.py", "mylib_ops.py"}
@@ -73,12 +73,12 @@ def _fixtures() -> list[str]:
         rel = path.relative_to(FIXTURES).as_posix()
         # triage/: the triage corpus (real/'s bugs written as other programs, a flaky
         # script, one that hangs): benchmarks/triage_corpus.py runs it; user_bugs/: the
-        # user's own bugs, each run (and its outcome compared) by tests/test_user_bugs.py;
-        # projects/: programs of several files (tests/test_project_layouts.py); long_job/: minutes
-        # long (tests/test_capture_bisect.py runs it short, benchmarks/long_job.py whole);
+        # user's own bugs, each run (and its outcome compared) by tests/e2e/test_user_bugs.py;
+        # projects/: programs of several files (tests/e2e/test_project_layouts.py); long_job/: minutes
+        # long (tests/e2e/test_capture_bisect.py runs it short, benchmarks/long_job.py whole);
         # dupes/, dupes_gpu/: the tracker's duplicate groups (benchmarks/triage_corpus.py
         # --corpus dupes; dupes_gpu on a CUDA machine, benchmarks/gpu_dupes.sh); families/:
-        # the tracker's bug families, lost validation among them (tests/test_families.py)
+        # the tracker's bug families, lost validation among them (tests/e2e/test_families.py)
         if (
             rel.startswith(
                 (
@@ -103,7 +103,7 @@ def _fixtures() -> list[str]:
 
 
 def user_bugs() -> list[str]:
-    """fixtures/user_bugs/: the user's own bugs (tests/test_user_bugs.py)."""
+    """fixtures/user_bugs/: the user's own bugs (tests/e2e/test_user_bugs.py)."""
     return sorted(p.relative_to(FIXTURES).as_posix() for p in (FIXTURES / "user_bugs").glob("*.py"))
 
 
@@ -263,7 +263,7 @@ EXTENDED_ONLY = {
     # issue 63's own programs: their kinds in the suite through #91468 and test_families
     # (2026-11-29, the suite's time)
     "hooks/two_heads_hook.py", "missing_error/label_smoothing_bce.py",
-    # its run is tests/test_one_verdict.py's (issue 59)
+    # its run is tests/e2e/test_one_verdict.py's (issue 59)
     "ddp_side_effect_rank1_after_teardown.py",
     # the program level's accuracy mode: dynamo_side_effect_dropped's, in every mode, and
     # three more program/ fixtures (2026-11-29: the suite took 34 minutes)

@@ -87,7 +87,7 @@ def test_minify_starts_from_the_capture_only_at_its_own_stage():
 
 
 # the program bisect and the bisect on the saved graph, compared on a real run; a
-# gradient and a program's own backend from the capture: tests/test_bisect_e2e.py
+# gradient and a program's own backend from the capture: tests/e2e/test_bisect_e2e.py
 
 
 @pytest.mark.slow

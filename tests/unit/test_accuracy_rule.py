@@ -15,7 +15,7 @@ import torch
 from tcompile.compiler import accuracy, accuracy_rule
 from tcompile.repro import program_harness, snippets, writer_full
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _exec(text: str) -> dict:

@@ -1,6 +1,6 @@
 """Issue 59: one verdict per program -- run, bisect, minify at every level and report
 say the same of the same command line (triage's verdict for the user-bug folder is
-tests/test_user_bugs.py's).
+tests/e2e/test_user_bugs.py's).
 
 * the user's own data bug whose compiled kernel aborts where eager raises IndexError
   (token ids past the vocabulary): exit 3 everywhere -- ``run`` had said "1 compiler
@@ -56,7 +56,7 @@ def test_a_users_data_bug_that_aborts_compiled_code_is_exit_3_in_every_command(t
 
 
 # extended (2026-11-29: 68 s alone, 131 s in the suite): torchrun's run is
-# tests/test_distributed.py's, the program level's minify nanoGPT's and test_minify_e2e's
+# tests/e2e/test_distributed.py's, the program level's minify nanoGPT's and test_minify_e2e's
 @pytest.mark.extended
 def test_a_torchrun_jobs_dynamo_bug_on_one_rank_is_exit_1_in_run_and_the_program_level(
     tmp_path,

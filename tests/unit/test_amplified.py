@@ -16,7 +16,7 @@ from tcompile.minifier.graph import compute_nodes, make_case, rebuild
 from tcompile.minifier.passes import truncate_suffix
 from tcompile.minifier.verdict import Verdict
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import synthetic  # noqa: E402
 
 AMPLIFIED = "amplified: 1e-4, 7 doublings"

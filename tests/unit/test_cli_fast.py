@@ -36,7 +36,9 @@ def test_help_imports_no_torch():
     ],
 )
 def test_usage_errors_exit_2(args, needle):
-    r = run_tcompile(*args, cwd=os.path.dirname(os.path.dirname(__file__)))
+    r = run_tcompile(
+        *args, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    )
     assert r.returncode == 2, r.stderr
     assert needle.lower() in r.stderr.lower()
     assert "Traceback" not in r.stderr
@@ -71,7 +73,7 @@ def test_unknown_backend():
         "--backend",
         "not_a_backend",
         "fixtures/clean.py",
-        cwd=os.path.dirname(os.path.dirname(__file__)),
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     )
     assert r.returncode == 2
     assert "unknown backend 'not_a_backend'" in r.stderr
@@ -122,7 +124,9 @@ def test_help_lists_exit_codes(command):
     ],
 )
 def test_usage_errors_are_one_line(args):
-    r = run_tcompile(*args, cwd=os.path.dirname(os.path.dirname(__file__)))
+    r = run_tcompile(
+        *args, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("tcompile: error: "), r.stderr
