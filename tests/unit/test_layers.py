@@ -314,3 +314,12 @@ def test_the_cli_composes_nothing():
         assert not deps & {"tcompile.repro.jobs.minify_job", "tcompile.repro.report_after",
                            "tcompile.repro.jobs.launcher_job", "tcompile.repro.jobs.capture_job"}, (
             name, sorted(deps & JOBS))  # fmt: skip
+
+
+def test_the_unit_folder_holds_only_fast_tests():
+    """tests/unit is what `-m "not slow"` runs in seconds (docs/layout.md, Development):
+    a slow test belongs in tests/e2e."""
+    slow = [
+        p.name for p in (ROOT / "tests" / "unit").glob("test_*.py") if "mark.slow" in p.read_text()
+    ]
+    assert slow == [], slow
