@@ -319,7 +319,7 @@ def test_the_cli_composes_nothing():
 def test_the_unit_folder_holds_only_fast_tests():
     """tests/unit is what `-m "not slow"` runs in seconds (docs/layout.md, Development):
     a slow test belongs in tests/e2e."""
-    slow = [
-        p.name for p in (ROOT / "tests" / "unit").glob("test_*.py") if "mark.slow" in p.read_text()
-    ]
+    marked = re.compile(r"^\s*(@pytest\.mark\.slow|pytestmark = .*slow)", re.M)
+    unit = (ROOT / "tests" / "unit").glob("test_*.py")
+    slow = [p.name for p in unit if marked.search(p.read_text())]
     assert slow == [], slow
