@@ -81,6 +81,7 @@ def _add_note(notes: list[dict[str, Any]], e: dict[str, Any]) -> None:
             return
     notes.append(
         {"graph": e.get("graph"), "text": e.get("text")}
+        | ({"tag": e["tag"]} if e.get("tag") else {})
         | ({"ranks": [rank]} if rank is not None else {})
     )
 

@@ -27,6 +27,7 @@ _OPTIONAL = (
     "ranks_raised",
     "before_aot_compile",
     "pattern",
+    "more_precise",
 )
 DIST_FIELDS = ("rank", "local_rank", "world_size", "node")
 
@@ -63,6 +64,9 @@ class Failure:
     # the inductor pattern that was rewriting the graph when a compile failed
     # (child/patterns.py: ``post_grad.pointless_cumsum_replacement``)
     pattern: str | None = None
+    # a failure outside any graph: the graphs whose results differ from eager by being
+    # closer to float64 (the program may be comparing with eager): ``{"graph", "text"}``
+    more_precise: list[dict[str, Any]] | None = None
 
     @property
     def kind(self) -> str:

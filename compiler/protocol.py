@@ -28,6 +28,11 @@ CONFIG_ENV = "TCOMPILE_CONFIG"
 STOP_EXIT = 86  # a child that stopped early because the failure it looked for showed
 
 
+# a note's tag: compiled differs from eager by being closer to float64 (not a failure;
+# the parent names such graphs beside a failure outside every graph)
+MORE_PRECISE = "more_precise"
+
+
 class Event(str, enum.Enum):
     """The kinds of event a child writes (``"event"`` of each JSON line), and the ones
     the parent adds for its observer (bisect steps, minify progress)."""

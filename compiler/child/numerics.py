@@ -162,8 +162,8 @@ def _bisect(gm: Any, nodes: list[str], wrong: Any, tried: dict[int, Any], why: s
     """The first k whose prefix is wrong (wrong(k): what differs, or None), by the one
     interval search (minifier/interval.py)."""
     hi = len(nodes) - 1
-    if wrong(hi) is None:
-        return {"node": None, "why": why}
+    if wrong(hi) is None:  # ``right_alone``: what the parent acts on (not ``why``'s words)
+        return {"node": None, "why": why, "right_alone": True}
     lo = first_failing(-1, hi, lambda pts: [wrong(k) is not None for k in pts])
     node = next(n for n in gm.graph.nodes if n.name == nodes[lo])
     return {

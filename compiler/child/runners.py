@@ -20,7 +20,7 @@ import torch
 
 from .. import accuracy
 from ..accuracy import AccuracyMode
-from ..protocol import Event
+from ..protocol import MORE_PRECISE, Event
 from ..signature import FailureKind, cuda_fatal_message, first_lines
 from .graphs import count_compute, fresh_copy, has_collectives, in_distributed_job
 from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN, serves
@@ -465,6 +465,7 @@ class GraphRunner:
             f"compiled differs from eager ({what}) but is closer to float64 than eager is: "
             "compiled is more precise than eager here, not a failure; --strict-accuracy "
             "treats any difference from eager as a failure",
+            tag=MORE_PRECISE,
         )
 
 

@@ -267,11 +267,13 @@ class Session:
             "codegen": round(max(0.0, codegen), 4),
         }
 
-    def note(self, graph: int | None, text: str) -> None:
+    def note(self, graph: int | None, text: str, tag: str | None = None) -> None:
+        """Say ``text`` of graph ``graph`` once; ``tag`` names what it says, for the
+        parent to act on (``more_precise``) without reading the words back."""
         key = ("note", graph, text)
         if key not in self._said:
             self._said.add(key)
-            self.recorder.emit(Event.NOTE, graph=graph, text=text)
+            self.recorder.emit(Event.NOTE, graph=graph, text=text, **({"tag": tag} if tag else {}))
 
 
 def raised_in_pass(exc: BaseException) -> str | None:

@@ -29,7 +29,7 @@ from tcompile.compiler.collect import (
 from tcompile.compiler.exitcodes import ExitCode, InternalError
 from tcompile.compiler.failure import Failure, dist_of, group, rank_summary
 from tcompile.compiler.observer import NullObserver, Observer
-from tcompile.compiler.protocol import STOP_EXIT, Event, HookConfig, read_events
+from tcompile.compiler.protocol import MORE_PRECISE, STOP_EXIT, Event, HookConfig, read_events
 from tcompile.compiler.runner import (
     ProcessResult,
     command_args,
@@ -445,7 +445,7 @@ def _graphless_failure(
         )
     # graphs whose results differ from eager without being wrong (more precise): the
     # program may be comparing with eager; name them
-    precise = [n for n in notes if "more precise than eager" in str(n.get("text"))]
+    precise = [n for n in notes if n.get("tag") == MORE_PRECISE]
     for n in precise:
         message += f"\n(outside any graph; graph {n['graph']}: {n['text']})"
     return Failure(
@@ -455,6 +455,7 @@ def _graphless_failure(
         message=message,
         frame=sig.frame,
         ranks_raised=raised or None,
+        more_precise=[{"graph": n["graph"], "text": n["text"]} for n in precise] or None,
         **(dist_of(first) if first else {}),
     )
 

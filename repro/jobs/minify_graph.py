@@ -223,11 +223,7 @@ def numerics_of(
         verdict = f"passes with {names} together (no one of them alone does)"
     elif fixed:
         verdict = f"passes with {fixed[0]['switch']}: {fixed[0]['means']}"
-    elif (
-        not low.get("node")
-        and "right on its own" in str(low.get("why"))
-        and job.accuracy == AccuracyMode.STRICT
-    ):
+    elif not low.get("node") and low.get("right_alone") and job.accuracy == AccuracyMode.STRICT:
         verdict = (
             "passes with no numerics switch, but compiled is as close to float64 as eager: "
             "a difference of rounding or reduction order (--strict-accuracy), not a miscompile"

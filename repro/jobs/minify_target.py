@@ -32,11 +32,7 @@ def graphless_report(target: Failure, run_dir: Path, t0: float) -> MinifyReport:
             ExitCode.COMPILER_FAILURE,
             "the failure shows outside any compiled graph (the program fails with "
             f"torch.compile and not without it): no graph to minify ({target.text})"
-            + "".join(
-                f"; {line.strip('()')}"
-                for line in target.message.splitlines()
-                if "graph " in line and "precise" in line
-            ),
+            + "".join(f"; graph {n['graph']}: {n['text']}" for n in target.more_precise or []),
             signature=target.signature,
             run_dir=str(run_dir),
             seconds=time.monotonic() - t0,
