@@ -295,6 +295,8 @@ class Job:
     from_capture: bool = False  # the graph a bisect's baseline saved (minify_job._from_capture)
 
     def report(self, code: int, message: str, **kw: Any) -> GraphMinifyReport:
+        if self.from_capture:  # said, not only a field (issue 61)
+            message += " (from the graph the baseline saved: the program was not run again)"
         return GraphMinifyReport(
             int(code),
             message,

@@ -34,6 +34,8 @@ CASES = [
     pytest.param("bad_decomposition.py", ["--accuracy"], None, marks=pytest.mark.extended),
     pytest.param("post_grad_pass_bug.py", ["--accuracy"], None, marks=pytest.mark.extended),
     pytest.param("multi_graph.py", ["--accuracy"], "lowering", marks=pytest.mark.extended),
+    # one pattern of a pattern-matcher pass (compiler/child/patterns.py), a reporter's code
+    pytest.param("families/cumsum_193263.py", [], "post_grad_pass", marks=pytest.mark.extended),
 ]
 
 
