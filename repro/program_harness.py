@@ -61,6 +61,14 @@ def _failed(kind, exc, tb):  # the failure: REPRODUCED, exit 1; any other error:
 sys.excepthook = _failed
 """
 
+# a failure that is the program's own exit status (it printed, then sys.exit(1)): said
+# as the program leaves (program_repro wraps its statements: _exits_watched)
+EXITED = """def _exited(exc):  # the program's own exit status is the failure
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    if code and code == EXPECTED.get("exit"):
+        print(f"REPRODUCED: exit status {code}", flush=True)
+"""
+
 # the program's own command-line arguments (argparse, sys.argv), as it ran
 ARGV = """sys.argv[1:] = {argv!r}  # the arguments the program ran with
 """
@@ -183,15 +191,30 @@ def program_repro(
     if future:
         parts.append("".join(ast.unparse(s) + "\n" for s in future))
     parts.append(REPRODUCED.replace("WANT", repr(expected(failure))))
+    if expected(failure).get("exit"):
+        parts.append(EXITED)
     if argv:
         parts.append(ARGV.format(argv=list(argv)))
     if one_process:
         parts.append(ONE_PROCESS)
     if prelude:
         parts.append("\n\n" + prelude)
+    if expected(failure).get("exit"):  # its own exit status: seen as it leaves (_exited)
+        tree.body = [_exits_watched(tree.body)]
     parts.append(ast.unparse(tree) + "\n")
     parts.append('print("NOT REPRODUCED")\n')
     return "".join(parts)
+
+
+def _exits_watched(body: list[ast.stmt]) -> ast.stmt:
+    """The program's statements inside ``try: ... except SystemExit as exc: _exited(exc);
+    raise`` -- still module-level code (a ``try`` opens no scope), its exit seen whether
+    it calls sys.exit, exit() or raises SystemExit."""
+    handler = ast.parse("try:\n    pass\nexcept SystemExit as _exc:\n    _exited(_exc)\n    raise")
+    node = handler.body[0]
+    assert isinstance(node, ast.Try)
+    node.body = body or [ast.Pass()]
+    return node
 
 
 def expected(failure: ProgramFailure) -> dict[str, Any]:
@@ -206,7 +229,11 @@ def expected(failure: ProgramFailure) -> dict[str, Any]:
     else:
         name = failure.exc_type.split(".")[-1]
         types = [f"builtins.{name}" if name in dir(builtins) else name]
-    return {"types": types, "line": failure.line, "message": failure.message, "scrubs": _scrubs()}
+    out = {"types": types, "line": failure.line, "message": failure.message, "scrubs": _scrubs()}
+    code = failure.exc_type.removeprefix("exit status ")  # it left by sys.exit(N) alone
+    if failure.kind == "exception" and code != failure.exc_type and code.isdigit():
+        out["exit"] = int(code)
+    return out
 
 
 def _scrubs() -> list[tuple[str, str]]:

@@ -119,6 +119,28 @@ def test_the_program_repro_harness(tmp_path):
         assert path.read_text().count("\n") < 36
 
 
+def test_a_program_that_fails_by_its_own_exit_status_reproduces(tmp_path):
+    # a reporter's script prints "BUG" and calls sys.exit(1) (fixtures/families: the
+    # lost validation of torch.normal): its repro says REPRODUCED as it leaves
+    from tcompile.compiler.program import ProgramFailure
+    from tcompile.repro.program_harness import program_repro
+
+    failure = ProgramFailure("exception", "exit status 1", "", "", "exit status 1")
+    head = '"""doc"""\nfrom __future__ import annotations\nimport sys\n'
+    for body, code, said in (
+        ("def f():\n    return 1\nif f():\n    print('BUG')\n    sys.exit(1)\n", 1,
+         "REPRODUCED: exit status 1"),
+        ("raise SystemExit(1)\n", 1, "REPRODUCED: exit status 1"),
+        ("sys.exit(2)\n", 2, None),  # another exit status: not this failure
+        ("x = f = 2\n", 0, "NOT REPRODUCED"),
+    ):  # fmt: skip
+        path = tmp_path / "repro.py"
+        path.write_text(program_repro(head + body, failure))
+        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+        assert proc.returncode == code, proc
+        assert (said in proc.stdout) if said else "REPRODUCED" not in proc.stdout, proc
+
+
 def test_a_prelude_runs_first_after_docstring_and_future_imports():
     from tcompile.compiler.program import with_prelude
 
