@@ -154,6 +154,7 @@ def cluster(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "repro": rep.get("repro"),
                 "repro_lines": rep.get("repro_lines"),
                 "verified": bool(rep.get("repro")),  # only a verified repro is kept
+                "no_repro": None if rep.get("repro") else rep.get("no_repro"),  # why not
                 "title": rep.get("title"),
             }
         )

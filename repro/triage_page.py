@@ -114,7 +114,7 @@ def markdown(base: Path, doc: dict[str, Any]) -> str:
         issue = f"[{ISSUES}/{c['id']}.md]({ISSUES}/{c['id']}.md)"
         lines.append(
             f"| {c['id']} | {c['culprit']} | {c['kind'] or '-'} | {', '.join(c['ops']) or '-'} "
-            f"| {members} | {repro} | {'yes' if c.get('verified') else 'no'} "
+            f"| {members} | {repro} | {_verified_words(c)} "
             f"| {versions(c) or '-'} | {issue} |"
         )
     also = any(r.get("also") or r.get("also_all") for r in doc["scripts"])
@@ -193,7 +193,7 @@ def page(base: Path, doc: dict[str, Any]) -> str:
         clusters.append(
             f"<tr><td>{e(c['id'])}</td><td>{e(str(c['culprit']))}</td><td>{e(c['kind'] or '-')}</td>"
             f"<td>{e(', '.join(c['ops']))}</td><td>{members}</td><td>{repro}{code}</td>"
-            f"<td>{'yes' if c.get('verified') else 'no'}</td><td>{e(versions(c) or '-')}</td>"
+            f"<td>{e(_verified_words(c))}</td><td>{e(versions(c) or '-')}</td>"
             f"<td>{issue}</td></tr>"
         )
     counts = ", ".join(f"{v} {k}" for k, v in doc["counts"].items() if v)
@@ -247,7 +247,8 @@ def issue_text(base: Path, doc: dict[str, Any], c: dict[str, Any]) -> str:
             "",
         ]
     else:
-        lines += ["No verified repro: see the members.", ""]
+        why = f" ({c['no_repro']})" if c.get("no_repro") else ""
+        lines += [f"No verified repro{why}: see the members.", ""]
     lines += ["Scripts that show it:", ""] + [f"- `{m}`" for m in members]
     seen = [
         f"- torch {v.get('torch') or '?'}: {v.get('result') or '?'}"
@@ -255,6 +256,13 @@ def issue_text(base: Path, doc: dict[str, Any], c: dict[str, Any]) -> str:
     ]
     lines += ["", "### Versions", "", *(seen or [f"torch {doc.get('torch') or '?'}"]), ""]
     return "\n".join(lines)
+
+
+def _verified_words(c: dict[str, Any]) -> str:
+    """``yes``, or ``no`` and why (issue 62: a cluster without a repro says why)."""
+    if c.get("verified"):
+        return "yes"
+    return f"no: {c['no_repro']}".replace("|", "/") if c.get("no_repro") else "no"
 
 
 def write_pages(base: Path, doc: dict[str, Any]) -> tuple[str, str]:

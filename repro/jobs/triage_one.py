@@ -275,6 +275,7 @@ def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
         return finish(Verdict.NOT_COMPILER, _first_line(doc))
     bugs = doc.get("bugs") or []
     if code is None and not bugs:
+        res["no_repro"] = f"bisect and minify did not finish in its budget ({left:.0f} s)"
         return finish(
             Verdict.BUG, f"{res.get('signature', '')} (bisect and minify did not finish in time)"
         )
@@ -354,6 +355,19 @@ def _take_bug(
         res["repro_lines"] = len(res["repro_text"].splitlines())
         res["repro_level"] = mini.get("level")
         res["repro_path"] = repro
+    else:  # why not, for the pages (issue 62: a cluster without a repro says why)
+        res["no_repro"] = _no_repro(mini)
+
+
+def _no_repro(mini: dict[str, Any]) -> str:
+    """Why a report's bug has no verified repro, in one line."""
+    if not mini:
+        return "the report minified nothing (no graph, no record, no program to minify)"
+    if mini.get("not_verified"):
+        return f"repro.py NOT verified: {mini['not_verified']}"[:300]
+    if mini.get("interrupted"):
+        return "its minify was interrupted"
+    return (_first_line(mini) or "its minify wrote no repro")[:300]
 
 
 def _from_run(doc: dict[str, Any]) -> dict[str, Any]:

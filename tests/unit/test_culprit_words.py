@@ -10,7 +10,7 @@ from tcompile.compiler.child.subsystems import _inductor_counters, op_name
 from tcompile.compiler.collect import meaningful
 from tcompile.repro.jobs.bisect_report import effect_words, pattern_named
 from tcompile.repro.triage_cluster import culprit_of
-from tcompile.repro.triage_page import markdown, page, versions
+from tcompile.repro.triage_page import issue_text, markdown, page, versions
 
 
 def _raise_in(filename: str, function: str) -> BaseException:
@@ -197,3 +197,19 @@ def test_one_table_of_culprit_kinds_covers_what_bisect_searches():
     capture = Culprit.of_bisect({"stage": "eager", "record": "/r/frame.pkl"})
     assert capture is not None and capture.category == "capture"
     assert Culprit.of_bisect({"stage": None}) is None
+
+
+def test_a_cluster_without_a_repro_says_why(tmp_path):
+    # issue 62: a cluster's page said "No verified repro" and nothing else
+    why = "repro.py NOT verified: its last line: 'BUG | x'"
+    cluster = {"id": "C1", "culprit": "inductor / lowerings / normal", "kind": "runtime",
+               "ops": [], "members": [str(tmp_path / "a.py")], "representative":
+               str(tmp_path / "a.py"), "repro": None, "verified": False, "no_repro": why}  # fmt: skip
+    doc = {"scripts": [{"path": str(tmp_path / "a.py"), "verdict": "bug", "cluster": "C1",
+                        "reported": True, "no_repro": why, "seconds": 1.0}],
+           "clusters": [cluster], "counts": {"bug": 1}, "torch": "2.13.0+cpu", "seconds": 1.0,
+           "done_now": 1, "from_cache": 0, "engine": "local", "interrupted": False}  # fmt: skip
+    md = markdown(tmp_path, doc)
+    assert "| no: repro.py NOT verified: its last line: 'BUG / x' |" in md, md
+    assert f"No verified repro ({why}): see the members." in issue_text(tmp_path, doc, cluster)
+    assert "no: repro.py NOT verified" in page(tmp_path, doc)
