@@ -148,9 +148,10 @@ def proposals(r: dict[str, Any], reps: list[dict[str, Any]], text: str = "") -> 
     that failed the same kind with the same exception, and a lowering switch only where
     the script names the op -- every lowering of ``add`` or ``sum`` off makes unrelated
     programs pass (an argmax bug of the dupes corpus; two bugs of the main corpus).
-    A representative whose own bisect named the same one pattern (``pattern:NAME``) is
-    proposed whatever its failure: one pattern's reports crash one way and compute a
-    wrong dtype another (fixtures/families/cumsum_*)."""
+    A representative whose switch is one pattern (``pattern:NAME``) is proposed whatever
+    the failure where the script's own bisect named that pattern, or its run's compile
+    failed inside it: one pattern's reports crash one way and compute a wrong dtype
+    another (fixtures/families/cumsum_*)."""
     scored = []
     for rep in reps:
         off = without_of(rep)
@@ -160,7 +161,8 @@ def proposals(r: dict[str, Any], reps: list[dict[str, Any]], text: str = "") -> 
             continue
         named = _named(_switch_op(off), r, text)
         alike = rep.get("kind") == r.get("kind") and rep.get("exc_type") == r.get("exc_type")
-        alike = alike or (off.startswith("pattern:") and off == without_of(r))
+        mine = {without_of(r), f"pattern:{r['pattern']}" if r.get("pattern") else None}
+        alike = alike or (off.startswith("pattern:") and off in mine)
         if not alike or (off.startswith("lowerings:") and not named):
             # another failure, or nothing ties the script to this lowering: on the main
             # corpus, every lowering of ``sum`` off made a C++ compile error and a uint8

@@ -386,6 +386,9 @@ def _from_run(doc: dict[str, Any]) -> dict[str, Any]:
         # (the program's first graph's for a failure outside any), the wrong node's op
         "device": (where or (graphs[0] if graphs else {})).get("device"),
         "wrong_op": (fail.get("divergence") or {}).get("op"),
+        # the inductor pattern its compile failed in (child/patterns.py): a representative
+        # whose switch is that pattern is checked first, before any report of its own
+        "pattern": fail.get("pattern"),
     }
 
 

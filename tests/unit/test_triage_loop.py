@@ -156,6 +156,11 @@ def test_representatives_of_one_pattern_are_checked_against_each_other_whatever_
     assert proposals(r, [rep]) == ["rep.py"]
     waiting = {k: v for k, v in r.items() if k != "raw_bug"}  # not bisected yet: unlike
     assert proposals(waiting, [rep]) == []
+    # ... unless its run's compile failed inside that pattern (the failure's `pattern`)
+    crashed = {**waiting, "kind": "compile", "exc_type": "TypeError",
+               "pattern": "post_grad.pointless_cumsum_replacement"}  # fmt: skip
+    assert proposals(crashed, [rep]) == ["rep.py"]
+    assert proposals({**crashed, "pattern": "post_grad.other"}, [rep]) == []
     other = {**r, "raw_bug": {"bisect": {"without": "pattern:post_grad.other"}}}
     assert proposals(other, [rep]) == []
     lowering = {"raw_bug": {"bisect": {"without": "lowerings:cumsum"}}}  # two bugs of one op
