@@ -161,6 +161,11 @@ def culprit_effects(run_dir: str | None, found: dict[str, Any]) -> dict[str, int
     return dict(did) if did else None
 
 
+def effects_besides(did: dict[str, int] | None, pattern: str | None) -> dict[str, int]:
+    """What an application did, less the count of the pattern already named beside it."""
+    return {k: v for k, v in (did or {}).items() if k != f"pattern {pattern}"}
+
+
 def effect_words(did: dict[str, int]) -> str:
     """``{"fuse_attention": 2, "pattern_matcher_count": 2}`` -> ``fuse_attention x2``:
     the counters that say what it did first, the pattern matcher's own counts only

@@ -42,6 +42,7 @@ from .bisect_report import (
     BisectReport,
     culprit_effects,
     effect_words,
+    effects_besides,
     pattern_named,
     where_found,
 )
@@ -283,7 +284,7 @@ class _Bisection:
             where += f", pattern {pattern}" + (
                 " (the program passes with it alone off)" if found["without"] else ""
             )
-        if did := {k: v for k, v in (did or {}).items() if k != f"pattern {pattern}"}:
+        if did := effects_besides(did, pattern):
             where += f" (it did: {effect_words(did)})"
         msg = ("FLAKY: " if found.get("flaky") else "") + where
         return self.done(

@@ -40,11 +40,11 @@ from tcompile.compiler.failure import Failure
 from tcompile.compiler.probe import Item, describe, items_of, prefix_config
 from tcompile.compiler.protocol import LAUNCHER_WORKER, Event, HookConfig, ServeSpec
 from tcompile.compiler.signature import CAPTURED_KINDS, FailureKind
-from tcompile.compiler.stack import LADDER
+from tcompile.compiler.stack import LADDER, without
 from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
-from .bisect_report import effect_words, pattern_named
+from .bisect_report import effect_words, effects_besides, pattern_named
 
 # a program whose baseline ran longer than this is not run again to confirm the culprit
 # by default (``--confirm`` does): the graph's answer is given as not confirmed
@@ -215,7 +215,7 @@ class CaptureBisect:
         if name is None:
             return
         found["pattern"] = name
-        alone = {"limits": {}, "toggles": {}, "off": {"pattern": [name]}}
+        alone = without([f"pattern:{name}"])
         if not self.judge(f"only pattern {name} off", self.stage_arg, alone)[0]:
             found["switch"], found["pattern_alone"] = alone, True
 
@@ -337,7 +337,7 @@ def one_pattern(
     if name is None:
         return None
     b.observer.status(f"does the program pass with pattern {name} alone off?")
-    off = {"limits": {}, "toggles": {}, "off": {"pattern": [name]}}
+    off = without([f"pattern:{name}"])
     verdict, _ = b.probe(f"pattern {name} off", stage=stage, gate=gate, bisect=off)
     return name, f"pattern:{name}" if verdict is Verdict.PASS else None
 
@@ -381,7 +381,7 @@ def _result(
         if found.get("pattern_alone"):  # its switch: that pattern alone off
             where += " (the graph passes with it alone off)"
             fields["without"] = f"pattern:{pattern}"
-    if did := {k: v for k, v in (did or {}).items() if k != f"pattern {pattern}"}:
+    if did := effects_besides(did, pattern):
         where += f" (it did: {effect_words(did)})"
     where += f"; found on the captured graph ({judged} compiles of it)"
     if verdict is None:
