@@ -40,6 +40,7 @@ from tcompile.compiler.runner import (
 from tcompile.compiler.signature import FailureKind, FailureSignature
 
 from .flaky import flaky_outcome, passed
+from .peers import one_node_of
 
 
 @dataclasses.dataclass
@@ -230,13 +231,17 @@ def classify_result(
         )
     records = _gather_records(result, run_dir, failures)
     io = dict(stage=stage, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
-    if accuracy != AccuracyMode.OFF and confirm and faithful.effects(result):
+    alone = one_node_of(command)  # runs of it alone cannot start: not run again
+    if accuracy != AccuracyMode.OFF and confirm and not alone and faithful.effects(result):
         passive = faithful.passive_run(command, run_dir, **io)
         program["passive"] = passive.outcome()  # the program left alone: how it ended
         result, failures = faithful.reconcile(result, passive, failures, collect(passive)[1], notes)
     failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)
     not_ours = flaky = None
-    if failed and not any(not f.unconfirmed for f in failures) and confirm:
+    if failed and not any(not f.unconfirmed for f in failures) and confirm and alone:
+        notes.append({"graph": None, "text": alone})
+        failures = failures or [_graphless_failure(result, graphs, stage, notes)]
+    elif failed and not any(not f.unconfirmed for f in failures) and confirm:
         failures, not_ours, flaky = _unexplained(
             result, failures, graphs, notes, command, run_dir, io
         )

@@ -42,6 +42,22 @@ def node_of(command: list[str]) -> tuple[int, int]:
     return node, nnodes
 
 
+def one_node_of(command: list[str]) -> str | None:
+    """Why this command is not run again to check a failure, where it is one node of a
+    job of several (``torchrun --nnodes N``): a run of it alone waits for nodes that
+    will not join (torchrun's rendezvous); None for a command run whole."""
+    try:
+        node, nodes = node_of(command)
+    except ValueError:
+        return None
+    if nodes < 2:
+        return None
+    return (
+        f"not run again to check the failure: this is node {node} of a job of {nodes} "
+        "nodes, and a run of it alone would wait for nodes that do not join"
+    )
+
+
 class Peers:
     def __init__(self, directory: str, command: list[str]) -> None:
         self.dir = Path(directory)

@@ -149,6 +149,18 @@ def _node_command(node: int, port: int, rdzv_id: str, *tcompile_args: str) -> li
     ]  # fmt: skip
 
 
+def _communicate(proc: subprocess.Popen, procs: list, tmp_path, timeout: float = 300) -> str:
+    """One node's stdout; where it runs past ``timeout``, every node ended and what
+    each said on stderr shown (a CI run once timed out here with nothing to read)."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        said = {f.name: f.read_text()[-3000:] for f in sorted(tmp_path.glob("stderr*.txt"))}
+        pytest.fail(f"a node ran past {timeout} s; their stderr: {said}")
+
+
 def test_two_nodes_each_write_their_results_and_merge_combines_them(tmp_path):
     port = _free_port()
     procs = []
@@ -156,8 +168,9 @@ def test_two_nodes_each_write_their_results_and_merge_combines_them(tmp_path):
         args = _node_command(
             node, port, "t2", "run", "--accuracy", "--json", "--out", str(tmp_path / f"node{node}")
         )
-        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
-    docs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+        err = open(tmp_path / f"stderr{node}.txt", "w")
+        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err))
+    docs = [json.loads(_communicate(p, procs, tmp_path)) for p in procs]
     assert sorted(d["exit_code"] for d in docs) == [0, 1]  # the node that had rank 1 says so
     r, merged = _json("merge", "--json", str(tmp_path / "node0"), str(tmp_path / "node1"))
     assert r.returncode == 1 and merged["ranks"].startswith("rank 1 only (of 2)")
