@@ -10,6 +10,7 @@ Helpers the jobs use:
   shrink.py             a minimal graph's inputs, shrunk (a format of the one search)
   triage_cluster.py     duplicates by culprit and minimal graph (pure)
   triage_verdict.py     a script's verdict in triage, one enum (pure)
+  triage_records.py     triage's records: a script's result, its steps, checks, a cluster
 
 Writers and what they write:
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcompile.compiler.culprit import Culprit
+from tcompile.repro.triage_records import Cluster, ScriptResult
 from tcompile.repro.triage_verdict import TriageVerdict
 
 SAME_OPS = 0.5  # minimal graphs of one culprit share at least half their ops
@@ -63,27 +64,27 @@ _PLUMBING = {
 }  # fmt: skip
 
 
-def _ops(r: dict[str, Any]) -> set[str]:
-    ops = {_FAMILY.get(o, o) for o in (r.get("minimal") or {}).get("ops") or []}
+def _ops(r: ScriptResult) -> set[str]:
+    ops = {_FAMILY.get(o, o) for o in (r.minimal or {}).get("ops") or []}
     return (ops - _PLUMBING) or ops
 
 
-def _key(r: dict[str, Any]) -> tuple[Any, ...]:
+def _key(r: ScriptResult) -> tuple[Any, ...]:
     """The bucket: what must agree.  Inside it, minimal graphs are compared by ops."""
-    c = r.get("culprit") or {}
+    c = r.culprit or {}
     op = c.get("op") or c.get("first_wrong")
     if op:
         anchor: Any = _FAMILY.get(op, op)
     elif _ops(r):
         anchor = None  # no op named: the minimal graphs' ops decide
     else:
-        anchor = ("signature", r.get("signature"))  # nothing but the failure itself
+        anchor = ("signature", r.signature)  # nothing but the failure itself
     return (
-        r.get("kind"),
-        c.get("stage") or r.get("stage"),
+        r.kind,
+        c.get("stage") or r.stage,
         c.get("subsystem"),
         anchor,
-        (r.get("minimal") or {}).get("device"),
+        (r.minimal or {}).get("device"),
     )
 
 
@@ -103,18 +104,16 @@ def _finder(parent: list[int]) -> Any:
     return find
 
 
-def cluster(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def cluster(results: list[ScriptResult]) -> list[Cluster]:
     """Clusters of the ``bug`` results: ``id``, ``culprit``, ``members`` (paths),
     ``repro`` (the shortest verified member's), ``ops``, ``kind``, ``stage``,
     ``verified``, ``title``.  Ordered by size, then culprit; ids stable (cluster_id).
     Each result gets its ``cluster``."""
-    bugs = sorted(
-        (r for r in results if r.get("verdict") == TriageVerdict.BUG), key=lambda r: r["path"]
-    )
-    buckets: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    bugs = sorted((r for r in results if r.verdict == TriageVerdict.BUG), key=lambda r: r.path)
+    buckets: dict[tuple[Any, ...], list[ScriptResult]] = {}
     for r in bugs:
         buckets.setdefault(_key(r), []).append(r)
-    groups: list[list[dict[str, Any]]] = []
+    groups: list[list[ScriptResult]] = []
     for members in buckets.values():
         parent = list(range(len(members)))
         find = _finder(parent)
@@ -123,51 +122,48 @@ def cluster(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for j in range(i):
                 if _jaccard(ops[i], ops[j]) >= SAME_OPS:
                     parent[find(i)] = find(j)
-        split: dict[int, list[dict[str, Any]]] = {}
+        split: dict[int, list[ScriptResult]] = {}
         for i, m in enumerate(members):
             split.setdefault(find(i), []).append(m)
         groups.extend(split.values())
-    groups.sort(
-        key=lambda g: (-len(g), (g[0].get("culprit") or {}).get("text") or "", g[0]["path"])
-    )
+    groups.sort(key=lambda g: (-len(g), (g[0].culprit or {}).get("text") or "", g[0].path))
     out = []
     for g in groups:
-        with_repro = [m for m in g if m.get("repro")]
+        with_repro = [m for m in g if m.repro]
         rep = (
-            min(with_repro, key=lambda m: (m.get("repro_lines") or 10**9, m["path"]))
-            if with_repro
-            else g[0]
+            min(with_repro, key=lambda m: (m.repro_lines or 10**9, m.path)) if with_repro else g[0]
         )
-        cid = cluster_id((rep.get("culprit") or {}).get("text") or rep.get("signature"), rep)
+        text = (rep.culprit or {}).get("text") or rep.signature
+        cid = cluster_id(text, rep.path)
         for m in g:
-            m["cluster"] = cid
-        ops = sorted(set().union(*[set((m.get("minimal") or {}).get("ops") or []) for m in g]))
+            m.cluster = cid
+        ops = sorted(set().union(*[set((m.minimal or {}).get("ops") or []) for m in g]))
         out.append(
-            {
-                "id": cid,
-                "culprit": (rep.get("culprit") or {}).get("text") or rep.get("signature"),
-                "kind": rep.get("kind"),
-                "stage": rep.get("stage"),
-                "ops": ops,
-                "members": [m["path"] for m in g],
-                "representative": rep["path"],
-                "repro": rep.get("repro"),
-                "repro_lines": rep.get("repro_lines"),
-                "verified": bool(rep.get("repro")),  # only a verified repro is kept
-                "no_repro": None if rep.get("repro") else rep.get("no_repro"),  # why not
-                "title": rep.get("title"),
-            }
+            Cluster(
+                id=cid,
+                culprit=text,
+                kind=rep.kind,
+                stage=rep.stage,
+                ops=ops,
+                members=[m.path for m in g],
+                representative=rep.path,
+                repro=rep.repro,
+                repro_lines=rep.repro_lines,
+                verified=bool(rep.repro),  # only a verified repro is kept
+                no_repro=None if rep.repro else rep.no_repro,  # why not
+                title=rep.title,
+            )
         )
     return out
 
 
-def cluster_id(culprit: Any, rep: dict[str, Any]) -> str:
+def cluster_id(culprit: Any, path: str) -> str:
     """A cluster's id, the same from run to run and machine to machine: from its culprit
     and its representative script's name (not from its place in the list, which
     another script's arrival changes; not from a folder of this machine)."""
     import hashlib
 
-    name = rep["path"].replace("\\", "/").rsplit("/", 1)[-1]
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
     return "C" + hashlib.sha256(f"{culprit}|{name}".encode()).hexdigest()[:6]
 
 
@@ -175,7 +171,8 @@ def scores(
     results: list[dict[str, Any]], truth: dict[str, str | None], by: str = "cluster"
 ) -> dict[str, float]:
     """Pairwise precision and recall of a clustering against ``truth`` (path -> bug id)
-    over the scripts both call bugs: a pair is positive when both share a bug id."""
+    over the scripts both call bugs: a pair is positive when both share a bug id.
+    ``results``: the scripts of triage's ``--json`` (a measurement reads the output)."""
     paths = [r["path"] for r in results if r.get(by) and truth.get(r["path"])]
     label = {r["path"]: r[by] for r in results if r.get(by)}
     tp = fp = fn = 0

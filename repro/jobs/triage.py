@@ -38,6 +38,7 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import write_json
 from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of
 from tcompile.repro.triage_page import write_pages
+from tcompile.repro.triage_records import Cluster, ScriptResult
 from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
 from .triage_loop import (
@@ -60,8 +61,8 @@ _SKIP = {"__init__.py", "setup.py", "conftest.py"}
 class TriageReport:
     exit_code: int
     message: str
-    scripts: list[dict[str, Any]]
-    clusters: list[dict[str, Any]]
+    scripts: list[ScriptResult]
+    clusters: list[Cluster]
     counts: dict[str, int]
     out: str
     page: str | None = None
@@ -76,13 +77,13 @@ class TriageReport:
     joined_by_check: int = 0  # scripts that joined a cluster by a check, no report
 
     def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        for r in out["scripts"]:
-            # every step of the script that did not finish: killed at the script's budget
-            # (no exit status) -- said, never read as an answer (issue 64)
-            r["unfinished"] = [
-                s["what"] for s in r.get("steps") or [] if s.get("exit_code") is None
-            ]
+        """``--json``'s document (and the pages'), written from the records: each script
+        as the pages show it -- every step that did not finish (killed at the script's
+        budget, no exit status) named in ``unfinished``, never read as an answer (issue
+        64)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["scripts"] = [r.to_json(public=True) for r in self.scripts]
+        out["clusters"] = [c.to_json() for c in self.clusters]
         return out
 
 
@@ -217,19 +218,19 @@ def run_triage(paths: list[str], o: TriageOptions) -> TriageReport:
         + (" (each bisected and minified)" if each else " (bisect and minify once per cluster)")
     )
 
-    def done(path: str, res: dict[str, Any], quiet: bool = False) -> None:
+    def done(path: str, res: ScriptResult, quiet: bool = False) -> None:
         task = tasks[path]
-        budgets = {k: task.get(k) for k in ("timeout", "max_time")}  # what it ran under
-        res = {**res, "path": path, "key": task["key"], "cached": False, "budgets": budgets}
-        write_json(base / layout.TRIAGE_CACHE / f"{task['key']}.json", res)
+        res.path, res.key, res.cached = path, task["key"], False
+        res.budgets = {k: task.get(k) for k in ("timeout", "max_time")}  # what it ran under
+        write_json(base / layout.TRIAGE_CACHE / f"{task['key']}.json", res.to_json())
         results[path] = res
         if quiet or not is_final(res):
             return  # a failing script's runs: its report or membership comes next
-        said = f"joined {Path(res['member_of']).name}" if res.get("member_of") else ""
+        said = f"joined {Path(res.member_of).name}" if res.member_of else ""
         final = sum(1 for r in results.values() if is_final(r))
         observer.status(
-            f"triage: [{final}/{len(scripts)}] {Path(path).name}: {res['verdict']}"
-            f" {said or res.get('message', '')[:80]} ({res.get('seconds', 0):.0f}s)"
+            f"triage: [{final}/{len(scripts)}] {Path(path).name}: {res.verdict}"
+            f" {said or res.message[:80]} ({res.seconds:.0f}s)"
         )
 
     interrupted = False
@@ -251,12 +252,12 @@ def run_triage(paths: list[str], o: TriageOptions) -> TriageReport:
         base, ordered, each=each, interrupted=interrupted, jobs=jobs, timeout=timeout,
         observer=observer,
     )  # fmt: skip
-    counts = {v.value: sum(r["verdict"] == v for r in ordered) for v in Verdict}
+    counts = {v.value: sum(r.verdict == v for r in ordered) for v in Verdict}
     code, msg = _outcome(counts, len(clusters), len(ordered), len(scripts), interrupted)
     report = TriageReport(
         int(code),
         msg,
-        [_public(r) for r in ordered],
+        ordered,
         clusters,
         counts,
         str(base),
@@ -266,8 +267,8 @@ def run_triage(paths: list[str], o: TriageOptions) -> TriageReport:
         done_now=len(ordered) - from_cache,
         from_cache=from_cache,
         interrupted=interrupted,
-        reports=sum(1 for r in ordered if r.get("reported")),
-        joined_by_check=sum(1 for r in ordered if r.get("member_of")),
+        reports=sum(1 for r in ordered if r.reported),
+        joined_by_check=sum(1 for r in ordered if r.member_of),
     )
     report.message += _how_many(report)
     report.page, report.html = write_pages(base, report.to_json())
@@ -301,45 +302,45 @@ def _outcome(
 
 def _clusters(
     base: Path,
-    ordered: list[dict[str, Any]],
+    ordered: list[ScriptResult],
     *,
     each: bool,
     interrupted: bool,
     jobs: int,
     timeout: float,
     observer: Observer,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+) -> tuple[list[ScriptResult], list[Cluster], bool]:
     """The results shown (a script still on its way after an interrupt is not shown as a
     bug), the clusters, and whether interrupted."""
     for r in ordered:
-        if r.get("raw_bug"):
-            r["culprit"], r["minimal"] = culprit_of(r["raw_bug"]), minimal_of(r["raw_bug"])
+        if r.raw_bug:
+            r.culprit, r.minimal = culprit_of(r.raw_bug), minimal_of(r.raw_bug)
     if interrupted:
         ordered = [r for r in ordered if is_final(r)]
-    reps = [r for r in ordered if not r.get("member_of")]
+    reps = [r for r in ordered if not r.member_of]
     if each:  # every script reported: the reports' clusters, checked both ways
         clusters, interrupted = _checked(base, reps, interrupted, jobs, timeout, observer)
     else:  # the representatives' clusters, joined where checks said so; members into them
         clusters = merge_reps(cluster(reps), reps)
         attach_members(ordered, clusters)
-    by_path = {r["path"]: r for r in ordered}
+    by_path = {r.path: r for r in ordered}
     for c in clusters:  # the representative's repro under each --also interpreter
-        rep = by_path.get(c["representative"]) or {}
-        c["versions"] = [
+        rep = by_path.get(c.representative)
+        c.versions = [
             {"python": sys.executable, "torch": torch_version(), "result": "fails (this run)"},
-            *((rep.get("also_all") or {}).values()),
+            *((rep.also_all if rep else None) or {}).values(),
         ]
     return ordered, clusters, interrupted
 
 
 def _checked(
     base: Path,
-    ordered: list[dict[str, Any]],
+    ordered: list[ScriptResult],
     interrupted: bool,
     jobs: int,
     timeout: float,
     observer: Observer,
-) -> tuple[list[dict[str, Any]], bool]:
+) -> tuple[list[Cluster], bool]:
     """The clusters the reports propose, checked by running (triage_switch.py)."""
     clusters = cluster(ordered)
     if interrupted or len(clusters) < 2:
@@ -355,7 +356,7 @@ def _checked(
 
 def _also_all(
     base: Path,
-    results: list[dict[str, Any]],
+    results: list[ScriptResult],
     python: str,
     jobs: int,
     timeout: float,
@@ -363,37 +364,34 @@ def _also_all(
 ) -> bool:
     """Each verified repro under ``python`` (another torch), once per interpreter: the
     answer is kept with the script's result.  True when interrupted."""
-    todo = [r for r in results if r.get("repro") and python not in (r.get("also_all") or {})]
+    todo = [r for r in results if r.repro and python not in (r.also_all or {})]
     observer.status(f"triage: {len(todo)} repro(s) under {python}")
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             for r, answer in zip(
-                todo, pool.map(lambda r: repro_under(python, r["repro"], timeout), todo)
+                todo, pool.map(lambda r: repro_under(python, r.repro or "", timeout), todo)
             ):
                 # ``also``: the first interpreter's answer (as before); ``also_all``: each's
-                r.setdefault("also_all", {})[python] = answer
-                r["also"] = r.get("also") or answer
-                write_json(base / layout.TRIAGE_CACHE / f"{r['key']}.json", {**r, "cached": False})
+                r.also_all = {**(r.also_all or {}), python: answer}
+                r.also = r.also or answer
+                doc = {**r.to_json(), "cached": False}
+                write_json(base / layout.TRIAGE_CACHE / f"{r.key}.json", doc)
     except KeyboardInterrupt:
         return True
     return False
 
 
-def _public(r: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in r.items() if k not in ("repro_text", "raw_bug")}
-
-
-def _place_repro(base: Path, r: dict[str, Any]) -> None:
+def _place_repro(base: Path, r: ScriptResult) -> None:
     """The verified repro beside the pages: ``OUT/repros/STEM-KEY.py``."""
-    text = r.get("repro_text")
+    text = r.repro_text
     if not text:
-        r["repro"] = None
+        r.repro = None
         return
-    dest = base / layout.TRIAGE_REPROS / f"{Path(r['path']).stem}-{r['key'][:8]}.py"
+    dest = base / layout.TRIAGE_REPROS / f"{Path(r.path).stem}-{(r.key or '')[:8]}.py"
     dest.parent.mkdir(exist_ok=True)
     if not dest.is_file() or dest.read_text() != text:
         layout.write_file(dest, text)
-    r["repro"] = str(dest)
+    r.repro = str(dest)
 
 
 def _gpus() -> list[str]:
@@ -410,19 +408,20 @@ def _gpus() -> list[str]:
 
 def _plan(
     scripts: list[Path], base: Path, options: dict[str, Any]
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+) -> tuple[dict[str, dict[str, Any]], dict[str, ScriptResult]]:
     """Every script's task, and what is cached of it already (results), by path."""
     tasks: dict[str, dict[str, Any]] = {}
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, ScriptResult] = {}
     for s in scripts:
         key = script_key(s, options)
         cached = base / layout.TRIAGE_CACHE / f"{key}.json"
         if cached.is_file():
             try:
-                got = {**json.loads(cached.read_text()), "path": str(s), "cached": True}
+                got = ScriptResult.from_json(json.loads(cached.read_text()))
+                got.path, got.cached = str(s), True
                 if not stale(got, options):
                     results[str(s)] = got
-            except ValueError:
+            except (ValueError, TypeError, AttributeError):
                 cached.unlink()  # half a file from an older tcompile: do it again
         tasks[str(s)] = {
             "path": str(s),

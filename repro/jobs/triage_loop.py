@@ -27,6 +27,7 @@ report (``--each``; benchmarks/triage_corpus.py measures both side by side).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -39,6 +40,7 @@ from tcompile.compiler import layout
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.opname import op_base
 from tcompile.compiler.runner import write_json
+from tcompile.repro.triage_records import Check, Cluster, Flaky, ScriptResult
 from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
 from .triage_one import check_one, classify_one, report_one
@@ -53,26 +55,22 @@ PER_SCRIPT = 3  # checks of one script against clusters before it gets a report 
 BUDGETS = ("timeout", "max_time", "jobs", "per_gpu")
 
 
-def stale(cached: dict[str, Any], options: dict[str, Any]) -> bool:
+def stale(cached: ScriptResult, options: dict[str, Any]) -> bool:
     """A cached result its budget cut, now given a larger one: done again.  A
     ``timeout`` verdict, and a bug whose bisect and minify did not finish (a step with
     no exit status), under a larger ``--timeout`` (or ``--max-time``); anything that
     finished stands whatever the budgets."""
-    ran = cached.get("budgets") or {}
+    ran = cached.budgets or {}
     larger = any(
         float(options.get(k) or 0) > float(ran.get(k) or 0) for k in ("timeout", "max_time")
     )
-    cut = cached.get("verdict") == Verdict.TIMEOUT or any(
-        st.get("exit_code") is None for st in cached.get("steps") or []
-    )
+    cut = cached.verdict == Verdict.TIMEOUT or any(not st.finished for st in cached.steps)
     return cut and larger
 
 
-def is_final(r: dict[str, Any]) -> bool:
+def is_final(r: ScriptResult) -> bool:
     """Nothing left to do for this script: not a bug, or reported, or a member."""
-    return r.get("verdict") not in (None, Verdict.BUG) or bool(
-        r.get("reported") or r.get("member_of")
-    )
+    return r.verdict not in (None, Verdict.BUG) or bool(r.reported or r.member_of)
 
 
 def _switch_op(off: str) -> str:
@@ -111,13 +109,13 @@ def family(off: str) -> str:
     return off
 
 
-def _named(op: str, r: dict[str, Any], text: str) -> bool:
+def _named(op: str, r: ScriptResult, text: str) -> bool:
     """The script names ``op`` (or one of its family): its wrong node's op, or a word of
     its source; a decomposition's op as a module is spelled too (``native_group_norm``:
     ``nn.GroupNorm``)."""
     fam = next((f for f in FAMILIES if op in f), (op,))
     names = tuple(n for o in fam for n in (o, *_SPELLED.get(o, ())))
-    if r.get("wrong_op") in names:
+    if r.wrong_op in names:
         return True
     if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names if n):
         return True
@@ -125,25 +123,20 @@ def _named(op: str, r: dict[str, Any], text: str) -> bool:
     return len(squeezed) > 4 and squeezed in text.lower().replace("_", "")
 
 
-def _similar(r: dict[str, Any]) -> tuple[Any, ...]:
+def _similar(r: ScriptResult) -> tuple[Any, ...]:
     """What two scripts that may be one bug share: a report under way for one makes the
     other wait for it (then it is checked against that report's culprit)."""
-    return (r.get("device"), r.get("stage"), r.get("kind"), r.get("exc_type"))
+    return (r.device, r.stage, r.kind, r.exc_type)
 
 
-def switch_stage(rep: dict[str, Any]) -> str | None:
+def switch_stage(rep: ScriptResult) -> str | None:
     """The stage a representative's switch is checked at: its culprit's, where that is
     below inductor (None: inductor, the scripts' own)."""
-    stage = (((rep.get("raw_bug") or {}).get("bisect") or {}).get("stage")) or None
+    stage = (((rep.raw_bug or {}).get("bisect") or {}).get("stage")) or None
     return stage if stage and stage != "inductor" else None
 
 
-def _check_key(got: dict[str, Any]) -> str:
-    off = got.get("without") or ""
-    return f"{off}@{got['backend']}" if got.get("backend") else off
-
-
-def proposals(r: dict[str, Any], reps: list[dict[str, Any]], text: str = "") -> list[str]:
+def proposals(r: ScriptResult, reps: list[ScriptResult], text: str = "") -> list[str]:
     """The representatives (paths) to check ``r`` against, most alike first: only those
     that failed the same kind with the same exception, and a lowering switch only where
     the script names the op -- every lowering of ``add`` or ``sum`` off makes unrelated
@@ -155,28 +148,21 @@ def proposals(r: dict[str, Any], reps: list[dict[str, Any]], text: str = "") -> 
     scored = []
     for rep in reps:
         off = without_of(rep)
-        if not off or _whole_pass(off) or rep.get("device") != r.get("device"):
+        if not off or _whole_pass(off) or rep.device != r.device:
             continue
-        if rep["path"] == r.get("path"):
+        if rep.path == r.path:
             continue
         named = _named(_switch_op(off), r, text)
-        alike = rep.get("kind") == r.get("kind") and rep.get("exc_type") == r.get("exc_type")
-        mine = {without_of(r), f"pattern:{r['pattern']}" if r.get("pattern") else None}
+        alike = rep.kind == r.kind and rep.exc_type == r.exc_type
+        mine = {without_of(r), f"pattern:{r.pattern}" if r.pattern else None}
         alike = alike or (off.startswith("pattern:") and off in mine)
         if not alike or (off.startswith("lowerings:") and not named):
             # another failure, or nothing ties the script to this lowering: on the main
             # corpus, every lowering of ``sum`` off made a C++ compile error and a uint8
             # wrong value pass, both bugs of their own (the switch breaks a fusion)
             continue
-        scored.append(
-            (
-                rep.get("stage") != r.get("stage"),
-                rep.get("kind") != r.get("kind"),
-                not named,
-                rep.get("exc_type") != r.get("exc_type"),
-                rep["path"],
-            )
-        )
+        scored.append((rep.stage != r.stage, rep.kind != r.kind, not named,
+                       rep.exc_type != r.exc_type, rep.path))  # fmt: skip
     scored.sort()
     return [s[-1] for s in scored]
 
@@ -188,7 +174,7 @@ class Scheduler:
     def __init__(
         self,
         tasks: dict[str, dict[str, Any]],
-        results: dict[str, dict[str, Any]],
+        results: dict[str, ScriptResult],
         *,
         submit: Callable[..., Future[Any]],
         done: Callable[..., None],
@@ -205,10 +191,8 @@ class Scheduler:
         self.text: dict[str, str] = {}
 
     # -- what to do next ------------------------------------------------------------
-    def _reps(self) -> list[dict[str, Any]]:
-        return [
-            r for r in self.results.values() if r.get("reported") and r["verdict"] == Verdict.BUG
-        ]
+    def _reps(self) -> list[ScriptResult]:
+        return [r for r in self.results.values() if r.reported and r.verdict == Verdict.BUG]
 
     def _script_text(self, path: str) -> str:
         if path not in self.text:
@@ -230,7 +214,7 @@ class Scheduler:
                 for p, r in self.results.items()
                 if p in self.tasks and not is_final(r) and p not in busy
             ),
-            key=lambda p: (float(self.results[p].get("seconds") or 0.0), p),
+            key=lambda p: (self.results[p].seconds, p),
         )
         reps = self._reps()
         rest = []
@@ -259,20 +243,20 @@ class Scheduler:
             # alike first) beside them; if it is the same bug after all, the
             # representatives' checks at the end join them
             going = reporting + [self.results[p] for k, p, _ in out if k == "report"]
-            pairs = {(g.get("wrong_op"), g.get("signature")) for g in going}
+            pairs = {(g.wrong_op, g.signature) for g in going}
             spare.sort(key=lambda p: self._likeness(self.results[p], going))
             for p in spare:
                 r = self.results[p]
-                if len(out) < free and (r.get("wrong_op"), r.get("signature")) not in pairs:
+                if len(out) < free and (r.wrong_op, r.signature) not in pairs:
                     out.append(("report", p, None))  # the same wrong op and text: it waits
-                    pairs.add((r.get("wrong_op"), r.get("signature")))
+                    pairs.add((r.wrong_op, r.signature))
         if not out and not self.inflight and not waiting and not self.each:
             # everything final: representatives reported side by side (a slot was free)
             # are checked against each other, the same way
             for r in reps:
-                untried = self._untried(r["path"], reps)
-                if untried and len(self.tried[r["path"]]) < PER_SCRIPT and len(out) < free:
-                    out.append(("cross", r["path"], untried[0]))
+                untried = self._untried(r.path, reps)
+                if untried and len(self.tried[r.path]) < PER_SCRIPT and len(out) < free:
+                    out.append(("cross", r.path, untried[0]))
         return out
 
     def _checks_ahead(self) -> bool:
@@ -280,12 +264,12 @@ class Scheduler:
         return any(kind == "check" for kind, _, _ in self.inflight.values())
 
     @staticmethod
-    def _likeness(r: dict[str, Any], going: list[dict[str, Any]]) -> tuple[int, int, float]:
-        same_op = sum(1 for g in going if g.get("wrong_op") == r.get("wrong_op"))
-        same_text = sum(1 for g in going if g.get("signature") == r.get("signature"))
-        return same_op, same_text, float(r.get("seconds") or 0.0)
+    def _likeness(r: ScriptResult, going: list[ScriptResult]) -> tuple[int, int, float]:
+        same_op = sum(1 for g in going if g.wrong_op == r.wrong_op)
+        same_text = sum(1 for g in going if g.signature == r.signature)
+        return same_op, same_text, r.seconds
 
-    def _untried(self, p: str, reps: list[dict[str, Any]]) -> list[str]:
+    def _untried(self, p: str, reps: list[ScriptResult]) -> list[str]:
         r = self.results[p]
         return [
             q
@@ -298,10 +282,11 @@ class Scheduler:
         return a in self._chain(b) or b in self._chain(a)
 
     def _chain(self, a: str) -> set[str]:
-        out = set()
+        out: set[str] = set()
         while a and a not in out:
             out.add(a)
-            a = self.results.get(a, {}).get("same_as")
+            known = self.results.get(a)
+            a = (known.same_as if known else None) or ""
         return out
 
     # -- running it -----------------------------------------------------------------
@@ -319,9 +304,9 @@ class Scheduler:
             cached = self._check_cache(path, f"{off}@{backend}" if backend else off)
             if cached.is_file():
                 f = Future()
-                f.set_result(json.loads(cached.read_text()))
+                f.set_result(Check.from_json(json.loads(cached.read_text())))
             else:
-                budget = max(30.0, float(task["timeout"]) - float(self.results[path]["seconds"]))
+                budget = max(30.0, float(task["timeout"]) - self.results[path].seconds)
                 f = self.submit(check_one, task, off, budget, backend)
         self.inflight[f] = (kind, path, rep)
 
@@ -333,46 +318,41 @@ class Scheduler:
     def finished(self, f: Future[Any]) -> None:
         kind, path, rep = self.inflight.pop(f)
         got = f.result()
-        if kind == "classify":
-            self.done(path, {**got, "reported": False})
-        elif kind == "report":
-            self.done(path, {**got, "reported": True})
+        if kind in ("classify", "report"):
+            got.reported = kind == "report"
+            self.done(path, got)
         elif kind == "cross":
             r = self._record(path, rep or "", got)
-            if got.get("passes"):
-                r["same_as"] = rep  # its cluster joins rep's (triage.py: merge_reps)
+            if got.passes:
+                r.same_as = rep  # its cluster joins rep's (triage.py: merge_reps)
             self.done(path, r, quiet=True)
         else:
             self._joined(path, rep or "", got)
 
-    def _record(self, path: str, rep: str, got: dict[str, Any]) -> dict[str, Any]:
+    def _record(self, path: str, rep: str, got: Check) -> ScriptResult:
         """A check's answer: cached, in the script's ``checks``, its runs in ``steps``."""
-        if all(st.get("exit_code") is not None for st in got.get("steps") or []):
-            write_json(self._check_cache(path, _check_key(got)), got)  # not one cut short
+        if all(st.finished for st in got.steps):
+            write_json(self._check_cache(path, got.key), got.to_json())  # not one cut short
         r = self.results[path]
-        r.setdefault("checks", [])
-        if not any(c.get("rep") == rep for c in r["checks"]):
-            r["checks"].append({"rep": rep, **{k: v for k, v in got.items() if k != "steps"}})
-            r["steps"] = [*(r.get("steps") or []), *(got.get("steps") or [])]
+        r.checks = r.checks or []
+        if not any(c.rep == rep for c in r.checks):
+            r.checks.append(dataclasses.replace(got, rep=rep, steps=[]))
+            r.add_steps(got.steps)
         return r
 
-    def _joined(self, path: str, rep: str, got: dict[str, Any]) -> None:
-        off = got.get("without") or ""
+    def _joined(self, path: str, rep: str, got: Check) -> None:
         r = self._record(path, rep, got)
-        r["seconds"] = round(float(r.get("seconds") or 0.0) + float(got.get("seconds") or 0), 2)
-        if got.get("passes"):
-            r.update(
-                member_of=rep,
-                joined={"representative": rep, "without": off, "checked_by_running": True,
-                        "off_exit": got.get("off"), "on_exit": got.get("on"),
-                        "backend": got.get("backend")},
-            )  # fmt: skip
+        r.seconds = round(r.seconds + got.seconds, 2)
+        if got.passes:
+            r.member_of = rep
+            r.joined = {"representative": rep, "without": got.without,
+                        "checked_by_running": True, "off_exit": got.off, "on_exit": got.on,
+                        "backend": got.backend}  # fmt: skip
             self.done(path, r)
-        elif got.get("flaky"):  # passed with the switch off and as it is: no failure to join
-            r["flaky"] = {"failed": r.get("runs") or 1, "of": (r.get("runs") or 1) + 1}
-            r.update(
-                verdict=Verdict.FLAKY, message=f"passed when run again: {r.get('signature', '')}"
-            )
+        elif got.flaky:  # passed with the switch off and as it is: no failure to join
+            r.flaky = Flaky(r.runs or 1, (r.runs or 1) + 1)
+            r.verdict = Verdict.FLAKY
+            r.message = f"passed when run again: {r.signature or ''}"
             self.done(path, r)
         else:
             self.results[path] = r
@@ -390,45 +370,42 @@ class Scheduler:
                 self.finished(f)
 
 
-def reset_orphans(results: dict[str, dict[str, Any]]) -> None:
+def reset_orphans(results: dict[str, ScriptResult]) -> None:
     """A cached member whose representative is gone (its script removed, or now failing
     otherwise) is checked again."""
     for r in results.values():
-        rep = r.get("member_of")
-        if rep and not (results.get(rep) or {}).get("reported"):
-            r.pop("member_of", None)
-            r.pop("joined", None)
+        rep = results.get(r.member_of or "")
+        if r.member_of and not (rep and rep.reported):
+            r.member_of = r.joined = None
 
 
-def attach_members(results: list[dict[str, Any]], clusters: list[dict[str, Any]]) -> None:
+def attach_members(results: list[ScriptResult], clusters: list[Cluster]) -> None:
     """Each member into its representative's cluster: the cluster's id and culprit, and
     the check that put it there in the cluster's ``checks``."""
-    by_member = {m: c for c in clusters for m in c["members"]}
-    by_path = {r["path"]: r for r in results}
+    by_member = {m: c for c in clusters for m in c.members}
+    by_path = {r.path: r for r in results}
     for r in results:
-        c = by_member.get(r.get("member_of") or "")
-        if c is None or r["path"] in c["members"]:
+        c = by_member.get(r.member_of or "")
+        if c is None or r.path in c.members:
             continue
-        c["members"].append(r["path"])
-        rep = by_path.get(r["member_of"]) or {}
+        c.members.append(r.path)
+        rep = by_path.get(r.member_of or "") or ScriptResult()
         # the culprit its representative's bisect named, which the check showed is its too;
         # its repro is the cluster's (``cluster_repro``): it has none of its own
-        r["cluster"], r["cluster_repro"] = c["id"], c.get("repro")
-        r["culprit"] = {**(rep.get("culprit") or {"text": c.get("culprit")}), "of": rep.get("path")}
-        own, theirs = r.get("wrong_op"), rep.get("wrong_op")
+        r.cluster, r.cluster_repro = c.id, c.repro
+        r.culprit = {**(rep.culprit or {"text": c.culprit}), "of": rep.path or None}
+        own, theirs = r.wrong_op, rep.wrong_op
         if own and theirs and own != theirs:  # the switch's op spelled otherwise: say its op
-            r["culprit"]["own_op"] = own
-            r["culprit"]["text"] = f"{r['culprit'].get('text') or '-'} (this script: {own})"
-        c.setdefault("checks", []).append({"member": r["path"], **(r.get("joined") or {})})
+            r.culprit["own_op"] = own
+            r.culprit["text"] = f"{r.culprit.get('text') or '-'} (this script: {own})"
+        c.checks = [*(c.checks or []), {"member": r.path, **(r.joined or {})}]
 
 
-def merge_reps(
-    clusters: list[dict[str, Any]], results: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def merge_reps(clusters: list[Cluster], results: list[ScriptResult]) -> list[Cluster]:
     """The clusters of the representatives' reports, joined where one representative
     passed with another's culprit off and failed again as it is (``same_as``)."""
-    cid = {m: c["id"] for c in clusters for m in c["members"]}
-    parent = {c["id"]: c["id"] for c in clusters}
+    cid = {m: c.id for c in clusters for m in c.members}
+    parent = {c.id: c.id for c in clusters}
 
     def find(x: str) -> str:
         while parent[x] != x:
@@ -436,29 +413,30 @@ def merge_reps(
         return x
 
     joined: dict[str, dict[str, Any]] = {}
+    by_path = {r.path: r for r in results}
     for r in results:
-        a, b = cid.get(r["path"]), cid.get(r.get("same_as") or "")
-        if a and b and find(a) != find(b):
+        a, b = cid.get(r.path), cid.get(r.same_as or "")
+        if a and b and r.same_as and find(a) != find(b):
             joined[find(a)] = {
                 "cluster": find(a),
-                "representative": r["path"],
-                "joined": r["same_as"],
-                "without": without_of(next(x for x in results if x["path"] == r["same_as"])),
+                "representative": r.path,
+                "joined": r.same_as,
+                "without": without_of(by_path[r.same_as]),
                 "checked_by_running": True,
             }
             parent[find(a)] = find(b)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Cluster] = {}
     for c in clusters:
-        root = find(c["id"])
+        root = find(c.id)
         if root not in out:
-            base = next(x for x in clusters if x["id"] == root)
-            out[root] = dict(base, members=[], checks=list(base.get("checks") or []))
-        out[root]["members"] += c["members"]
-        if c["id"] in joined:
-            out[root]["checks"].append(joined[c["id"]])
+            base = next(x for x in clusters if x.id == root)
+            out[root] = dataclasses.replace(base, members=[], checks=list(base.checks or []))
+        out[root].members += c.members
+        if c.id in joined:
+            out[root].checks = [*(out[root].checks or []), joined[c.id]]
     for c in out.values():
-        for m in c["members"]:
-            r = next(x for x in results if x["path"] == m)
-            if r.get("cluster") != c["id"]:
-                r["cluster_by_report"], r["cluster"] = r.get("cluster"), c["id"]
-    return sorted(out.values(), key=lambda c: (-len(c["members"]), c["culprit"] or "", c["id"]))
+        for m in c.members:
+            r = by_path[m]
+            if r.cluster != c.id:
+                r.cluster_by_report, r.cluster = r.cluster, c.id
+    return sorted(out.values(), key=lambda c: (-len(c.members), c.culprit or "", c.id))

@@ -1,7 +1,8 @@
 """One script of ``tcompile triage``: its verdict, culprit and verified repro.
 
 The unit of work the local pool and Ray both run (a plain function of a JSON-able
-task, returning a JSON-able result), so a cluster node needs only tcompile and torch.
+task, returning its record: repro/triage_records.py), so a cluster node needs only
+tcompile and torch.
 Each step is tcompile's own command line in a child interpreter, read through its
 ``--json`` document (a public interface): ``run`` first (cheap: clean, not a compiler
 bug, needs a GPU), then ``report`` (bisect + minify, with the run it starts as the
@@ -16,6 +17,7 @@ and ``error`` -- tcompile itself failed on this script, never read as "no failur
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import os
 import re
@@ -29,6 +31,7 @@ from typing import Any
 
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
+from tcompile.repro.triage_records import Check, Flaky, ScriptResult, Step
 from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
 ERROR_DIR_ENV = "TCOMPILE_ERROR_DIR"  # cli/app.py keeps an internal error's traceback there
@@ -137,18 +140,18 @@ def _accuracy_flags(accuracy: str) -> list[str]:
     return ["--strict-accuracy"] if mode is AccuracyMode.STRICT else ["--accuracy"]
 
 
-def triage_one(task: dict[str, Any]) -> dict[str, Any]:
+def triage_one(task: dict[str, Any]) -> ScriptResult:
     """The whole triage of one script (see the module's docstring): its runs, then its
     own report.  ``task``: path, args, work_dir, accuracy, timeout, repeat, python."""
     res = classify_one(task)
-    if res["verdict"] != Verdict.BUG:
+    if res.verdict != Verdict.BUG:
         return res
     return report_one(task, res)
 
 
-def _stepper(task: dict[str, Any], res: dict[str, Any], budget: float) -> Any:
+def _stepper(task: dict[str, Any], steps: list[Step], budget: float) -> Any:
     """``step(what, argv)``: one tcompile command of this script, within ``budget``
-    seconds from now; each step is kept in ``res["steps"]``."""
+    seconds from now; each step is kept in ``steps``."""
     deadline = time.monotonic() + budget
     log = Path(task["work_dir"]) / "tcompile.log"
     python = task.get("python") or sys.executable
@@ -156,24 +159,24 @@ def _stepper(task: dict[str, Any], res: dict[str, Any], budget: float) -> Any:
     def step(what: str, argv: list[str]) -> tuple[int | None, dict[str, Any]]:
         left = deadline - time.monotonic()
         if left <= 1:
-            res["steps"].append({"what": what, "exit_code": None, "seconds": 0.0})
+            steps.append(Step(what, None, 0.0))
             return None, {}
         code, doc, secs = _tcompile(
             python, argv, left, log, str(Path(task["path"]).parent), task.get("env") or {}
         )
-        res["steps"].append({"what": what, "exit_code": code, "seconds": round(secs, 2)})
+        steps.append(Step(what, code, round(secs, 2)))
         return code, doc
 
     return step
 
 
-def _finish(res: dict[str, Any], verdict: str, message: str, t0: float) -> dict[str, Any]:
-    res["verdict"], res["message"] = verdict, message.strip()[:500]
-    res["seconds"] = round(float(res.get("seconds") or 0.0) + time.monotonic() - t0, 2)
+def _finish(res: ScriptResult, verdict: Verdict, message: str, t0: float) -> ScriptResult:
+    res.verdict, res.message = verdict, message.strip()[:500]
+    res.seconds = round(res.seconds + time.monotonic() - t0, 2)
     return res
 
 
-def classify_one(task: dict[str, Any]) -> dict[str, Any]:
+def classify_one(task: dict[str, Any]) -> ScriptResult:
     """A script's runs (``repeat`` of them): its verdict, and for a ``bug`` what the run
     said of it (signature, kind, stage, device, the wrong node's op).  A bug's report
     (bisect + minify) is report_one's: once per cluster (triage_loop.py)."""
@@ -181,11 +184,11 @@ def classify_one(task: dict[str, Any]) -> dict[str, Any]:
     work = Path(task["work_dir"])
     work.mkdir(parents=True, exist_ok=True)
     acc = _accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))
-    res: dict[str, Any] = {"verdict": None, "steps": [], "message": "", "seconds": 0.0}
-    step = _stepper(task, res, float(task["timeout"]))
+    res = ScriptResult()
+    step = _stepper(task, res.steps, float(task["timeout"]))
     script = task["path"]
 
-    def finish(verdict: Verdict, message: str) -> dict[str, Any]:
+    def finish(verdict: Verdict, message: str) -> ScriptResult:
         return _finish(res, verdict, message, t0)
 
     # the program's own limit inside a run: below the budget, so a hang is the run's finding
@@ -207,10 +210,10 @@ def classify_one(task: dict[str, Any]) -> dict[str, Any]:
         if code in (ExitCode.NOT_COMPILER, ExitCode.USAGE):
             return finish(Verdict.NOT_COMPILER, _first_line(doc))
         if code == ExitCode.INTERNAL:
-            res["traceback"] = doc.get("traceback")
+            res.traceback = doc.get("traceback")
             return finish(Verdict.ERROR, "tcompile failed: " + _first_line(doc))
         if code == ExitCode.FLAKY:  # it failed, and passed when the run tried it again
-            res["flaky"] = {"failed": failed + 1, "of": k + 2}
+            res.flaky = Flaky(failed + 1, k + 2)
             return finish(Verdict.FLAKY, _first_line(doc))
         if code == ExitCode.COMPILER_FAILURE and all(
             f.get("kind") == "timeout" for f in doc.get("failures") or [{}]
@@ -221,29 +224,30 @@ def classify_one(task: dict[str, Any]) -> dict[str, Any]:
             )
         if code == ExitCode.COMPILER_FAILURE:
             failed += 1
-            res.update(_from_run(doc))
+            _from_run(res, doc)
     runs = k + 1
-    res["runs"] = runs
+    res.runs = runs
     if not failed:
         return finish(Verdict.CLEAN, f"no compiler failure in {runs} run(s)")
     if failed < runs:  # a failure that does not come back every time
-        res["flaky"] = {"failed": failed, "of": runs}
-        return finish(Verdict.FLAKY, f"failed {failed} of {runs} runs: {res.get('signature', '')}")
-    return finish(Verdict.BUG, res.get("signature", ""))
+        res.flaky = Flaky(failed, runs)
+        return finish(Verdict.FLAKY, f"failed {failed} of {runs} runs: {res.signature or ''}")
+    return finish(Verdict.BUG, res.signature or "")
 
 
-def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
+def report_one(task: dict[str, Any], res: ScriptResult) -> ScriptResult:
     """``tcompile report`` of a script classify_one called a bug: bisect and minify, with
     the run it starts as one more sample (a failure that does not come back is
     *flaky*).  Its budget: the script's timeout less what its runs took."""
     t0 = time.monotonic()
-    res = {**res, "steps": list(res.get("steps") or [])}
-    runs = int(res.get("runs") or 1)
-    left = float(task["timeout"]) - float(res.get("seconds") or 0.0)
-    step = _stepper(task, res, max(left, 2.0))
+    res = dataclasses.replace(res, steps=list(res.steps))
+    runs = int(res.runs or 1)
+    left = float(task["timeout"]) - res.seconds
+    step = _stepper(task, res.steps, max(left, 2.0))
     acc = _accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))
+    said = res.signature or ""
 
-    def finish(verdict: Verdict, message: str) -> dict[str, Any]:
+    def finish(verdict: Verdict, message: str) -> ScriptResult:
         return _finish(res, verdict, message, t0)
 
     code, doc = step(
@@ -267,43 +271,37 @@ def report_one(task: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
         ],
     )
     if code == ExitCode.OK:  # the report's own run is one more sample
-        res["flaky"] = {"failed": runs, "of": runs + 1}
-        return finish(
-            Verdict.FLAKY, f"failed {runs} of {runs + 1} runs: {res.get('signature', '')}"
-        )
+        res.flaky = Flaky(runs, runs + 1)
+        return finish(Verdict.FLAKY, f"failed {runs} of {runs + 1} runs: {said}")
     if code == ExitCode.NOT_COMPILER:  # its control run failed so without torch.compile
         return finish(Verdict.NOT_COMPILER, _first_line(doc))
     bugs = doc.get("bugs") or []
     if code is None and not bugs:
-        res["no_repro"] = f"bisect and minify did not finish in its budget ({left:.0f} s)"
-        return finish(
-            Verdict.BUG, f"{res.get('signature', '')} (bisect and minify did not finish in time)"
-        )
+        res.no_repro = f"bisect and minify did not finish in its budget ({left:.0f} s)"
+        return finish(Verdict.BUG, f"{said} (bisect and minify did not finish in time)")
     if code == ExitCode.INTERNAL:  # tcompile's own failure: never shown as a result
-        res["traceback"] = doc.get("traceback")
-        found = res.get("signature", "")
+        res.traceback = doc.get("traceback")
         return finish(
             Verdict.ERROR,
             f"tcompile failed in its report step: {_first_line(doc)}"
-            + (f" (run had found: {found})" if found else ""),
+            + (f" (run had found: {said})" if said else ""),
         )
     if bugs:
-        _take_bug(res, bugs[0], task, time.monotonic())
-    return finish(Verdict.BUG, res.get("signature", ""))
+        _take_bug(res, bugs[0])
+    return finish(Verdict.BUG, res.signature or "")
 
 
 def check_one(
     task: dict[str, Any], without: str, budget: float, backend: str | None = None
-) -> dict[str, Any]:
+) -> Check:
     """Membership by running (issue 52): the script with ``without`` off (``tcompile run
     --without``) and, when that passes, once more as it is -- it must fail again, or the
     pass says nothing of the switch.  At a culprit's stage below inductor (``backend``)
     the run as it is comes first: it must fail there, then pass with the switch off.
-    ``{"without", "off", "on", "passes", "seconds"}``: ``passes`` when it passed off and
-    failed on."""
+    ``passes`` when it passed off and failed on."""
     t0 = time.monotonic()
-    res: dict[str, Any] = {"steps": []}
-    step = _stepper(task, res, budget)
+    steps: list[Step] = []
+    step = _stepper(task, steps, budget)
     limit = str(max(10, int(budget * 0.8)))
     out = str(Path(task["work_dir"]) / "checks")
     argv = ["run", "--json", *_accuracy_flags(task.get("accuracy", AccuracyMode.LOOSE.value))]
@@ -324,39 +322,37 @@ def check_one(
         off, _ = step(f"without {without}", [*argv, *switches, *rest])
     if off == 0 and not backend:
         on, _ = step("run again", plain)
-    return {
-        "without": without,
-        "backend": backend,
-        "off": off,
-        "on": on,
-        "passes": off == 0 and on == 1,
+    return Check(
+        without=without,
+        backend=backend,
+        off=off,
+        on=on,
+        passes=off == 0 and on == 1,
         # the script's own configuration passed as it is, after failing: flaky
-        "flaky": off == 0 and on == 0 and not backend,
-        "seconds": round(time.monotonic() - t0, 2),
-        "steps": res["steps"],
-    }
+        flaky=off == 0 and on == 0 and not backend,
+        seconds=round(time.monotonic() - t0, 2),
+        steps=steps,
+    )
 
 
-def _take_bug(
-    res: dict[str, Any], bug: dict[str, Any], task: dict[str, Any], deadline: float
-) -> None:
+def _take_bug(res: ScriptResult, bug: dict[str, Any]) -> None:
     """The report's bug: kept whole (the driver derives culprit and minimal graph from
     it), and the repro's text where it was verified."""
-    res["raw_bug"] = bug  # the driver derives culprit and minimal graph from it
-    res["title"] = bug.get("title")
+    res.raw_bug = bug  # the driver derives culprit and minimal graph from it
+    res.title = bug.get("title")
     mini = bug.get("minify") or {}
-    res["bisect"] = _counts(bug.get("bisect"), "runs")
-    res["minify"] = _counts(mini, "calls")
+    res.bisect = _counts(bug.get("bisect"), "runs")
+    res.minify = _counts(mini, "calls")
     if (bug.get("bisect") or {}).get("flaky"):
-        res["flaky"] = {"failed": None, "of": None, "detail": bug["bisect"].get("flaky_detail")}
+        res.flaky = Flaky(None, None, bug["bisect"].get("flaky_detail"))
     repro = mini.get("repro")
     if repro and mini.get("verified") and Path(repro).is_file():
-        res["repro_text"] = Path(repro).read_text()
-        res["repro_lines"] = len(res["repro_text"].splitlines())
-        res["repro_level"] = mini.get("level")
-        res["repro_path"] = repro
+        res.repro_text = Path(repro).read_text()
+        res.repro_lines = len(res.repro_text.splitlines())
+        res.repro_level = mini.get("level")
+        res.repro_path = repro
     else:  # why not, for the pages (issue 62: a cluster without a repro says why)
-        res["no_repro"] = _no_repro(mini)
+        res.no_repro = _no_repro(mini)
 
 
 def _no_repro(mini: dict[str, Any]) -> str:
@@ -370,26 +366,25 @@ def _no_repro(mini: dict[str, Any]) -> str:
     return (_first_line(mini) or "its minify wrote no repro")[:300]
 
 
-def _from_run(doc: dict[str, Any]) -> dict[str, Any]:
+def _from_run(res: ScriptResult, doc: dict[str, Any]) -> None:
+    """What a failing run's ``--json`` says of its failure, into ``res``."""
     groups = doc.get("groups") or []
     g = groups[0] if groups else {}
     fail = (doc.get("failures") or [{}])[0]
     graphs = doc.get("graphs") or []
     where = next((x for x in graphs if x.get("index") == fail.get("graph")), None)
-    return {
-        "signature": g.get("signature") or fail.get("signature") or "",
-        "kind": g.get("kind") or fail.get("kind"),
-        "stage": g.get("stage") or fail.get("stage"),
-        "exc_type": (fail.get("signature_fields") or {}).get("exc_type"),
-        "graphs": len(graphs),
-        # what proposes a cluster to check (triage_loop.py): the failing graph's device
-        # (the program's first graph's for a failure outside any), the wrong node's op
-        "device": (where or (graphs[0] if graphs else {})).get("device"),
-        "wrong_op": (fail.get("divergence") or {}).get("op"),
-        # the inductor pattern its compile failed in (child/patterns.py): a representative
-        # whose switch is that pattern is checked first, before any report of its own
-        "pattern": fail.get("pattern"),
-    }
+    res.signature = g.get("signature") or fail.get("signature") or ""
+    res.kind = g.get("kind") or fail.get("kind")
+    res.stage = g.get("stage") or fail.get("stage")
+    res.exc_type = (fail.get("signature_fields") or {}).get("exc_type")
+    res.graphs = len(graphs)
+    # what proposes a cluster to check (triage_loop.py): the failing graph's device
+    # (the program's first graph's for a failure outside any), the wrong node's op
+    res.device = (where or (graphs[0] if graphs else {})).get("device")
+    res.wrong_op = (fail.get("divergence") or {}).get("op")
+    # the inductor pattern its compile failed in (child/patterns.py): a representative
+    # whose switch is that pattern is checked first, before any report of its own
+    res.pattern = fail.get("pattern")
 
 
 def _counts(part: dict[str, Any] | None, unit: str) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ task of one CPU, and of one GPU where the script mentions CUDA and the cluster h
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import time
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from tcompile.compiler.exitcodes import UsageError
+from tcompile.repro.triage_records import Check, ScriptResult, Step
+from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
 RETRIES = 3  # a piece whose node died, run again elsewhere at most this often
 ATTEMPTS = "ray-attempts"
@@ -125,24 +128,22 @@ def _result(ray: Any, ref: Any, log: Path, piece: str, args: tuple[Any, ...]) ->
     except ray.exceptions.RayError as exc:  # its node or worker lost, every retry spent
         tries = attempts(log)
         res = _lost(piece, args, f"{type(exc).__name__} after {len(tries)} attempt(s)")
-    if len(tries) > 1 and isinstance(res, dict):
+    if len(tries) > 1 and isinstance(res, ScriptResult):
         # run again after its node was lost: where each attempt ran
-        res = {**res, "ray_attempts": [t["node"] for t in tries]}
+        res = dataclasses.replace(res, ray_attempts=[t["node"] for t in tries])
     return res
 
 
-def _lost(piece: str, args: tuple[Any, ...], why: str) -> dict[str, Any]:
+def _lost(piece: str, args: tuple[Any, ...], why: str) -> ScriptResult | Check:
     """A piece Ray could not finish, in the shape of its result: an answer that says
     which step could not finish, never a pass or a fail (issue 64)."""
     said = f"lost with its Ray node ({why})"
-    step = {"what": f"{piece} on Ray", "exit_code": None, "seconds": 0.0}
+    step = Step(f"{piece} on Ray", None, 0.0)
     if piece == "report_one":  # the classification stands; its report is what was lost
-        res = dict(args[0])
-        res["message"] = f"{res.get('message', '')}; its report was {said}".lstrip("; ")
-        res["steps"] = [*(res.get("steps") or []), step]
+        res: ScriptResult = dataclasses.replace(args[0])
+        res.message = f"{res.message}; its report was {said}".lstrip("; ")
+        res.add_steps([step])
         return res
     if piece == "check_one":  # unknown: neither a member nor not one (not cached)
-        return {"without": args[0], "passes": False, "steps": [step], "seconds": 0.0,
-                "lost": said}  # fmt: skip
-    return {"verdict": "error", "message": f"its runs were {said}", "steps": [step],
-            "seconds": 0.0}  # fmt: skip
+        return Check(without=args[0], passes=False, steps=[step], extra={"lost": said})
+    return ScriptResult(verdict=Verdict.ERROR, message=f"its runs were {said}", steps=[step])

@@ -21,6 +21,7 @@ results (``cache/without-KEY-HASH.json``).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -33,12 +34,13 @@ from typing import Any
 from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.runner import write_json
+from tcompile.repro.triage_records import Cluster, Doc, ScriptResult
 
 PER_CLUSTER = 3  # checks of one cluster against others (the most alike first)
 
 
-def without_of(r: dict[str, Any]) -> str | None:
-    return ((r.get("raw_bug") or {}).get("bisect") or {}).get("without")
+def without_of(r: ScriptResult) -> str | None:
+    return r.bug_without
 
 
 def _whole_pass(off: str) -> bool:
@@ -49,26 +51,24 @@ def _whole_pass(off: str) -> bool:
     return off.split(":", 1)[-1].startswith("pass_pattern")
 
 
-def _ops(r: dict[str, Any]) -> set[str]:
-    return set((r.get("minimal") or {}).get("ops") or [])
+def _ops(r: ScriptResult) -> set[str]:
+    return set((r.minimal or {}).get("ops") or [])
 
 
 def proposals(
-    clusters: list[dict[str, Any]], by_path: dict[str, dict[str, Any]]
+    clusters: list[Cluster], by_path: dict[str, ScriptResult]
 ) -> list[tuple[str, str, str]]:
     """(cluster asked, cluster whose culprit is turned off, its ``without``) to check."""
     out = []
     for a in clusters:
-        ra = by_path[a["representative"]]
+        ra = by_path[a.representative]
         scored = []
         for b in clusters:
             if b is a:
                 continue
-            rb = by_path[b["representative"]]
+            rb = by_path[b.representative]
             off = without_of(rb)
-            device = (ra.get("minimal") or {}).get("device") == (rb.get("minimal") or {}).get(
-                "device"
-            )
+            device = (ra.minimal or {}).get("device") == (rb.minimal or {}).get("device")
             if not off or not device or _whole_pass(off):
                 continue  # nothing to turn off, another device, or too broad a switch
             sub = off.split(":", 1)[0]
@@ -76,31 +76,29 @@ def proposals(
             common = len(_ops(ra) & _ops(rb))
             if sub != mine and not common:
                 continue  # nothing in common: not proposed
-            scored.append((off == without_of(ra), sub == mine, common, b["id"], off))
+            scored.append((off == without_of(ra), sub == mine, common, b.id, off))
         scored.sort(reverse=True)
-        out += [(a["id"], bid, off) for *_, bid, off in scored[:PER_CLUSTER]]
+        out += [(a.id, bid, off) for *_, bid, off in scored[:PER_CLUSTER]]
     return out
 
 
-def check(
-    base: Path, r: dict[str, Any], off: str, timeout: float, python: str | None = None
-) -> dict[str, Any]:
+def check(base: Path, r: ScriptResult, off: str, timeout: float, python: str | None = None) -> Doc:
     """``tcompile run --without OFF`` of one script (cached): ``passes`` when the run
     found no compiler failure (exit 0)."""
     digest = hashlib.sha256(off.encode()).hexdigest()[:12]
-    cached = base / layout.TRIAGE_CACHE / f"without-{r.get('key', 'x')[:16]}-{digest}.json"
+    cached = base / layout.TRIAGE_CACHE / f"without-{(r.key or 'x')[:16]}-{digest}.json"
     if cached.is_file():
         return json.loads(cached.read_text())
     cmd = [python or sys.executable, "-m", "tcompile", "run", "--json", "--without", off]
-    cmd += ["--timeout", str(int(timeout)), "--out", str(base / "without"), r["path"]]
+    cmd += ["--timeout", str(int(timeout)), "--out", str(base / "without"), r.path]
     t0 = time.monotonic()
     try:
         done = subprocess.run(
-            [*cmd, *(r.get("args") or [])],
+            cmd,
             capture_output=True,
             text=True,
             timeout=timeout + 60,
-            cwd=str(Path(r["path"]).parent),
+            cwd=str(Path(r.path).parent),
             stdin=subprocess.DEVNULL,
         )
         code: int | None = done.returncode
@@ -115,41 +113,41 @@ def check(
 
 def merge(
     base: Path,
-    results: list[dict[str, Any]],
-    clusters: list[dict[str, Any]],
+    results: list[ScriptResult],
+    clusters: list[Cluster],
     *,
     jobs: int = 1,
     timeout: float = 300.0,
     run: Any = None,
-) -> list[dict[str, Any]]:
+) -> list[Cluster]:
     """The clusters after the checks: a cluster whose representative passes with
     another's culprit off joins it (its members with it).  ``run``: the check (tests
     pass a fake); each result keeps ``cluster_by_report`` (before) and ``joined``."""
     run = run or (lambda r, off: check(base, r, off, timeout))
-    by_path = {r["path"]: r for r in results}
-    by_id = {c["id"]: c for c in clusters}
+    by_path = {r.path: r for r in results}
+    by_id = {c.id: c for c in clusters}
     for r in results:
-        if r.get("cluster"):
-            r["cluster_by_report"] = r["cluster"]
+        if r.cluster:
+            r.cluster_by_report = r.cluster
     asks = proposals(clusters, by_path)
     # both ways: B's culprit off makes A pass, and A's own culprit off makes B pass (a
     # broad switch -- every lowering of ``add`` off -- makes many programs pass alone)
     back = []
     for a, b, _ in asks:
-        mine = without_of(by_path[by_id[a]["representative"]])
+        mine = without_of(by_path[by_id[a].representative])
         if mine:
             back.append((b, a, mine))
     asked = list(dict.fromkeys(asks + back))
     with ThreadPoolExecutor(max(1, jobs)) as ex:
-        got = list(ex.map(lambda q: run(by_path[by_id[q[0]]["representative"]], q[2]), asked))
+        got = list(ex.map(lambda q: run(by_path[by_id[q[0]].representative], q[2]), asked))
     answer = dict(zip(asked, got))
     answers = []
     for a, b, off in asks:
-        mine = without_of(by_path[by_id[a]["representative"]])
+        mine = without_of(by_path[by_id[a].representative])
         reverse = answer.get((b, a, mine), {"passes": True}) if mine else {"passes": True}
         both = bool(answer[(a, b, off)].get("passes") and reverse.get("passes"))
         answers.append({**answer[(a, b, off)], "passes": both, "reverse": reverse})
-    parent = {c["id"]: c["id"] for c in clusters}
+    parent = {c.id: c.id for c in clusters}
 
     def find(x: str) -> str:
         while parent[x] != x:
@@ -160,26 +158,26 @@ def merge(
         ra, rb = find(a), find(b)
         if ans.get("passes") and ra != rb:
             parent[ra] = rb  # a's set (a, or what a joined before) joins b's
-            by_id[ra]["joined"] = {
+            by_id[ra].joined = {
                 "cluster": b,
                 "asked": a,
                 "without": off,
                 "exit_code": ans.get("exit_code"),
             }
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Cluster] = {}
     for c in clusters:
-        root = find(c["id"])
+        root = find(c.id)
         if root not in out:
-            out[root] = dict(by_id[root], members=[], checks=[])
-        out[root]["members"] += c["members"]
-        if c["id"] != root:
-            out[root]["checks"].append({"cluster": c["id"], **c["joined"]})
+            out[root] = dataclasses.replace(by_id[root], members=[], checks=[])
+        out[root].members += c.members
+        if c.id != root:
+            out[root].checks = [*(out[root].checks or []), {"cluster": c.id, **(c.joined or {})}]
     for c in out.values():
-        for m in c["members"]:
-            by_path[m]["cluster"] = c["id"]
-            if by_path[m].get("cluster_by_report") != c["id"]:
-                by_path[m]["joined"] = {"cluster": c["id"], "checked_by_running": True}
-    merged = sorted(out.values(), key=lambda c: (-len(c["members"]), c["culprit"] or "", c["id"]))
+        for m in c.members:
+            by_path[m].cluster = c.id
+            if by_path[m].cluster_by_report != c.id:
+                by_path[m].joined = {"cluster": c.id, "checked_by_running": True}
+    merged = sorted(out.values(), key=lambda c: (-len(c.members), c.culprit or "", c.id))
     for c in merged:
-        c["asked"] = sum(1 for q in asked if find(q[0]) == c["id"])
+        c.asked = sum(1 for q in asked if find(q[0]) == c.id)
     return merged

@@ -114,10 +114,11 @@ def test_a_long_job_is_decided_by_its_work_not_the_wall_clock():
 
 def test_triage_json_names_the_steps_that_did_not_finish():
     from tcompile.repro.jobs.triage import TriageReport
+    from tcompile.repro.triage_records import ScriptResult
 
-    script = {"path": "/p/a.py", "verdict": "bug", "steps": [
+    script = ScriptResult.from_json({"path": "/p/a.py", "verdict": "bug", "steps": [
         {"what": "run 1", "exit_code": 1, "seconds": 9.0},
-        {"what": "report", "exit_code": None, "seconds": 0.0}]}  # fmt: skip
+        {"what": "report", "exit_code": None, "seconds": 0.0}]})  # fmt: skip
     doc = TriageReport(1, "m", [script], [], {}, "/o").to_json()
     assert doc["scripts"][0]["unfinished"] == ["report"]
 

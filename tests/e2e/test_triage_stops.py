@@ -58,16 +58,17 @@ def test_tcompiles_own_failure_is_an_error_with_its_traceback_on_both_pages(tmp_
         "accuracy": "loose", "timeout": 60, "repeat": 1, "python": _fake_python(tmp_path),
     }  # fmt: skip
     res = triage_one(task)
-    assert res["verdict"] == "error", res
-    assert "tcompile failed in its report step" in res["message"] and "prims" in res["message"]
-    assert Path(res["traceback"]).is_file() and Path(res["traceback"]).is_relative_to(out)
+    assert res.verdict == "error", res
+    assert "tcompile failed in its report step" in res.message and "prims" in res.message
+    assert Path(res.traceback).is_file() and Path(res.traceback).is_relative_to(out)
+    res.path = str(script)
     doc = {
-        "scripts": [{**res, "path": str(script)}], "clusters": [],
+        "scripts": [res.to_json(public=True)], "clusters": [],
         "counts": {"error": 1}, "torch": "x", "seconds": 1.0, "done_now": 1, "from_cache": 0,
         "engine": "local", "interrupted": False,
     }  # fmt: skip
     md, html = write_pages(out, doc)
-    rel = os.path.relpath(res["traceback"], out)
+    rel = os.path.relpath(res.traceback, out)
     for page in (md, html):
         text = Path(page).read_text()
         assert "error" in text and rel in text and "tcompile's traceback" in text

@@ -12,14 +12,15 @@ from tcompile.compiler.stack import without, without_of
 from tcompile.repro.jobs.bisect_report import BisectReport
 from tcompile.repro.jobs.triage_switch import merge, proposals
 from tcompile.repro.triage_cluster import cluster
+from tcompile.repro.triage_records import ScriptResult
 
 
-def _with_without(r: dict, off: str | None) -> dict:
-    r["raw_bug"] = {"bisect": {"without": off}}  # what the report's bisect said
+def _with_without(r: ScriptResult, off: str | None) -> ScriptResult:
+    r.raw_bug = {"bisect": {"without": off}}  # what the report's bisect said
     return r
 
 
-def _results() -> list[dict]:
+def _results() -> list[ScriptResult]:
     # one SDPA bug seen twice: a wrong value (bisect: the pattern pass) and a crash whose
     # bisect named another application; a third, unrelated bug on the same ops
     wrong = _with_without(
@@ -45,19 +46,19 @@ def test_a_cluster_joins_the_one_whose_culprit_off_makes_it_pass(tmp_path):
     asked = []
 
     def run(r, off):
-        asked.append((r["path"], off))
+        asked.append((r.path, off))
         # the crash goes away with the SDPA pattern pass off, and the wrong value with the
         # crash's culprit off (asked back: both ways); nothing else helps anyone
-        crash = r["path"] == "sdpa_crash.py" and off.startswith("joint_graph")
-        return {"passes": crash or (r["path"] == "sdpa_wrong.py" and off == "lowerings:bmm")}
+        crash = r.path == "sdpa_crash.py" and off.startswith("joint_graph")
+        return {"passes": crash or (r.path == "sdpa_wrong.py" and off == "lowerings:bmm")}
 
     merged = merge(tmp_path, rs, cs, run=run)
-    by = {r["path"]: r for r in rs}
-    assert by["sdpa_crash.py"]["cluster"] == by["sdpa_wrong.py"]["cluster"]
-    assert by["argmax.py"]["cluster"] != by["sdpa_wrong.py"]["cluster"]
-    assert by["sdpa_crash.py"]["cluster_by_report"] != by["sdpa_wrong.py"]["cluster_by_report"]
-    (big,) = [c for c in merged if len(c["members"]) == 2]
-    assert big["checks"][0]["without"] in (
+    by = {r.path: r for r in rs}
+    assert by["sdpa_crash.py"].cluster == by["sdpa_wrong.py"].cluster
+    assert by["argmax.py"].cluster != by["sdpa_wrong.py"].cluster
+    assert by["sdpa_crash.py"].cluster_by_report != by["sdpa_wrong.py"].cluster_by_report
+    (big,) = [c for c in merged if len(c.members) == 2]
+    assert big.checks[0]["without"] in (
         "joint_graph_passes:fuse_attention_pattern",
         "lowerings:bmm",
     )
@@ -73,7 +74,7 @@ def test_a_whole_pattern_pass_is_never_proposed():
     rs = _results()
     _with_without(rs[0], "joint_graph_passes:pass_pattern_0")
     cs = cluster(rs)
-    asks = proposals(cs, {r["path"]: r for r in rs})
+    asks = proposals(cs, {r.path: r for r in rs})
     assert all(not off.endswith("pass_pattern_0") for _, _, off in asks)
 
 
@@ -83,8 +84,8 @@ def test_one_way_is_not_enough(tmp_path):
     the first pass too."""
     rs = _results()
     cs = cluster(rs)
-    merged = merge(tmp_path, rs, cs, run=lambda r, off: {"passes": r["path"] == "sdpa_crash.py"})
-    assert len(merged) == 3 and all(not c["checks"] for c in merged)
+    merged = merge(tmp_path, rs, cs, run=lambda r, off: {"passes": r.path == "sdpa_crash.py"})
+    assert len(merged) == 3 and all(not c.checks for c in merged)
 
 
 def test_chains_of_joins_keep_every_cluster_and_say_each_check(tmp_path):
@@ -101,23 +102,23 @@ def test_chains_of_joins_keep_every_cluster_and_say_each_check(tmp_path):
     cs = cluster(rs)
 
     def run(r, off):  # every SDPA script passes with any SDPA culprit off
-        return {"passes": "argmax" not in r["path"] and "argmax" not in off}
+        return {"passes": "argmax" not in r.path and "argmax" not in off}
 
     merged = merge(tmp_path, rs, cs, run=run)
-    by = {r["path"]: r["cluster"] for r in rs}
+    by = {r.path: r.cluster for r in rs}
     assert by["sdpa_wrong.py"] == by["sdpa_crash.py"] == by["sdpa_more.py"] != by["argmax.py"]
-    (big,) = [c for c in merged if len(c["members"]) == 3]
-    assert len(big["checks"]) == 2
+    (big,) = [c for c in merged if len(c.members) == 3]
+    assert len(big.checks) == 2
 
 
 def test_proposals_skip_the_same_culprit_and_other_devices():
     rs = _results()
-    rs[1]["minimal"] = {**rs[1]["minimal"], "device": "cuda"}
+    rs[1].minimal = {**rs[1].minimal, "device": "cuda"}
     cs = cluster(rs)
-    by_path = {r["path"]: r for r in rs}
+    by_path = {r.path: r for r in rs}
     asks = proposals(cs, by_path)
-    pairs = {(by_path[c["representative"]]["path"], off) for c in cs for a, _, off in asks
-             if a == c["id"]}  # fmt: skip
+    pairs = {(by_path[c.representative].path, off) for c in cs for a, _, off in asks
+             if a == c.id}  # fmt: skip
     assert not any(p == "sdpa_crash.py" for p, _ in pairs)  # another device: never asked
 
 

@@ -71,5 +71,5 @@ def test_triage_calls_a_run_that_says_flaky_flaky(monkeypatch, tmp_path):
     monkeypatch.setattr(t, "_tcompile", fake)
     task = {"path": str(tmp_path / "s.py"), "args": [], "work_dir": str(tmp_path / "w")}
     res = t.triage_one({**task, "timeout": 60, "repeat": 2})
-    assert res["verdict"] == "flaky" and res["flaky"] == {"failed": 1, "of": 2}, res
+    assert res.verdict == "flaky" and res.to_json()["flaky"] == {"failed": 1, "of": 2}, res
     assert calls == ["run"]

@@ -11,6 +11,9 @@ import pytest
 from tcompile.repro.jobs.triage import discover, script_key
 from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of, scores
 from tcompile.repro.triage_page import markdown, page, write_pages
+from tcompile.repro.triage_records import ScriptResult
+
+R = ScriptResult.from_json  # a result as the cache holds it
 
 
 def bug(
@@ -41,18 +44,20 @@ def bug(
     }
 
 
-def result(path: str, b: dict) -> dict:
-    return {
-        "path": path,
-        "verdict": "bug",
-        "kind": b["kind"],
-        "stage": "inductor",
-        "signature": b["signature"],
-        "culprit": culprit_of(b),
-        "minimal": minimal_of(b),
-        "repro": f"/r/{path}.py",
-        "repro_lines": b["_lines"],
-    }
+def result(path: str, b: dict) -> ScriptResult:
+    return R(
+        {
+            "path": path,
+            "verdict": "bug",
+            "kind": b["kind"],
+            "stage": "inductor",
+            "signature": b["signature"],
+            "culprit": culprit_of(b),
+            "minimal": minimal_of(b),
+            "repro": f"/r/{path}.py",
+            "repro_lines": b["_lines"],
+        }
+    )
 
 
 def test_culprit_names_stage_subsystem_and_op():
@@ -84,36 +89,36 @@ def test_one_bug_written_three_ways_is_one_cluster_and_same_text_different_bugs_
         result("any.py", bug("any", ["any"])),
         # the same culprit op, a minimal graph with nothing in common: another bug
         result("inf.py", bug("sum", ["full", "convert_element_type", "sum", "mul"])),
-        {"path": "clean.py", "verdict": "clean"},
+        R({"path": "clean.py", "verdict": "clean"}),
     ]
     cs = cluster(rs)
-    by = {r["path"]: r.get("cluster") for r in rs}
+    by = {r.path: r.cluster for r in rs}
     assert by["model.py"] == by["loop.py"] == by["oneliner.py"]
     assert len({by["model.py"], by["any.py"], by["inf.py"]}) == 3
     assert by["clean.py"] is None
-    big = next(c for c in cs if len(c["members"]) == 3)
-    assert big["repro"] == "/r/loop.py.py" and big["verified"]  # the shortest repro
+    big = next(c for c in cs if len(c.members) == 3)
+    assert big.repro == "/r/loop.py.py" and big.verified  # the shortest repro
     # ids stable: from the culprit and the representative, not from the list's order
     again = cluster(
-        [dict(r, cluster=None) for r in reversed(rs)] + [result("z.py", bug("x", ["x"]))]
+        [R({**r.to_json(), "cluster": None}) for r in reversed(rs)]
+        + [result("z.py", bug("x", ["x"]))]
     )
-    assert big["id"] in {c["id"] for c in again} and big["id"].startswith("C")
+    assert big.id in {c.id for c in again} and big.id.startswith("C")
     truth = {"model.py": "a", "loop.py": "a", "oneliner.py": "a", "any.py": "b", "inf.py": "c"}
-    assert scores(rs, truth) == {"precision": 1.0, "recall": 1.0, "pairs": 3}
+    docs = [r.to_json(public=True) for r in rs]  # scores read triage's --json
+    assert scores(docs, truth) == {"precision": 1.0, "recall": 1.0, "pairs": 3}
     # grouping by message text puts all five together: precision falls
-    by_text = scores([{**r, "text": r.get("signature")} for r in rs], truth, by="text")
+    by_text = scores([{**r, "text": r.get("signature")} for r in docs], truth, by="text")
     assert by_text["precision"] < 0.5
 
 
 def test_kinds_and_devices_never_merge():
     a = result("a.py", bug("relu", ["relu"]))
     b = result("b.py", bug("relu", ["relu"], kind="compile_error", message="CppCompileError"))
-    c = {
-        **result("c.py", bug("relu", ["relu"])),
-        "minimal": {**minimal_of(bug("relu", ["relu"])), "device": "cuda"},
-    }
+    c = result("c.py", bug("relu", ["relu"]))
+    c.minimal = {**minimal_of(bug("relu", ["relu"])), "device": "cuda"}
     cluster([a, b, c])
-    assert len({a["cluster"], b["cluster"], c["cluster"]}) == 3
+    assert len({a.cluster, b.cluster, c.cluster}) == 3
 
 
 def test_discover_skips_modules_a_script_imports(tmp_path):
@@ -157,23 +162,23 @@ def test_budgets_never_key_a_result_and_a_cut_one_is_tried_again_under_more():
         assert one != script_key(s, {**base, "each": True, "timeout": 540})
     ran = {"budgets": {"timeout": 400, "max_time": 150}}
     bigger, same = {"timeout": 900, "max_time": 150}, {"timeout": 400, "max_time": 150}
-    timed_out = {**ran, "verdict": "timeout"}
+    timed_out = R({**ran, "verdict": "timeout"})
     assert stale(timed_out, bigger) and not stale(timed_out, same)
-    cut = {**ran, "verdict": "bug", "steps": [{"what": "report", "exit_code": None}]}
+    cut = R({**ran, "verdict": "bug", "steps": [{"what": "report", "exit_code": None}]})
     assert stale(cut, bigger) and not stale(cut, {"timeout": 100, "max_time": 30})
-    done = {**ran, "verdict": "bug", "steps": [{"what": "report", "exit_code": 1}]}
-    assert not stale(done, bigger) and not stale({**ran, "verdict": "clean"}, bigger)
+    done = R({**ran, "verdict": "bug", "steps": [{"what": "report", "exit_code": 1}]})
+    assert not stale(done, bigger) and not stale(R({**ran, "verdict": "clean"}), bigger)
 
 
 def test_pages_escape_and_list_every_script(tmp_path):
     rs = [
         result("<b>x</b>.py", bug("sum", ["sum"])),
-        {"path": "c.py", "verdict": "clean", "message": "ok"},
+        R({"path": "c.py", "verdict": "clean", "message": "ok"}),
     ]
     cs = cluster(rs)
     doc = {
-        "scripts": rs,
-        "clusters": cs,
+        "scripts": [r.to_json(public=True) for r in rs],
+        "clusters": [c.to_json() for c in cs],
         "counts": {"bug": 1, "clean": 1},
         "torch": "2.13.0",
         "seconds": 3.0,
@@ -183,7 +188,7 @@ def test_pages_escape_and_list_every_script(tmp_path):
         "interrupted": False,
     }
     md = markdown(tmp_path, doc)
-    cid = cs[0]["id"]
+    cid = cs[0].id
     assert f"| {cid} |" in md and "c.py" in md
     assert f"[issues/{cid}.md](issues/{cid}.md)" in md  # the cluster's issue text, linked
     html = page(tmp_path, doc)
@@ -191,7 +196,7 @@ def test_pages_escape_and_list_every_script(tmp_path):
     repro = tmp_path / "repros" / "r.py"
     repro.parent.mkdir()
     repro.write_text("print('REPRODUCED: x')\n")
-    cs[0].update(repro=str(repro), title="[inductor] sum gives wrong results")
+    doc["clusters"][0].update(repro=str(repro), title="[inductor] sum gives wrong results")
     write_pages(tmp_path, doc)
     issue = (tmp_path / "issues" / f"{cid}.md").read_text()
     assert issue.startswith("# [inductor] sum gives wrong results")
@@ -231,10 +236,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 def test_without_a_named_op_the_minimal_graphs_decide_and_without_a_graph_the_signature():
     def no_op(
         path: str, ops: list[str], signature: str = "aot_eager/accuracy: AccuracyError"
-    ) -> dict:
+    ) -> ScriptResult:
         b = bug(None, ops, subsystem=None)
         b["bisect"] = {"stage": "aot_eager", "subsystem": None, "detail": None}
-        return {**result(path, b), "signature": signature}
+        r = result(path, b)
+        r.signature = signature
+        return r
 
     # one autocast bug through a Linear and through a matmul: one family, casts aside
     a = no_op("a.py", ["enter_autocast", "float", "linear", "exit_autocast"])
@@ -245,9 +252,9 @@ def test_without_a_named_op_the_minimal_graphs_decide_and_without_a_graph_the_si
     p2 = no_op("p2.py", [], "eager/runtime: AssertionError: mutations dropped")
     p3 = no_op("p3.py", [], "eager/runtime: AssertionError: mismatch")
     cluster([a, b, c, p1, p2, p3])
-    assert a["cluster"] == b["cluster"] != c["cluster"]
-    assert p1["cluster"] == p3["cluster"] != p2["cluster"]
-    assert len({a["cluster"], p1["cluster"], p2["cluster"]}) == 3
+    assert a.cluster == b.cluster != c.cluster
+    assert p1.cluster == p3.cluster != p2.cluster
+    assert len({a.cluster, p1.cluster, p2.cluster}) == 3
 
 
 def test_a_culprit_says_what_its_pass_did_or_the_pattern_its_error_names():

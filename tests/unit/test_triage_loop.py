@@ -4,6 +4,7 @@ culprit switch, who waits for whom -- and the clusters made of it.  Pure: no com
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ from tcompile.repro.jobs.triage_loop import (
     reset_orphans,
 )
 from tcompile.repro.triage_cluster import cluster, culprit_of, minimal_of
+from tcompile.repro.triage_records import Check, ScriptResult
+
+R = ScriptResult.from_json  # a result as the cache holds it
 
 # a script's truth: (its bug, the switch its report's bisect finds, what its run says)
 ARGMAX = ("argmax", "lowerings:argmax", {"wrong_op": "argmax"})
@@ -43,14 +47,14 @@ class Fake:
             res = {"verdict": "bug", "steps": [], "seconds": 5.0, "runs": 1, "device": "cpu",
                    "stage": "inductor", "kind": "accuracy", "exc_type": "AccuracyError",
                    "signature": f"{bug} fails", **said}  # fmt: skip
-            f.set_result(res)
+            f.set_result(R(res))
         elif name == "report_one":
-            res = {**args[0], "verdict": "bug"}
-            res["raw_bug"] = {"kind": res["kind"], "bisect": {"stage": "inductor",
-                              "subsystem": switch.split(":")[0], "detail": switch.split(":")[1],
-                              "without": switch}, "minify": {"ops": [bug], "device": "cpu",
-                              "verified": True}}  # fmt: skip
-            res["repro"], res["repro_lines"] = f"/repros/{Path(path).stem}.py", 20
+            res = dataclasses.replace(args[0], verdict="bug")
+            res.raw_bug = {"kind": res.kind, "bisect": {"stage": "inductor",
+                           "subsystem": switch.split(":")[0], "detail": switch.split(":")[1],
+                           "without": switch}, "minify": {"ops": [bug], "device": "cpu",
+                           "verified": True}}  # fmt: skip
+            res.repro, res.repro_lines = f"/repros/{Path(path).stem}.py", 20
             if self.hold_reports:
                 self.held.append((f, res))
                 return f
@@ -58,18 +62,19 @@ class Fake:
         else:
             off = args[0]
             passes = switch in off.split() or off in self.helps.get(path, ())
-            f.set_result({"without": off, "off": 0 if passes else 1, "on": 1 if passes else None,
-                          "passes": passes, "flaky": False, "seconds": 4.0})  # fmt: skip
+            f.set_result(Check(without=off, off=0 if passes else 1, on=1 if passes else None,
+                               passes=passes, flaky=False, seconds=4.0))  # fmt: skip
         return f
 
 
 def _run(tmp_path, truth, *, slots=1, each=False, helps=None, fake=None):
     fake = fake or Fake(truth, helps)
     tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, ScriptResult] = {}
 
-    def done(path: str, res: dict[str, Any], quiet: bool = False) -> None:
-        results[path] = {**res, "path": path}
+    def done(path: str, res: ScriptResult, quiet: bool = False) -> None:
+        res.path = path
+        results[path] = res
 
     (tmp_path / "cache").mkdir(exist_ok=True)
     sched = Scheduler(tasks, results, submit=fake.submit, done=done, slots=slots,
@@ -78,12 +83,17 @@ def _run(tmp_path, truth, *, slots=1, each=False, helps=None, fake=None):
     return results, fake
 
 
+def _at(r: ScriptResult, path: str) -> ScriptResult:
+    r.path = path  # as triage's done() says where a result belongs
+    return r
+
+
 def _clusters(results):
     rs = list(results.values())
     for r in rs:
-        if r.get("raw_bug"):
-            r["culprit"], r["minimal"] = culprit_of(r["raw_bug"]), minimal_of(r["raw_bug"])
-    reps = [r for r in rs if not r.get("member_of")]
+        if r.raw_bug:
+            r.culprit, r.minimal = culprit_of(r.raw_bug), minimal_of(r.raw_bug)
+    reps = [r for r in rs if not r.member_of]
     clusters = merge_reps(cluster(reps), reps)
     attach_members(rs, clusters)
     return clusters
@@ -102,14 +112,14 @@ def test_one_report_per_bug_the_others_join_by_its_switch(tmp_path):
     results, fake = _run(tmp_path, {a1: ARGMAX, a2: ARGMAX, a3: ARGMAX})
     reports = [c for c in fake.calls if c[0] == "report_one"]
     assert len(reports) == 1  # bisect and minify once
-    members = [r for r in results.values() if r.get("member_of")]
+    members = [r for r in results.values() if r.member_of]
     assert len(members) == 2
     for m in members:
-        assert m["joined"]["without"] == "lowerings:argmax"  # the switch bisect found
-        assert m["joined"]["checked_by_running"] and m["joined"]["on_exit"] == 1
+        assert m.joined["without"] == "lowerings:argmax"  # the switch bisect found
+        assert m.joined["checked_by_running"] and m.joined["on_exit"] == 1
     (c,) = _clusters(results)
-    assert sorted(c["members"]) == sorted([a1, a2, a3])
-    assert len(c["checks"]) == 2
+    assert sorted(c.members) == sorted([a1, a2, a3])
+    assert len(c.checks) == 2
 
 
 def test_each_reports_every_script_and_checks_none(tmp_path):
@@ -125,25 +135,25 @@ def test_a_script_the_switch_does_not_explain_gets_its_own_report(tmp_path):
     n = _write(tmp_path, "n.py", "nn.GroupNorm(2, 4)\n")
     results, fake = _run(tmp_path, {a: ARGMAX, n: NORM})
     assert [c[0] for c in fake.calls].count("report_one") == 2
-    assert not any(r.get("member_of") for r in results.values())
+    assert not any(r.member_of for r in results.values())
     assert len(_clusters(results)) == 2
 
 
 def test_a_lowering_switch_is_proposed_only_where_the_script_names_the_op(tmp_path):
     rep = {"path": "rep.py", "device": "cpu", "stage": "inductor", "kind": "accuracy",
            "raw_bug": {"bisect": {"without": "lowerings:add"}}}  # fmt: skip
-    r = {"path": "r.py", "device": "cpu", "stage": "inductor", "kind": "accuracy",
-         "wrong_op": "argmax"}  # fmt: skip
-    assert proposals(r, [rep], "y = x.argmax() + 1") == []  # '+' is not the word add
-    assert proposals(r, [rep], "y = torch.add(x, 1)") == ["rep.py"]
+    r = R({"path": "r.py", "device": "cpu", "stage": "inductor", "kind": "accuracy",
+           "wrong_op": "argmax"})  # fmt: skip
+    assert proposals(r, [R(rep)], "y = x.argmax() + 1") == []  # '+' is not the word add
+    assert proposals(r, [R(rep)], "y = torch.add(x, 1)") == ["rep.py"]
     cast = {**rep, "path": "cast.py", "raw_bug": {"bisect": {"without": "lowerings:convert_element_type"}}}  # fmt: skip
-    assert proposals(r, [cast], "x.to(torch.bfloat16)") == ["cast.py"]  # a cast spelled .to
+    assert proposals(r, [R(cast)], "x.to(torch.bfloat16)") == ["cast.py"]  # a cast spelled .to
     whole = {**rep, "raw_bug": {"bisect": {"without": "joint_graph_passes:pass_pattern_0"}}}
-    assert proposals(r, [whole], "anything") == []  # a whole pattern pass: never
+    assert proposals(r, [R(whole)], "anything") == []  # a whole pattern pass: never
     gpu = {**rep, "device": "cuda", "raw_bug": {"bisect": {"without": "decomposition:aten.x"}}}
-    assert proposals(r, [gpu], "") == []  # another device
+    assert proposals(r, [R(gpu)], "") == []  # another device
     decomp = {**gpu, "device": "cpu"}
-    assert proposals(r, [decomp], "") == ["rep.py"]  # a decomposition: specific enough
+    assert proposals(r, [R(decomp)], "") == ["rep.py"]  # a decomposition: specific enough
 
 
 def test_representatives_of_one_pattern_are_checked_against_each_other_whatever_failed():
@@ -153,18 +163,18 @@ def test_representatives_of_one_pattern_are_checked_against_each_other_whatever_
            "exc_type": "IndexError", **off}  # fmt: skip
     r = {"path": "r.py", "device": "cpu", "stage": "inductor", "kind": "accuracy",
          "exc_type": "DtypeMismatch", **off}  # fmt: skip
-    assert proposals(r, [rep]) == ["rep.py"]
+    assert proposals(R(r), [R(rep)]) == ["rep.py"]
     waiting = {k: v for k, v in r.items() if k != "raw_bug"}  # not bisected yet: unlike
-    assert proposals(waiting, [rep]) == []
+    assert proposals(R(waiting), [R(rep)]) == []
     # ... unless its run's compile failed inside that pattern (the failure's `pattern`)
     crashed = {**waiting, "kind": "compile", "exc_type": "TypeError",
                "pattern": "post_grad.pointless_cumsum_replacement"}  # fmt: skip
-    assert proposals(crashed, [rep]) == ["rep.py"]
-    assert proposals({**crashed, "pattern": "post_grad.other"}, [rep]) == []
+    assert proposals(R(crashed), [R(rep)]) == ["rep.py"]
+    assert proposals(R({**crashed, "pattern": "post_grad.other"}), [R(rep)]) == []
     other = {**r, "raw_bug": {"bisect": {"without": "pattern:post_grad.other"}}}
-    assert proposals(other, [rep]) == []
+    assert proposals(R(other), [R(rep)]) == []
     lowering = {"raw_bug": {"bisect": {"without": "lowerings:cumsum"}}}  # two bugs of one op
-    assert proposals({**r, **lowering}, [{**rep, **lowering}], "x.cumsum(0)") == []
+    assert proposals(R({**r, **lowering}), [R({**rep, **lowering})], "x.cumsum(0)") == []
 
 
 def test_a_like_failure_waits_for_the_report_under_way(tmp_path):
@@ -173,10 +183,10 @@ def test_a_like_failure_waits_for_the_report_under_way(tmp_path):
     fake = Fake({a1: ARGMAX, a2: ARGMAX})
     fake.hold_reports = True
     tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate([a1, a2])}
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, ScriptResult] = {}
     (tmp_path / "cache").mkdir()
     sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
-                      done=lambda p, r, quiet=False: results.__setitem__(p, {**r, "path": p}),
+                      done=lambda p, r, quiet=False: results.__setitem__(p, _at(r, p)),
                       observer=None)  # fmt: skip
     for item in sched.plan(2):
         sched.start(*item)
@@ -202,12 +212,12 @@ def test_passing_as_it_is_too_is_flaky_not_a_member(tmp_path):
             f = super().submit(fn, task, *args)
             if fn.__name__ == "check_one":
                 f = Future()
-                f.set_result({"without": args[0], "off": 0, "on": 0, "passes": False,
-                              "flaky": True, "seconds": 3.0})  # fmt: skip
+                f.set_result(Check(without=args[0], off=0, on=0, passes=False, flaky=True,
+                                   seconds=3.0))  # fmt: skip
             return f
 
     results, _ = _run(tmp_path, {a1: ARGMAX, a2: ARGMAX}, fake=Flaky({a1: ARGMAX, a2: ARGMAX}))
-    verdicts = sorted(r["verdict"] for r in results.values())
+    verdicts = sorted(r.verdict for r in results.values())
     assert verdicts == ["bug", "flaky"]
 
 
@@ -220,17 +230,18 @@ def test_representatives_reported_side_by_side_are_checked_against_each_other(tm
     results, fake = _run(tmp_path, truth, slots=2,
                          helps={c2: ("lowerings:convert_element_type",)})  # fmt: skip
     assert [c[0] for c in fake.calls].count("report_one") == 2
-    assert results[c2].get("same_as") == c1
+    assert results[c2].same_as == c1
     (c,) = _clusters(results)
-    assert sorted(c["members"]) == sorted([c1, c2])
-    assert c["checks"][0]["checked_by_running"]
+    assert sorted(c.members) == sorted([c1, c2])
+    assert c.checks[0]["checked_by_running"]
 
 
 def test_a_member_whose_representative_is_gone_is_checked_again():
-    results = {"m.py": {"path": "m.py", "verdict": "bug", "member_of": "gone.py",
-                        "joined": {"representative": "gone.py"}}}  # fmt: skip
+    results = {"m.py": R({"path": "m.py", "verdict": "bug", "member_of": "gone.py",
+                          "joined": {"representative": "gone.py"}})}  # fmt: skip
     reset_orphans(results)
-    assert "member_of" not in results["m.py"] and "joined" not in results["m.py"]
+    assert results["m.py"].member_of is None and results["m.py"].joined is None
+    assert "member_of" not in results["m.py"].to_json()
 
 
 def test_argmin_is_not_joined_by_the_argmax_switch(tmp_path):
@@ -245,7 +256,7 @@ def test_argmin_is_not_joined_by_the_argmax_switch(tmp_path):
     truth = {a: ARGMAX, b: ("argmin", "lowerings:argmin", {"wrong_op": "argmin"})}
     results, fake = _run(tmp_path, truth, helps={b: ("lowerings:argmax lowerings:argmin",)})
     assert [c[0] for c in fake.calls].count("report_one") == 2
-    assert not any(r.get("member_of") for r in results.values())
+    assert not any(r.member_of for r in results.values())
 
 
 def test_a_member_of_another_op_says_its_own(tmp_path):
@@ -255,18 +266,18 @@ def test_a_member_of_another_op_says_its_own(tmp_path):
     b = _write(tmp_path, "b.py", "y.to(torch.half)\n")
     truth = {a: CAST, b: ("cast", "lowerings:convert_element_type", {"wrong_op": "half"})}
     results, fake = _run(tmp_path, truth)
-    (member,) = [r for r in results.values() if r.get("member_of")]
+    (member,) = [r for r in results.values() if r.member_of]
     _clusters(results)
-    assert member["culprit"]["own_op"] == "half"
-    assert member["culprit"]["text"].endswith("(this script: half)")
+    assert member.culprit["own_op"] == "half"
+    assert member.culprit["text"].endswith("(this script: half)")
 
 
 def test_a_culprit_below_inductor_is_checked_at_its_stage(tmp_path):
     from tcompile.repro.jobs.triage_loop import switch_stage
 
     at = {"raw_bug": {"bisect": {"stage": "aot_eager_decomp_partition"}}}
-    assert switch_stage(at) == "aot_eager_decomp_partition"
-    assert switch_stage({"raw_bug": {"bisect": {"stage": "inductor"}}}) is None
+    assert switch_stage(R(at)) == "aot_eager_decomp_partition"
+    assert switch_stage(R({"raw_bug": {"bisect": {"stage": "inductor"}}})) is None
     g1 = _write(tmp_path, "g1.py", "gn = nn.GroupNorm(10, 10)\n")
     g2 = _write(tmp_path, "g2.py", "nn.GroupNorm(1, 10)\n")
     truth = {g1: NORM, g2: NORM}
@@ -275,15 +286,15 @@ def test_a_culprit_below_inductor_is_checked_at_its_stage(tmp_path):
         def submit(self, fn, task, *args):
             if fn.__name__ == "report_one":
                 f = super().submit(fn, task, *args)
-                f.result()["raw_bug"]["bisect"]["stage"] = "aot_eager_decomp_partition"
+                f.result().raw_bug["bisect"]["stage"] = "aot_eager_decomp_partition"
                 return f
             if fn.__name__ == "check_one":
                 assert args[2] == "aot_eager_decomp_partition"  # the backend it runs at
             return super().submit(fn, task, *args)
 
     results, _ = _run(tmp_path, truth, fake=AtStage(truth))
-    (member,) = [r for r in results.values() if r.get("member_of")]
-    assert member["joined"]["without"] == "decomposition:aten.native_group_norm.default"
+    (member,) = [r for r in results.values() if r.member_of]
+    assert member.joined["without"] == "decomposition:aten.native_group_norm.default"
 
 
 def test_a_report_ends_its_minify_within_the_scripts_budget(tmp_path, monkeypatch):
@@ -301,9 +312,9 @@ def test_a_report_ends_its_minify_within_the_scripts_budget(tmp_path, monkeypatc
     task = {"path": str(tmp_path / "s.py"), "args": [], "work_dir": str(tmp_path / "w"),
             "timeout": 300, "max_time": 150}  # fmt: skip
     (tmp_path / "w").mkdir()
-    triage_one.report_one(task, {"verdict": "bug", "seconds": 20.0, "runs": 1})
+    triage_one.report_one(task, R({"verdict": "bug", "seconds": 20.0, "runs": 1}))
     assert seen[-1][seen[-1].index("--max-time") + 1] == "150"
-    triage_one.report_one(task, {"verdict": "bug", "seconds": 200.0, "runs": 1})
+    triage_one.report_one(task, R({"verdict": "bug", "seconds": 200.0, "runs": 1}))
     assert seen[-1][seen[-1].index("--max-time") + 1] == str(int(100 - triage_one._MARGIN))
 
 
@@ -316,8 +327,8 @@ def test_a_lowering_of_one_overload_is_named_by_its_op():
     assert _switch_op("lowerings:copy__default") == "copy_"
     assert _switch_op("decomposition:aten.native_group_norm.default") == "native_group_norm"
     text = "torch.slice_scatter(x, y, dim=0, start=0, end=2).sum()"
-    assert _named(_switch_op("lowerings:slice_scatter_default"), {"wrong_op": "sum"}, text)
-    assert not _named(_switch_op("lowerings:copy__default"), {"wrong_op": "sum"}, text)
+    assert _named(_switch_op("lowerings:slice_scatter_default"), R({"wrong_op": "sum"}), text)
+    assert not _named(_switch_op("lowerings:copy__default"), R({"wrong_op": "sum"}), text)
 
 
 def test_a_check_at_a_stage_below_inductor_asks_first_whether_it_fails_there(tmp_path, monkeypatch):
@@ -338,10 +349,31 @@ def test_a_check_at_a_stage_below_inductor_asks_first_whether_it_fails_there(tmp
     off = "decomposition:aten.native_group_norm.default"
     answers.update({True: 0, False: 0})  # passes at that stage either way
     got = triage_one.check_one(task, off, 100, backend="aot_eager_decomp_partition")
-    assert not got["passes"] and not got["flaky"] and len(got["steps"]) == 1
+    assert not got.passes and not got.flaky and len(got.steps) == 1
     answers.update({True: 0, False: 1})  # fails there, passes with the switch off
     got = triage_one.check_one(task, off, 100, backend="aot_eager_decomp_partition")
-    assert got["passes"] and [s["what"][:6] for s in got["steps"]] == ["run at", "withou"]
+    assert got.passes and [s.what[:6] for s in got.steps] == ["run at", "withou"]
     answers.update({True: 0, False: 0})  # at inductor: passes off, then as it is: flaky
     got = triage_one.check_one(task, "lowerings:argmax", 100)
-    assert got["flaky"] and not got["passes"]
+    assert got.flaky and not got.passes
+
+
+def test_a_result_round_trips_through_its_json_and_keeps_what_it_does_not_know():
+    """Issue 60: the cache, --json and the pages are written from the records; a cache
+    file read back is the same record, and a key this tcompile does not know (a newer
+    one's field) is written back, never lost."""
+    doc = {"path": "a.py", "verdict": "flaky", "seconds": 3.5, "runs": 2,
+           "steps": [{"what": "run 1", "exit_code": 1, "seconds": 3.0},
+                     {"what": "report", "exit_code": None, "seconds": 0.0}],
+           "flaky": {"failed": 1, "of": 2}, "member_of": None, "newer_field": {"x": 1},
+           "checks": [{"rep": "b.py", "without": "lowerings:sum", "off": 0, "on": 1,
+                       "passes": True, "flaky": False, "seconds": 2.0, "steps": []}]}  # fmt: skip
+    r = R(doc)
+    assert r.verdict == "flaky" and r.flaky.of == 2 and r.checks[0].passes
+    assert [s.finished for s in r.steps] == [True, False]
+    again = r.to_json()
+    assert again["newer_field"] == {"x": 1} and "member_of" not in again  # unset: left out
+    assert again["flaky"] == {"failed": 1, "of": 2} and again["checks"][0]["rep"] == "b.py"
+    assert R(again) == r
+    public = r.to_json(public=True)
+    assert public["unfinished"] == ["report"] and "raw_bug" not in public
