@@ -318,18 +318,18 @@ def check_one(
         # bug (its own failure is inductor's), and that pass says nothing of flakiness --
         # five inductor bugs of the main corpus read as flaky when asked the other way
         on, _ = step(f"run at {backend}", plain)
-    if not backend or on == 1:
+    if not backend or on == ExitCode.COMPILER_FAILURE:
         off, _ = step(f"without {without}", [*argv, *switches, *rest])
-    if off == 0 and not backend:
+    if off == ExitCode.OK and not backend:
         on, _ = step("run again", plain)
     return Check(
         without=without,
         backend=backend,
         off=off,
         on=on,
-        passes=off == 0 and on == 1,
+        passes=off == ExitCode.OK and on == ExitCode.COMPILER_FAILURE,
         # the script's own configuration passed as it is, after failing: flaky
-        flaky=off == 0 and on == 0 and not backend,
+        flaky=off == ExitCode.OK and on == ExitCode.OK and not backend,
         seconds=round(time.monotonic() - t0, 2),
         steps=steps,
     )
