@@ -34,7 +34,7 @@ for which in b a; do
   fi
   if [ "$which" = b ]; then flags=(); check=own; else flags=(--accuracy); check=none; fi
   t0=$(now)
-  TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) tcompile report --json "${flags[@]}" --out "$w/report-$which" \
+  TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) python -m tcompile report --json "${flags[@]}" --out "$w/report-$which" \
     "$job" --steps "$steps" --check "$check" --device "${DEVICE:-cuda}" > "$w/report-$which.json" 2> "$w/report-$which.err"
   rc=$?
   t1=$(now)
