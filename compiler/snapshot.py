@@ -60,11 +60,19 @@ class Snapshot:
 
     ALIGN = 64  # bytes: the copy starts where the original's alignment is kept
 
-    def __init__(self, values: Any) -> None:
+    def __init__(self, values: Any, reuse: Any = None) -> None:
+        """``reuse``: the snapshot of the same graph's previous call, given up for this
+        one (postmortem.py keeps each graph's last call): a region of the same storage
+        and span is copied into its memory, all such regions in one ``_foreach_copy_``,
+        instead of a new clone each -- a training loop's parameters are copied every step
+        (about 300 us a call for a small MLP's 7 inputs in separate clones, 20 us so)."""
         import torch
 
         self.items: list[tuple[str, Any]] = []  # ("exact", meta) | ("clone", t) | ("value", v)
         self.regions: dict[Any, tuple[Any, int]] = {}  # storage -> (its bytes, first byte)
+        # storage -> a view of the original's bytes, kept for the next call where the
+        # same storage was seen the call before too (parameters; not each new batch)
+        self.sources: dict[Any, Any] = {}
         spans: dict[Any, list[int]] = {}
         with torch.no_grad():
             for x in values:
@@ -84,11 +92,30 @@ class Snapshot:
                 span[0], span[1] = min(span[0], start), max(span[1], end)
                 meta = (key, x.dtype, tuple(x.shape), tuple(x.stride()), start, x.requires_grad)
                 self.items.append(("exact", meta))
+            old_regions = reuse.regions if reuse is not None else {}
+            old_sources = reuse.sources if reuse is not None else {}
+            into, source = [], []
             for key, (start, end, x) in spans.items():
                 first = start - start % self.ALIGN
+                old, view = old_regions.get(key), old_sources.get(key)
+                if (
+                    view is not None
+                    and old[1] == first
+                    and old[0].numel() == end - first == view.numel()
+                ):
+                    # the same memory as the call before (the view keeps it alive, so no
+                    # other storage can sit at that address): its bytes into the old copy
+                    into.append(old[0])
+                    source.append(view)
+                    self.regions[key], self.sources[key] = old, view
+                    continue
                 raw = torch.empty((0,), dtype=torch.uint8, device=x.device)
                 raw.set_(x.untyped_storage())
                 self.regions[key] = (raw[first:end].clone(), first)
+                if key in old_regions:  # seen the call before too: keep its view for the next
+                    self.sources[key] = raw[first:end]
+            if into:
+                torch._foreach_copy_(into, source)
 
     def materialize(self, dtype: Any = None, grads: bool = True) -> tuple[list[Any], list[Any]]:
         """(values, leaves): fresh exact copies, floating tensors cast to ``dtype`` when

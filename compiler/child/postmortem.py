@@ -95,7 +95,7 @@ class LastCalls:
                 self.skipped[index] = "it draws random numbers (compiled code draws others)"
             if index in self.skipped:
                 return
-        self.kept.pop(index, None)  # its previous call's copy goes first
+        previous = self.kept.pop(index, None)  # its previous call's copy goes first
         need = _bytes(args)
         used: dict[str, int] = {}
         for _, _, sizes in self.kept.values():
@@ -110,7 +110,8 @@ class LastCalls:
             )
             return
         try:
-            self.kept[index] = (runner, Snapshot(args), need)
+            # into the previous copy's memory where the same storages come again
+            self.kept[index] = (runner, Snapshot(args, previous[1] if previous else None), need)
         except Exception as exc:  # a tensor a snapshot cannot copy: never the program's
             self.skipped[index] = f"its inputs could not be copied ({type(exc).__name__})"
 

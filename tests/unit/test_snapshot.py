@@ -90,3 +90,25 @@ def test_changed_sees_bits():
     a = torch.tensor([0.0, float("nan")])
     assert not changed(a, a.clone())
     assert changed(a, torch.tensor([-0.0, float("nan")]))
+
+
+def test_a_snapshot_taken_into_the_last_calls_memory_is_exact():
+    """postmortem.py keeps each graph's last call: the next call's snapshot reuses the
+    previous one's copies where the same storages come again (a training loop's
+    parameters), one ``_foreach_copy_`` -- and is as exact as a fresh one, however the
+    inputs changed in between (updated in place, a new batch, another view)."""
+    w = torch.nn.Parameter(torch.randn(8, 4))
+    base = torch.randn(6, 10)
+    snap = Snapshot([w, torch.randn(3, 4), base[1:, ::2]])
+    for step in range(4):
+        with torch.no_grad():
+            w.add_(1.0)  # an optimizer step: the same storage, new values
+            base.mul_(2.0)
+        view = base[1:, ::2] if step % 2 else base.t()[3:]  # another span, sometimes
+        values = [w, torch.randn(3, 4), view, 7]
+        snap = Snapshot(values, snap)
+        copies, _ = snap.materialize(grads=False)
+        for x, y in zip(values[:3], copies[:3]):
+            assert torch.equal(x.detach(), y) and y.stride() == x.stride()
+        assert copies[3] == 7
+    assert snap.sources  # the parameter's storage, seen call after call, was reused
