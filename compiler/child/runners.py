@@ -23,6 +23,7 @@ from ..accuracy import AccuracyMode
 from ..protocol import MORE_PRECISE, Event
 from ..signature import FailureKind, cuda_fatal_message, first_lines
 from .graphs import count_compute, fresh_copy, has_collectives, in_distributed_job
+from .graphs import fake_call as _fake
 from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN, serves
 from .session import Session, is_dynamo_exception
 from .subsystems import compiling
@@ -488,12 +489,3 @@ def eager_call(gm: Any, args: list[Any]) -> Any:
             gm.real_recompile()
         return gm.forward(*args)
     return gm(*args)
-
-
-def _fake(args: list[Any]) -> bool:
-    """Whether a call's tensors are fake (a shape propagation, not a real call)."""
-    try:
-        from torch._subclasses.fake_tensor import is_fake
-    except ImportError:
-        return False
-    return any(isinstance(a, torch.Tensor) and is_fake(a) for a in args)
