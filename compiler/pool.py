@@ -367,3 +367,34 @@ def _verdict_for(sig: FailureSignature, target: FailureSignature) -> Verdict:
     if sig.kind == FailureKind.TIMEOUT.value:
         return Verdict.TIMEOUT
     return Verdict.OTHER_FAILURE
+
+
+# A pool one job hands to the next in the same process: ``tcompile report``'s bisect
+# judged the baseline's capture in a worker, and the minify of that capture that follows
+# is served by the same worker (one worker start less: issue 61, item 3).  Keyed by what
+# the worker serves (its launcher data: the capture, the signature, the accuracy check),
+# so a pool is only ever taken by a job that would have started the same worker.
+_PARKED: dict[str, WorkerPool] = {}
+
+
+def park(key: str, pool: WorkerPool) -> None:
+    """Keep ``pool`` running for the next job that serves ``key``."""
+    old = _PARKED.pop(key, None)
+    if old is not None and old is not pool:
+        old.close()
+    _PARKED[key] = pool
+
+
+def take(key: str) -> WorkerPool | None:
+    """The pool a job parked for ``key`` (its workers alive), or None."""
+    pool = _PARKED.pop(key, None)
+    if pool is not None and not any(w.proc.poll() is None for w in pool._all):
+        pool.close()  # its workers are gone: a fresh pool starts instead
+        return None
+    return pool
+
+
+def close_parked() -> None:
+    """Close what no job took (the end of a report)."""
+    while _PARKED:
+        _PARKED.popitem()[1].close()

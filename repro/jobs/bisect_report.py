@@ -29,6 +29,8 @@ class BisectOptions:
     guided: bool = True  # the first divergent node's op guides the search (guided.py)
     whole_program: bool = False  # the program bisect, not the one on the capture
     confirm: bool | None = None  # the culprit confirmed on the whole program (None: short jobs)
+    # the capture's worker kept for the minify that follows in this process (report)
+    keep_worker: bool = False
 
 
 @dataclasses.dataclass

@@ -71,6 +71,7 @@ def run_bisect(
         b.jobs = 1
     job = _Bisection(b, command, o.accuracy, o.match, o.stdout, o.stderr)
     job.from_capture, job.confirm = not o.whole_program, o.confirm
+    job.keep_worker = o.keep_worker
     if o.whole_program:  # else only once the capture hands over (_Bisection.captured)
         b.warm_fork()
     try:
@@ -126,6 +127,7 @@ class _Bisection:
         self.from_capture = True  # capture_bisect.py first; False: --whole-program
         self.fallback: str | None = None  # why the program bisect ran instead
         self.confirm: bool | None = None  # the capture's culprit on the program (None: short)
+        self.keep_worker = False  # its capture's worker parked for the minify (report)
         self.base_seconds, self.base_cpu = 0.0, None  # the baseline run's (CPU: if known)
 
     def done(self, code: int, message: str, **kw: Any) -> BisectReport:

@@ -80,6 +80,11 @@ def capture_of(base_dir: str | None, target: Failure) -> tuple[Path | None, str]
     return cap, ""
 
 
+def served_key(data: dict[str, Any]) -> str:
+    """What a launcher worker serves, as the key of a parked pool (compiler/pool.park)."""
+    return json.dumps(data, sort_keys=True, default=str)
+
+
 class Unfinished(Exception):
     """A judgement of the captured graph that ended without an answer: past its time
     limit twice, or its worker lost."""
@@ -95,6 +100,8 @@ class CaptureBisect:
         self.why = ""
         self.judged = 0
         self.pool: Any = None
+        self.served = ""  # what the worker serves (its launcher data), the pool's key
+        self.keep = False  # the pool is parked for the minify that follows (report)
         self.lock = threading.Lock()
 
     # ---- the worker ------------------------------------------------------------
@@ -107,6 +114,7 @@ class CaptureBisect:
 
         sig = self.target.signature.to_json()
         data = capture_data(self.meta, sig, self.b.accuracy, self.job.command)
+        self.served = served_key(data)
         work = self.b.run_dir / "capture-bisect"
         config = HookConfig(
             dir=str(work / "events"),
@@ -161,7 +169,13 @@ class CaptureBisect:
         return same, reply
 
     def close(self) -> None:
-        if self.pool is not None:
+        if self.pool is None:
+            return
+        if self.keep and self.served:
+            from tcompile.compiler.pool import park
+
+            park(self.served, self.pool)  # minify_job._from_capture takes it
+        else:
             self.pool.close()
 
     # ---- the search -------------------------------------------------------------
@@ -275,6 +289,8 @@ def from_capture(job: Any, target: Failure) -> Any:
     search = CaptureBisect(job, target, cap)
     try:
         found = search.run()
+        # report minifies this capture next: its worker serves that minify too
+        search.keep = found is not None and getattr(job, "keep_worker", False)
     finally:
         search.close()
     if found is None:

@@ -270,6 +270,14 @@ def _from_capture(
     job.graph, job.graph_kind = int(meta["graph"]), meta.get("graph_kind") or job.graph_kind
     job.timeout, job.write_launcher, job.message = common["timeout"], True, meta.get("message", "")
     job.from_capture = True
+    from tcompile.compiler.pool import take
+
+    from .capture_bisect import served_key
+
+    parked = take(served_key(data))  # the bisect's worker, serving this very capture
+    if parked is not None:
+        observer.status("the bisect's worker serves the minify (no worker to start)")
+        job.pool, job.config, job.worker_from_bisect = parked, parked.config, True
     return minify_captured(job)
 
 

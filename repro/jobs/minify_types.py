@@ -192,6 +192,8 @@ class GraphMinifyReport(MinifyReport):
     kernel_repro: dict[str, Any] | None = None
     # served from the graph a bisect's baseline saved: the program was not run again
     from_capture: bool = False
+    # ... by the worker that bisect judged it in (report: no worker of its own started)
+    worker_from_bisect: bool = False
     # the user's source lines the minimal graph's nodes came from (file, line, code, ops)
     source_lines: list[dict[str, Any]] | None = None
     # --level source: the user-level repro made from the program (repro, verified,
@@ -224,6 +226,7 @@ JSON_FIELDS = (
     "device", "repro_output", "pinned_choice", "report", "repro_before", "capture", "rank",
     "replayed_collectives", "level", "program", "alone_passes", "divergence", "switches",
     "kernel_repro", "source_lines", "source", "not_verified", "from_capture", "signature_fields",
+    "worker_from_bisect",
 )  # fmt: skip
 KINDS = (MinifyReport, GraphMinifyReport, CaptureMinifyReport, ProgramMinifyReport)
 
@@ -293,6 +296,7 @@ class Job:
     pool: Any = None  # a pool whose first worker already serves the graph
     message: str = ""  # the failure's unscrubbed text (an autotune choice: autotune.py)
     from_capture: bool = False  # the graph a bisect's baseline saved (minify_job._from_capture)
+    worker_from_bisect: bool = False  # ``pool`` is the bisect's, parked for it (report)
 
     def report(self, code: int, message: str, **kw: Any) -> GraphMinifyReport:
         if self.from_capture:  # said, not only a field (issue 61)
@@ -304,6 +308,7 @@ class Job:
             run_dir=str(self.run_dir),
             graph=self.graph,
             from_capture=self.from_capture,
+            worker_from_bisect=self.worker_from_bisect,
             seconds=time.monotonic() - self.t0,
             **kw,
         )

@@ -76,6 +76,8 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
     accuracy, timeout, jobs, max_bugs, level = o.accuracy, o.timeout, o.jobs, o.max_bugs, o.level
     out, observer, stdout, stderr, trace = o.out, o.observer, o.stdout, o.stderr, o.trace
     confirm, max_time = o.confirm, o.max_time
+    from tcompile.compiler.pool import close_parked
+
     from .minify_job import run_minify
 
     observer = observer or NullObserver()
@@ -138,8 +140,9 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
             # #181696, is named so); a hang is not (every question would time out)
             observer.status(f"bisecting: {g['signature']}")
             asked = BisectOptions(
-                match=_match(first.signature), observer=observer, confirm=confirm, **common
-            )
+                match=_match(first.signature), observer=observer, confirm=confirm,
+                keep_worker=True, **common,
+            )  # fmt: skip
             bis = run_bisect(command, asked, baseline=base)
             bug["bisect"] = bis.to_json()
             if first.graph is not None:
@@ -151,8 +154,10 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
         if max_time:  # counted from the report's start: what is left of it, at least 30 s
             args["max_time"] = max(30.0, max_time - (time.monotonic() - t0))
         mini = run_minify(command, match=match, observer=observer, **args, **common)
+        close_parked()  # a bisect's worker no minify took (none, or another capture)
         bug["minify"] = mini.to_json()
         bugs.append(bug)
+    close_parked()
     return write_report(
         run_dir, bugs, base_seconds=time.monotonic() - t0, program_dirs=_program_dirs(command)
     )
