@@ -10,6 +10,11 @@
 # LEFT: seconds this call may still spend; (a) is skipped when too few are left for it.
 # DEVICE=cpu runs it on the CPU (the bug shows there too on torch 2.13).
 # Writes $OUT/gpu_long_job.tgz: each run's stdout/stderr, each report's --json, times.txt.
+# On a fresh device machine (no network), tcompile's own dependencies travel as wheels:
+#   here:  pip download -d .wheels --no-deps click rich markdown-it-py mdurl pygments dill
+#   there: python -m pip install --no-index --no-deps .wheels/*.whl
+#          python -m pip install --no-deps --no-build-isolation -e .
+# (`python -m`: the interpreter that has torch; a bare `pip` there installed for another).
 set -u
 secs=${1:-120}
 left=${2:-100000}
