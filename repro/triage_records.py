@@ -1,10 +1,11 @@
 """Triage's records (issue 60): a script's result, its steps and checks, a cluster.
 
 Every module of triage reads and writes these, never a dict's string keys; the cache,
-``--json`` (``triage.json``) and the pages are written from them by ``to_json`` and read
-back by ``from_json``.  ``to_json`` keeps the words and the shape the JSON had (a field
-that was never set is left out, as before); a key this tcompile does not know -- a
-cache written by a newer one -- is kept in ``extra`` and written back, never lost.
+``--json`` (``triage.json``) and the pages are written from them by ``to_json``, and a
+script's result and a check are read back from the cache by ``from_json``.  ``to_json``
+keeps the words and the shape the JSON had (a field that was never set is left out, as
+before); a key this tcompile does not know -- a cache written by a newer one -- is kept
+in ``extra`` and written back, never lost.
 
 What is not triage's own stays a document: the report's bug (``raw_bug``, the JSON of
 ``tcompile report``), the culprit (compiler/culprit.py's JSON, with ``kind`` and
@@ -189,11 +190,11 @@ class ScriptResult:
         r.extra = {k: v for k, v in d.items() if k not in known and k != "unfinished"}
         r.verdict = TriageVerdict(r.verdict) if r.verdict is not None else None
         r.seconds = float(r.seconds or 0.0)
-        r.steps = [s if isinstance(s, Step) else Step.from_json(s) for s in d.get("steps") or []]
+        r.steps = [Step.from_json(s) for s in d.get("steps") or []]
         flaky = d.get("flaky")
         r.flaky = Flaky.from_json(flaky) if isinstance(flaky, dict) else flaky
         if d.get("checks") is not None:
-            r.checks = [c if isinstance(c, Check) else Check.from_json(c) for c in d["checks"]]
+            r.checks = [Check.from_json(c) for c in d["checks"]]
         return r
 
     def to_json(self, *, public: bool = False) -> Doc:
@@ -207,11 +208,6 @@ class ScriptResult:
             out.pop("raw_bug", None)
             out["unfinished"] = [s.what for s in self.steps if not s.finished]
         return out
-
-    @property
-    def bug_without(self) -> str | None:
-        """The switch its report's bisect found (``--without``'s word), if any."""
-        return ((self.raw_bug or {}).get("bisect") or {}).get("without")
 
     def add_steps(self, steps: list[Step]) -> None:
         self.steps = [*self.steps, *steps]
@@ -239,14 +235,6 @@ class Cluster:
     joined: Doc | None = None  # how this cluster joined another (triage_switch.merge)
     asked: int | None = None  # checks asked of it (triage_switch.merge)
     versions: list[Doc] | None = None  # its repro under each interpreter (--also)
-    extra: Doc = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, d: Doc) -> Cluster:
-        known = _known(cls)
-        c = cls(**{k: v for k, v in d.items() if k in known})
-        c.extra = {k: v for k, v in d.items() if k not in known}
-        return c
 
     OMIT_NONE: ClassVar[str] = "all"
 

@@ -238,10 +238,11 @@ def classify_result(
         result, failures = faithful.reconcile(result, passive, failures, collect(passive)[1], notes)
     failed = result.timed_out or result.returncode not in (0, None, STOP_EXIT)
     not_ours = flaky = None
-    if failed and not any(not f.unconfirmed for f in failures) and confirm and alone:
+    unexplained = failed and not any(not f.unconfirmed for f in failures) and confirm
+    if unexplained and alone:
         notes.append({"graph": None, "text": alone})
         failures = failures or [_graphless_failure(result, graphs, stage, notes)]
-    elif failed and not any(not f.unconfirmed for f in failures) and confirm:
+    elif unexplained:
         failures, not_ours, flaky = _unexplained(
             result, failures, graphs, notes, command, run_dir, io
         )

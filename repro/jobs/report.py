@@ -157,7 +157,6 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
         close_parked()  # a bisect's worker no minify took (none, or another capture)
         bug["minify"] = mini.to_json()
         bugs.append(bug)
-    close_parked()
     return write_report(
         run_dir, bugs, base_seconds=time.monotonic() - t0, program_dirs=_program_dirs(command)
     )

@@ -40,7 +40,8 @@ PER_CLUSTER = 3  # checks of one cluster against others (the most alike first)
 
 
 def without_of(r: ScriptResult) -> str | None:
-    return r.bug_without
+    """The switch its report's bisect found (``--without``'s word), if any."""
+    return ((r.raw_bug or {}).get("bisect") or {}).get("without")
 
 
 def _whole_pass(off: str) -> bool:
