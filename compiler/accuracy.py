@@ -19,15 +19,21 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # the rule itself: compiler/accuracy_rule.py (portable: repro.py files carry its text)
 from .accuracy_rule import compare_tensor as compare_tensor
 from .signature import FailureKind, FailureSignature
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     import torch
+
+    from .snapshot import Snapshot
+
+_T = TypeVar("_T")
 
 
 class AccuracyMode(str, enum.Enum):
@@ -42,10 +48,10 @@ class AccuracyMode(str, enum.Enum):
 
 @dataclasses.dataclass
 class Outcome:
-    outputs: list[Any]
-    grads: list[Any]
+    outputs: list[object]
+    grads: list[torch.Tensor | None]
     # input index -> (value before, value after) for each input the call updated in place
-    mutated: dict[int, Any] = dataclasses.field(default_factory=dict)
+    mutated: dict[int, tuple[torch.Tensor, torch.Tensor]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -88,7 +94,7 @@ class RngState:
                 pass
 
 
-def cuda_sync(values: list[Any]) -> None:
+def cuda_sync(values: Sequence[object]) -> None:
     """Wait for the GPU the values live on: a kernel that faulted raises here, in the
     graph that launched it, not at some later synchronisation."""
     import torch
@@ -99,7 +105,7 @@ def cuda_sync(values: list[Any]) -> None:
             return
 
 
-def clone_input(x: Any, dtype: torch.dtype | None = None) -> Any:
+def clone_input(x: _T, dtype: torch.dtype | None = None) -> _T:
     """An exact copy of one input (strides, storage offset, requires_grad kept: see
     snapshot.py), floating values cast to ``dtype`` when given."""
     import torch
@@ -114,9 +120,9 @@ def clone_input(x: Any, dtype: torch.dtype | None = None) -> Any:
     return y
 
 
-def flatten(value: Any) -> list[Any]:
+def flatten(value: object) -> list[object]:
     if isinstance(value, (list, tuple)):
-        out: list[Any] = []
+        out: list[object] = []
         for v in value:
             out.extend(flatten(v))
         return out
@@ -126,11 +132,11 @@ def flatten(value: Any) -> list[Any]:
 
 
 def run_with_grads(
-    fn: Callable[..., Any],
-    inputs: Any,
+    fn: Callable[..., object],
+    inputs: Sequence[object] | Snapshot,
     dtype: torch.dtype | None = None,
-    tangents: list[Any] | None = None,
-    forward_context: Callable[[], Any] | None = None,
+    tangents: Sequence[Any] | None = None,
+    forward_context: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> Outcome:
     """Run ``fn`` on exact copies of ``inputs`` (a list or a snapshot.Snapshot); then
     backprop: the given ``tangents`` (one per output, None for an output that got no
@@ -165,7 +171,7 @@ def run_with_grads(
         and o.requires_grad
         and (o.is_floating_point() or o.is_complex())
     ]
-    grads: list[Any] = []
+    grads: list[torch.Tensor | None] = []
     if tangents is not None:
         pairs = [
             (o, tangents[i].to(device=o.device, dtype=o.dtype))
@@ -192,7 +198,12 @@ def run_with_grads(
 
 
 def compare(
-    ref: Outcome, res: Outcome, fp64: Outcome | None, *, strict: bool, coarse: Any = None
+    ref: Outcome,
+    res: Outcome,
+    fp64: Outcome | None,
+    *,
+    strict: bool,
+    coarse: torch.dtype | None = None,
 ) -> Mismatch | None:
     if len(ref.outputs) != len(res.outputs):
         return Mismatch(
@@ -274,13 +285,13 @@ _DRAWS_WHEN = {
 }
 
 
-def _arg(node: Any, index: int | None, names: tuple[str, ...], default: Any) -> Any:
+def _arg(node: torch.fx.Node, index: int | None, names: tuple[str, ...], default: object) -> object:
     if index is not None and len(node.args) > index:
         return node.args[index]
     return next((node.kwargs[n] for n in names if n in node.kwargs), default)
 
 
-def _draws(node: Any, name: str) -> bool:
+def _draws(node: torch.fx.Node, name: str) -> bool:
     """Whether one call draws random numbers: a dropout at p=0 or not training draws
     none (nanoGPT's ``nn.Dropout(0.0)``, any model in eval mode)."""
     base = name.lower().rsplit(".", 1)[-1]
@@ -358,7 +369,7 @@ def judge_outcomes(
     strict: bool,
     stage: str,
     forward_kind: str,
-    coarse: Any = None,
+    coarse: torch.dtype | None = None,
 ) -> tuple[FailureSignature, Mismatch] | None:
     """The accuracy verdict on one compiled run: None when acceptable, else the
     failure's signature and what differs.  ``forward_kind`` "backward" means the graph
@@ -373,8 +384,8 @@ def judge_outcomes(
 
 
 def with_fallback_random(
-    options: dict[str, Any] | None, *, checking: bool, stage: str, gm: Any
-) -> dict[str, Any]:
+    options: Mapping[str, object] | None, *, checking: bool, stage: str, gm: torch.fx.GraphModule
+) -> dict[str, object]:
     """The one rule for random ops: while accuracy is judged, inductor draws eager's
     random numbers (``fallback_random``), or a clean model with dropout looks broken."""
     out = dict(options or {})
@@ -383,7 +394,9 @@ def with_fallback_random(
     return out
 
 
-def metadata_mismatch(expected: list[Any], outputs: Any) -> Mismatch | None:
+def metadata_mismatch(
+    expected: Sequence[tuple[torch.dtype, tuple[int, ...] | None] | None], outputs: object
+) -> Mismatch | None:
     """Compiled outputs against the dtypes and shapes the graph promised (the fake
     values Dynamo traced with): checked on every first call, --accuracy or not."""
     import torch

@@ -19,7 +19,12 @@ the generated checks to one another.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ast
+
+    import torch
 
 # rtol, atol per dtype: torch.testing.assert_close's defaults (float32's for others)
 STRICT_TOLERANCES = {
@@ -45,14 +50,16 @@ def eager_tolerance(dtype: str, strict: bool) -> tuple[float, float]:
     return rtol * scale, atol * scale
 
 
-def eps(dtype: Any) -> float:
+def eps(dtype: torch.dtype) -> float:
     """One step of a floating dtype at 1.0 (0.0 for others)."""
     import torch
 
     return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
 
 
-def too_far(ref: Any, res: Any, exact: Any, step: float) -> tuple[bool, float, float, float]:
+def too_far(
+    ref: torch.Tensor, res: torch.Tensor, exact: torch.Tensor, step: float
+) -> tuple[bool, float, float, float]:
     """The rule's measure: (wrong?, compiled's RMSE to float64, eager's, the floor)."""
     rms = lambda a: a[a.isfinite()].pow(2).mean().sqrt().item() if a.isfinite().any() else 0.0  # noqa: E731
     exact = exact.double()
@@ -62,7 +69,9 @@ def too_far(ref: Any, res: Any, exact: Any, step: float) -> tuple[bool, float, f
     return wrong, res_err, ref_err, floor
 
 
-def differs_loose(ref: Any, res: Any, ref64: Any, coarse: Any = None) -> bool:
+def differs_loose(
+    ref: torch.Tensor, res: torch.Tensor, ref64: torch.Tensor, coarse: torch.dtype | None = None
+) -> bool:
     """The rule in short, as a short repro.py checks (``compare_tensor`` is the whole
     rule, with its reasons; ``coarse`` as there)."""
     import torch
@@ -78,7 +87,7 @@ def differs_loose(ref: Any, res: Any, ref64: Any, coarse: Any = None) -> bool:
     return too_far(ref[finite], res[finite], exact[finite], step)[0]
 
 
-def differs_strict(ref: Any, res: Any, ref64: Any = None) -> bool:
+def differs_strict(ref: torch.Tensor, res: torch.Tensor, ref64: torch.Tensor | None = None) -> bool:
     """The strict rule in short: eager's tolerances (``ref64`` is not used)."""
     import torch
 
@@ -89,7 +98,7 @@ def differs_strict(ref: Any, res: Any, ref64: Any = None) -> bool:
 
 
 def compare_tensor(
-    ref: Any, res: Any, fp64: Any | None, *, strict: bool, coarse: Any = None
+    ref: object, res: object, fp64: object, *, strict: bool, coarse: torch.dtype | None = None
 ) -> str | None:
     """None when ``res`` is acceptable, else a short description of the mismatch.
     ``coarse``: the lower precision of the program's autocast; a reference whose values
@@ -213,7 +222,7 @@ def portable_source(*names: str) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _unannotated(text: str, node: Any, start: int) -> str:
+def _unannotated(text: str, node: ast.stmt, start: int) -> str:
     """A definition's text without the annotations of its header (a repro.py imports
     no typing): ``def f(a: Any) -> float:`` as ``def f(a):``."""
     import ast
@@ -234,4 +243,17 @@ def _unannotated(text: str, node: Any, start: int) -> str:
         line = lines[lineno - start]
         rest = line[b:]
         lines[lineno - start] = line[:a] + ("=" + rest[3:] if rest.startswith(" = ") else rest)
+    # a header the annotations had wrapped, on one line again where it fits
+    first = end = node.lineno - start
+
+    def closed(header: str) -> bool:  # its parentheses balanced, a colon at its end
+        return header.count("(") == header.count(")") and header.rstrip().endswith(":")
+
+    while end < len(lines) and not closed("".join(lines[first : end + 1])):
+        end += 1
+    one = lines[first].rstrip()
+    for h in lines[first + 1 : end + 1]:
+        one += ("" if one.endswith("(") or h.strip().startswith(")") else " ") + h.strip()
+    if end > first and len(one) <= 100:
+        lines[first : end + 1] = [one.replace(",)", ")")]
     return "\n".join(lines)

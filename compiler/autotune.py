@@ -16,7 +16,6 @@ Pure text: no torch import here, the regex is applied by inductor in the repro.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from .signature import FailureKind, FailureSignature
 
@@ -25,7 +24,9 @@ _CHOICE = re.compile(r"Incorrect result from choice (\w+)\((.*)\)")
 PIN_KEY = "test_configs.autotune_choice_desc_regex"
 
 
-def pinned_choice(message: str, stage: str = "inductor") -> dict[str, Any] | None:
+def pinned_choice(
+    message: str, stage: str = "inductor"
+) -> dict[str, str | dict[str, str] | FailureSignature] | None:
     """The config that pins the failing choice named in ``message`` (the failure's
     unscrubbed text: a signature has its numbers scrubbed), the choice, and the accuracy
     signature its repro shows; None when it is not an autotune verification failure."""

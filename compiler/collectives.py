@@ -25,7 +25,12 @@ functions).
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    import torch
 
 # the namespaces of collective ops (all_reduce, all_gather, ... as Dynamo traces them)
 _COLLECTIVES = ("_c10d_functional.", "c10d_functional.", "c10d.", "_dtensor.")
@@ -34,31 +39,33 @@ _WAIT = "_c10d_functional.wait_tensor"
 REPLAYED_PREFIX = "from_other_ranks_"
 
 
-def has_collectives(gm: Any) -> bool:
+def has_collectives(gm: torch.fx.GraphModule) -> bool:
     """The graph communicates with other ranks (a traced all_reduce, say)."""
     return any(
         n.op == "call_function" and str(n.target).startswith(_COLLECTIVES) for n in gm.graph.nodes
     )
 
 
-def _is_wait(node: Any) -> bool:
+def _is_wait(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and str(node.target).startswith(_WAIT)
 
 
-def record(gm: Any, inputs: list[Any], timeout: float = 120.0) -> dict[str, Any] | None:
+def record(
+    gm: torch.fx.GraphModule, inputs: Sequence[object], timeout: float = 120.0
+) -> dict[str, torch.Tensor] | None:
     """Run ``gm`` eagerly on ``inputs`` (the process group of the job answering) and
     return each wait node's value, by node name; None when the run did not finish
     within ``timeout`` seconds (the other ranks never made the same collectives) or
     raised.  Runs in the rank's own process, in place of the compiled call."""
     import torch
 
-    out: dict[str, Any] = {}
+    out: dict[str, torch.Tensor] = {}
     done: list[bool] = []
     # thread-local state the program's call ran with: the current CUDA device
     device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
 
     class Recorder(torch.fx.Interpreter):
-        def run_node(self, n: Any) -> Any:
+        def run_node(self, n: torch.fx.Node) -> object:
             value = super().run_node(n)
             if _is_wait(n) and torch.is_tensor(value):
                 out[n.name] = value.detach().clone()
@@ -80,14 +87,16 @@ def record(gm: Any, inputs: list[Any], timeout: float = 120.0) -> dict[str, Any]
     return out if done else None
 
 
-def _fake_values(gm: Any, inputs: list[Any], names: set[str]) -> dict[str, Any]:
+def _fake_values(
+    gm: torch.fx.GraphModule, inputs: Sequence[object], names: set[str]
+) -> dict[str, torch.Tensor]:
     """The wait nodes' values in this process (the fake group answering)."""
     import torch
 
-    out: dict[str, Any] = {}
+    out: dict[str, torch.Tensor] = {}
 
     class Reader(torch.fx.Interpreter):
-        def run_node(self, n: Any) -> Any:
+        def run_node(self, n: torch.fx.Node) -> object:
             value = super().run_node(n)
             if n.name in names and torch.is_tensor(value):
                 out[n.name] = value.detach().clone()
@@ -100,8 +109,8 @@ def _fake_values(gm: Any, inputs: list[Any], names: set[str]) -> dict[str, Any]:
 
 
 def replay(
-    gm: Any, inputs: list[Any], recorded: dict[str, Any]
-) -> tuple[Any, list[Any], list[str]]:
+    gm: torch.fx.GraphModule, inputs: list[object], recorded: Mapping[str, torch.Tensor]
+) -> tuple[torch.fx.GraphModule, list[object], list[str]]:
     """``gm`` with each recorded collective's missing part added back as a new input
     (call under the fake process group); returns the graph, its inputs and the new
     inputs' names.  A collective whose fake answer already equals the record (every
@@ -114,7 +123,7 @@ def replay(
     fake = _fake_values(gm, inputs, set(waits))
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     added: list[str] = []
-    extra: list[Any] = []
+    extra: list[torch.Tensor] = []
     for name, wait in waits.items():
         got, want = fake.get(name), recorded[name]
         if got is None or got.shape != want.shape or got.dtype != want.dtype:

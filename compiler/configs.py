@@ -13,7 +13,7 @@ from typing import Any
 from .literals import py_literal
 
 
-def set_dotted(root: Any, key: str, value: Any) -> None:
+def set_dotted(root: object, key: str, value: object) -> None:
     """The one config setter: ``set_dotted(inductor_config, "triton.cudagraphs", True)``."""
     obj = root
     parts = key.split(".")

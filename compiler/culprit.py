@@ -152,7 +152,7 @@ class Culprit:
             return None
         return application_name(self.subsystem, self.detail)
 
-    def key(self, *, graph: bool = False) -> tuple[Any, ...]:
+    def key(self, *, graph: bool = False) -> tuple[str | int | None, ...]:
         """What "the same culprit" compares: stage, subsystem, the application's name,
         the op and the pattern; ``graph``: also which graph (one script's commands)."""
         base = (self.stage, self.subsystem, self.name, self.op, self.pattern)

@@ -4,12 +4,23 @@ procs.py) says where each rank was waiting."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .crash import crash_message, signal_name
 from .failure import Failure, dist_of
 from .runner import ProcessResult
 from .signature import FailureKind, FailureSignature, normalize_message
+
+if TYPE_CHECKING:
+    from .protocol import Marker
+
+
+class _NoGraph(TypedDict):
+    """A marker's fields where no process was in a graph."""
+
+    graph: None
+    phase: str
+    graph_kind: str
 
 
 def dead_process_failures(
@@ -27,7 +38,9 @@ def dead_process_failures(
     else:
         exc_type = signal_name(result.returncode or 0)
         message = crash_message(result.stderr_tail) or f"process killed by {exc_type}"
-    targets = list(busy.items()) or [(None, {"graph": None, "phase": "", "graph_kind": "dynamo"})]
+    targets: list[tuple[int | None, Marker | _NoGraph]] = list(busy.items()) or [
+        (None, {"graph": None, "phase": "", "graph_kind": "dynamo"})
+    ]
     out = []
     for pid, m in targets:
         g = dynamo.get((pid, m["graph"])) or next(
@@ -68,7 +81,7 @@ def _ranks_by_pid(result: ProcessResult) -> dict[int, dict[str, Any]]:
 def _hung_ranks(
     result: ProcessResult,
     ranks: dict[int, dict[str, Any]],
-    busy: dict[int, dict[str, Any]],
+    busy: dict[int, Marker],
     dynamo: dict[tuple[Any, Any], dict[str, Any]],
 ) -> list[Failure]:
     """A distributed job that ran past --timeout: each rank that was still running,
@@ -80,7 +93,7 @@ def _hung_ranks(
         frames = stack_of(result.run_dir, pid)
         if not frames:
             continue  # it had finished (or never got as far as answering)
-        m = busy.get(pid) or {"graph": None, "phase": "", "graph_kind": "dynamo"}
+        m: Marker | _NoGraph = busy.get(pid) or {"graph": None, "phase": "", "graph_kind": "dynamo"}
         g = dynamo.get((pid, m["graph"]))
         at = user_frame(frames)
         inside = f"in graph {m['graph']} ({m['graph_kind']}, {m['phase']}) " if g else ""

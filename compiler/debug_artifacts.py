@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 ARTIFACTS = (
     "fx_graph_readable.py",
@@ -16,9 +15,9 @@ ARTIFACTS = (
 )
 
 
-def index_debug_dir(debug_dir: str) -> list[dict[str, Any]]:
+def index_debug_dir(debug_dir: str) -> list[dict[str, int | str | dict[str, str]]]:
     """Flatten inductor's trace folders into DIR/graph-NNN-kind/<artifact> and list them."""
-    out = []
+    out: list[dict[str, int | str | dict[str, str]]] = []
     for gdir in sorted(Path(debug_dir).glob("graph-*")):
         nested = sorted(gdir.glob("torchinductor/*/"))
         for sub in nested[-1:]:  # the last compile of this graph

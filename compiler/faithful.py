@@ -77,7 +77,7 @@ def reconcile(
     passive: ProcessResult,
     checked_failures: list[Failure],
     passive_failures: list[Failure],
-    notes: list[dict[str, Any]],
+    notes: list[dict[str, object]],
 ) -> tuple[ProcessResult, list[Failure]]:
     """The run that decides how the program ends (the passive one) and the failures to
     report: the passive run's own, and the values the check judged wrong."""

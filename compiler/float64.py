@@ -10,16 +10,22 @@ processes share; torch is imported when a function runs (the long repro.py carri
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .accuracy import Outcome, RngState, flatten, run_with_grads
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     import torch
 
+    from .snapshot import Snapshot
 
-def to_float64(gm: torch.nn.Module, roundings: dict[str, Any] | None = None) -> Any:
+
+def to_float64(
+    gm: torch.nn.Module, roundings: Mapping[str, torch.dtype] | None = None
+) -> Callable[..., object]:
     """The float64 reference of a graph: parameters and buffers in float64, and every
     floating value the graph makes (a factory call, a cast to bf16) taken to float64
     too, so that a graph that creates its own tensors computes in float64 throughout.
@@ -37,7 +43,7 @@ def to_float64(gm: torch.nn.Module, roundings: dict[str, Any] | None = None) -> 
     if not isinstance(g, torch.fx.GraphModule):
         return g
 
-    def up(value: Any) -> Any:
+    def up(value: object) -> object:
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             return value.to(torch.float64)
         if isinstance(value, (list, tuple)):
@@ -46,7 +52,7 @@ def to_float64(gm: torch.nn.Module, roundings: dict[str, Any] | None = None) -> 
 
     rounded = roundings or {}
 
-    def rounding(dtype: Any) -> Any:
+    def rounding(dtype: torch.dtype) -> Callable[[Any], Any]:
         def r(value: Any) -> Any:
             if isinstance(value, torch.Tensor) and value.is_floating_point():
                 return value.to(dtype).to(torch.float64)
@@ -57,7 +63,7 @@ def to_float64(gm: torch.nn.Module, roundings: dict[str, Any] | None = None) -> 
         return r
 
     class Float64(torch.fx.Interpreter):
-        def run_node(self, n: Any) -> Any:
+        def run_node(self, n: torch.fx.Node) -> object:
             if n.name not in rounded:
                 return up(super().run_node(n))
             # as autocast runs the op: its inputs cast down, its result in that dtype
@@ -67,13 +73,17 @@ def to_float64(gm: torch.nn.Module, roundings: dict[str, Any] | None = None) -> 
                 args, kwargs = r(args), {k: r(v) for k, v in kwargs.items()}
                 return r(up(getattr(self, n.op)(n.target, args, kwargs)))
 
-    def run(*args: Any) -> Any:
+    def run(*args: object) -> object:
         return Float64(g).run(*args)
 
     return run
 
 
-def autocast_roundings(gm: Any, inputs: Any, forward_context: Callable[[], Any]) -> dict[str, Any]:
+def autocast_roundings(
+    gm: torch.nn.Module,
+    inputs: Sequence[object] | Snapshot,
+    forward_context: Callable[[], AbstractContextManager[object]],
+) -> dict[str, torch.dtype]:
     """Nodes of ``gm`` whose values the program's autocast makes lower-precision: the
     dtype of each node run in the call's ambient state, against the dtype it has with
     autocast off (the graph's own autocast regions kept).  Empty outside autocast."""
@@ -86,11 +96,11 @@ def autocast_roundings(gm: Any, inputs: Any, forward_context: Callable[[], Any])
     if not isinstance(gm, torch.fx.GraphModule):
         return {}
 
-    def dtypes(context: Callable[[], Any]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
+    def dtypes(context: Callable[[], AbstractContextManager[object]]) -> dict[str, torch.dtype]:
+        seen: dict[str, torch.dtype] = {}
 
         class Record(torch.fx.Interpreter):
-            def run_node(self, n: Any) -> Any:
+            def run_node(self, n: torch.fx.Node) -> object:
                 value = super().run_node(n)
                 if isinstance(value, torch.Tensor) and value.is_floating_point():
                     seen[n.name] = value.dtype
@@ -100,7 +110,7 @@ def autocast_roundings(gm: Any, inputs: Any, forward_context: Callable[[], Any])
             Record(gm).run(*exact_copies(inputs))
         return seen
 
-    def off() -> Any:
+    def off() -> AbstractContextManager[object]:
         stack = contextlib.ExitStack()
         for dev in ("cpu", "cuda"):
             stack.enter_context(torch.autocast(dev, enabled=False))
@@ -114,14 +124,14 @@ def autocast_roundings(gm: Any, inputs: Any, forward_context: Callable[[], Any])
 
 
 def float64_outcome(
-    model: Any,
-    inputs: Any,
+    model: torch.nn.Module,
+    inputs: Sequence[object] | Snapshot,
     rng: RngState | None = None,
     *,
     grads: bool = True,
-    tangents: list[Any] | None = None,
-    forward_context: Callable[[], Any] | None = None,
-    roundings: dict[str, Any] | None = None,
+    tangents: Sequence[Any] | None = None,
+    forward_context: Callable[[], AbstractContextManager[object]] | None = None,
+    roundings: Mapping[str, torch.dtype] | None = None,
 ) -> Outcome | None:
     """The float64 reference of ``model`` on ``inputs`` (None where it cannot run in
     float64: integer-only ops, a dtype-specific kernel); ``roundings``: see

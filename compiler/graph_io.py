@@ -19,11 +19,48 @@ import importlib
 import io
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, cast
 
 from . import layout
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    import torch
+    from torch.fx.node import Argument, Target
+
 VERSION = 1
+
+
+class NodeData(TypedDict):
+    """One node of :class:`GraphData`: its target by reference (``_target_ref``), its
+    args and kwargs with node references (``_encode``)."""
+
+    op: str
+    name: str
+    target: tuple[object, ...]
+    args: object
+    kwargs: object
+    stack_trace: str | None
+
+
+class AttrData(TypedDict, total=False):
+    """An attribute a graph reads: one of a subgraph, a parameter (and whether it
+    requires grad), a tensor, or any other object."""
+
+    graph: GraphData
+    parameter: torch.Tensor
+    grad: bool
+    tensor: torch.Tensor
+    object: object
+
+
+class GraphData(TypedDict):
+    """A graph module as plain data (:func:`to_data`)."""
+
+    version: int
+    nodes: list[NodeData]
+    attrs: dict[str, AttrData]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +76,7 @@ class _TorchConst:
     name: str
 
 
-def _target_ref(target: Any) -> tuple[str, ...] | Any:
+def _target_ref(target: Target) -> tuple[object, ...]:
     import torch
 
     if isinstance(target, str):
@@ -87,7 +124,7 @@ def _defining_module(qualname: str) -> str | None:
     return module if module and module != "__main__" else None
 
 
-def _module_name_of(module: str, target: Any) -> str | None:
+def _module_name_of(module: str, target: object) -> str | None:
     """The attribute of ``module`` that is ``target`` (its ``__name__`` first)."""
     mod = sys.modules.get(module)
     if mod is None:
@@ -98,8 +135,8 @@ def _module_name_of(module: str, target: Any) -> str | None:
     return next((k for k, v in vars(mod).items() if v is target and not k.startswith("_")), None)
 
 
-def _resolve_fn(module: str, qualname: str) -> Any:
-    obj: Any = importlib.import_module(module)
+def _resolve_fn(module: str, qualname: str) -> object:
+    obj: object = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
@@ -128,7 +165,7 @@ _TORCH_REGISTRARS = (
 )
 
 
-def _op(ns: str, name: str, module: str | None = None) -> Any:
+def _op(ns: str, name: str, module: str | None = None) -> Callable[..., object]:
     """``torch.ops.NS.NAME``, importing what registers it where it is not there yet:
     torch's module for its own namespaces, the module that defined a custom op."""
     import torch
@@ -157,12 +194,12 @@ class _StandIn:
     (a minifier's passes read it), saving it again writes the same reference, and
     calling it says what is missing instead of computing anything."""
 
-    def __init__(self, ref: tuple[Any, ...]) -> None:
+    def __init__(self, ref: tuple[str | None, ...]) -> None:
         self.ref = ref
         self.__name__ = str(ref[1]).replace("::", ".")
         self.__qualname__ = self.__name__
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
         raise UnresolvedOp(
             f"{self.ref[1]} is not registered in this process (a custom op whose module "
             "it cannot import)"
@@ -172,7 +209,7 @@ class _StandIn:
         return self.__name__ + (f".{self.ref[2] or 'default'}" if self.ref[0] == "overload" else "")
 
 
-def _resolve_target(ref: tuple[Any, ...]) -> Any:
+def _resolve_target(ref: tuple[Any, ...]) -> Target:
     import torch
 
     kind = ref[0]
@@ -192,11 +229,11 @@ def _resolve_target(ref: tuple[Any, ...]) -> Any:
     except (UnresolvedOp, AttributeError):
         return _StandIn(ref)
     if kind == "fn":
-        return _resolve_fn(ref[1], ref[2])
+        return cast("Target", _resolve_fn(ref[1], ref[2]))
     return ref[1]
 
 
-def _encode(value: Any, names: dict[Any, str]) -> Any:
+def _encode(value: object, names: Mapping[torch.fx.Node, str]) -> object:
     import torch
 
     if isinstance(value, torch.fx.Node):
@@ -212,7 +249,7 @@ def _encode(value: Any, names: dict[Any, str]) -> Any:
     return value
 
 
-def _decode(value: Any, env: dict[str, Any]) -> Any:
+def _decode(value: object, env: Mapping[str, torch.fx.Node]) -> object:
     if isinstance(value, _NodeRef):
         return env[value.name]
     if isinstance(value, _TorchConst):
@@ -228,7 +265,7 @@ def _decode(value: Any, env: dict[str, Any]) -> Any:
     return value
 
 
-def fetch_attr(root: Any, target: str) -> Any:
+def fetch_attr(root: object, target: str) -> object:
     """``root.a.b.c`` for the dotted ``target`` of a ``get_attr`` node."""
     obj = root
     for part in target.split("."):
@@ -236,13 +273,13 @@ def fetch_attr(root: Any, target: str) -> Any:
     return obj
 
 
-def to_data(gm: Any) -> dict[str, Any]:
+def to_data(gm: torch.fx.GraphModule) -> GraphData:
     """A graph module as plain data (tensors, names, and values pickle can carry)."""
     import torch
 
     names = {n: n.name for n in gm.graph.nodes}
-    nodes = []
-    attrs: dict[str, Any] = {}
+    nodes: list[NodeData] = []
+    attrs: dict[str, AttrData] = {}
     for n in gm.graph.nodes:
         nodes.append(
             {
@@ -267,16 +304,17 @@ def to_data(gm: Any) -> dict[str, Any]:
     return {"version": VERSION, "nodes": nodes, "attrs": attrs}
 
 
-def from_data(data: dict[str, Any]) -> Any:
+def from_data(data: GraphData) -> torch.fx.GraphModule:
     """The graph module :func:`to_data` described, rebuilt node by node."""
     import torch
 
     if data.get("version") != VERSION:
         raise ValueError(f"graph data version {data.get('version')}, expected {VERSION}")
     root = torch.nn.Module()
+    target: Target  # an attribute's name here, a node's target below
     for target, spec in data["attrs"].items():
         if "graph" in spec:
-            value: Any = from_data(spec["graph"])
+            value: object = from_data(spec["graph"])
         elif "parameter" in spec:
             value = torch.nn.Parameter(spec["parameter"], requires_grad=spec["grad"])
         elif "tensor" in spec:
@@ -285,10 +323,11 @@ def from_data(data: dict[str, Any]) -> Any:
             value = spec["object"]
         _install(root, target, value)
     g = torch.fx.Graph()
-    env: dict[str, Any] = {}
+    env: dict[str, torch.fx.Node] = {}
     for rec in data["nodes"]:
         target = _resolve_target(rec["target"])
-        args, kwargs = _decode(rec["args"], env), _decode(rec["kwargs"], env)
+        args = cast("tuple[Argument, ...]", _decode(rec["args"], env))
+        kwargs = cast("dict[str, Argument]", _decode(rec["kwargs"], env))
         if rec["op"] == "output":
             g.output(args[0])
             continue
@@ -299,7 +338,7 @@ def from_data(data: dict[str, Any]) -> Any:
     return torch.fx.GraphModule(root, g)
 
 
-def _install(root: Any, target: str, value: Any) -> None:
+def _install(root: torch.nn.Module, target: str, value: object) -> None:
     import torch
 
     parts = target.split(".")
@@ -318,7 +357,7 @@ def _install(root: Any, target: str, value: Any) -> None:
         setattr(owner, parts[-1], value)
 
 
-def save_graph(gm: Any, path: str | os.PathLike[str]) -> None:
+def save_graph(gm: torch.fx.GraphModule, path: str | os.PathLike[str]) -> None:
     """Atomically (a reader never sees half a file)."""
     import torch
 
@@ -327,7 +366,7 @@ def save_graph(gm: Any, path: str | os.PathLike[str]) -> None:
     layout.write_file(path, buf.getvalue())
 
 
-def load_graph(path: str | os.PathLike[str] | io.BytesIO) -> Any:
+def load_graph(path: str | os.PathLike[str] | io.BytesIO) -> torch.fx.GraphModule:
     """A graph saved by :func:`save_graph` (tcompile's own files: ``weights_only=False``
     for the objects a graph may hold, a module or a user function)."""
     import torch

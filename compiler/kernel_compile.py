@@ -24,7 +24,12 @@ import re
 import runpy
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch._inductor.async_compile import AsyncCompile
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner, _KernelCompileResult
+    from triton import Config
 
 _SCALAR = (bool, int, float, str, type(None))
 
@@ -51,7 +56,7 @@ def _watch(seen: dict[str, Any]) -> None:
     precompile = th.CachingAutotuner._precompile_config
     tried: dict[str, Any] = {}  # the last config whose compile raised (another may pass)
 
-    def _precompile_config(self: Any, cfg: Any) -> Any:
+    def _precompile_config(self: CachingAutotuner, cfg: Config) -> _KernelCompileResult:
         try:
             return precompile(self, cfg)
         except Exception as exc:
@@ -74,7 +79,9 @@ def _watch(seen: dict[str, Any]) -> None:
 
     triton = async_compile.AsyncCompile.triton
 
-    def _triton(self: Any, kernel_name: str, source_code: str, *a: Any, **kw: Any) -> Any:
+    def _triton(
+        self: AsyncCompile, kernel_name: str, source_code: str, *a: str, **kw: str
+    ) -> object:
         tried.clear()
         try:
             return triton(self, kernel_name, source_code, *a, **kw)

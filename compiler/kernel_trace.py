@@ -27,12 +27,17 @@ import re
 import runpy
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import layout
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
 
-def _flat(x: Any) -> list[Any]:
+    import torch
+
+
+def _flat(x: object) -> list[torch.Tensor]:
     import torch
 
     if isinstance(x, torch.Tensor):
@@ -70,7 +75,7 @@ def kernel_source(comp: dict[str, Any]) -> tuple[str, str]:
     return header, code.rstrip() + "\n"
 
 
-def _differ(got: Any, want: Any) -> float:
+def _differ(got: torch.Tensor, want: torch.Tensor) -> float:
     """How far a compiled output is from eager's (0: the same), relative."""
     import torch
 
@@ -85,7 +90,7 @@ def _differ(got: Any, want: Any) -> float:
     return float(((g - w).abs()[bad] / (w.abs()[bad] + 1e-5)).max().item())
 
 
-def _ids(shape: Any, stride: Any, offset: int) -> Any:
+def _ids(shape: Sequence[int], stride: Sequence[int], offset: int) -> torch.Tensor:
     """The storage positions (in elements) a strided view covers."""
     import torch
 
@@ -93,7 +98,9 @@ def _ids(shape: Any, stride: Any, offset: int) -> Any:
     return torch.arange(ext).as_strided(tuple(shape), tuple(stride), offset)
 
 
-def _culprit(events: list[dict[str, Any]], got: list[Any], want: list[Any]) -> Any:
+def _culprit(
+    events: list[dict[str, Any]], got: list[torch.Tensor], want: list[torch.Tensor]
+) -> tuple[float, dict[str, Any], str, int, int] | None:
     """(error, launch, argument, output index, element offset of the argument in the
     output) for the launch whose store leaves the furthest-off values: for each region of
     each output, the last launch that wrote it (an earlier one may fill the buffer:
@@ -128,7 +135,7 @@ def _culprit(events: list[dict[str, Any]], got: list[Any], want: list[Any]) -> A
     return best
 
 
-def _run(ns: dict[str, Any]) -> tuple[list[Any], list[Any], int, list[int]]:
+def _run(ns: dict[str, Any]) -> tuple[list[torch.Tensor], list[torch.Tensor], int, list[int]]:
     """The repro's module in eager and compiled: (eager's outputs, compiled's outputs,
     how many are forward outputs, the inputs whose gradients follow)."""
     import torch
@@ -150,7 +157,7 @@ def _run(ns: dict[str, Any]) -> tuple[list[Any], list[Any], int, list[int]]:
             if t.requires_grad
         ]
 
-        def grads(outs: list[Any], leaves: list[Any]) -> list[Any]:
+        def grads(outs: list[torch.Tensor], leaves: Sequence[object]) -> list[torch.Tensor]:
             use = [x for x in leaves if torch.is_tensor(x) and x.requires_grad]
             outs = [t for t in outs if t.requires_grad]
             return list(torch.autograd.grad(outs, use, seeds, allow_unused=True))
@@ -166,7 +173,7 @@ def _run(ns: dict[str, Any]) -> tuple[list[Any], list[Any], int, list[int]]:
     return [t.detach() for t in want], [t.detach() for t in got], forward, grads_of
 
 
-def trace(repro: str, work: str) -> dict[str, Any]:
+def trace(repro: str, work: str) -> dict[str, object]:
     import tritonparse.structured_logging as tpl
 
     tpl.init(os.path.join(work, "trace"), enable_trace_launch=True, enable_tensor_blob_storage=True)
@@ -199,8 +206,8 @@ def trace(repro: str, work: str) -> dict[str, Any]:
         return {"error": f"the compile of {ev.get('name')} was not traced"}
     header, source = kernel_source(comp)
     meta = ev.get("compilation_metadata") or comp["payload"]["metadata"]
-    tensors: dict[str, Any] = {}
-    args: list[dict[str, Any]] = []
+    tensors: dict[str, torch.Tensor] = {}
+    args: list[dict[str, object]] = []
     for name, arg in (ev.get("extracted_args") or {}).items():
         a = {"name": name, "type": arg.get("type")}
         if arg.get("type") == "tensor":
@@ -246,7 +253,7 @@ def trace(repro: str, work: str) -> dict[str, Any]:
     }
 
 
-def main(look: Any = None) -> int:
+def main(look: Callable[[str, str], Mapping[str, object]] | None = None) -> int:
     """``python -m ... REPRO.PY WORKDIR``: ``look(repro, work)`` (this module's
     :func:`trace` by default; kernel_compile.py passes its own) -> WORKDIR/kernel.json."""
     repro, work = sys.argv[1], sys.argv[2]

@@ -13,7 +13,10 @@ Every artifact is written through ``write_file``: atomically, deleted on failure
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # the folder of each job, under --out
 FOLDERS = ("run", "bisect", "minify", "report", "replay", "explain", "launcher")
@@ -90,7 +93,7 @@ TRIAGE_REPROS = "repros"
 TRIAGE_SCRIPTS = "scripts"
 
 
-def write_file(path: Any, data: str | bytes, *, mode: int | None = None) -> Any:
+def write_file(path: str | os.PathLike[str], data: str | bytes, *, mode: int | None = None) -> Path:
     """Write one artifact the one way every writer does (as coverage.py's reporters):
     whole or not at all -- into a temporary file beside it, then renamed over it; if
     anything fails the temporary file is deleted and ``path`` is untouched (never a

@@ -13,7 +13,10 @@ extremes included) and bools are exact as they are.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 # float dtype -> the integer dtype of the same width (a bit-exact view)
 _BITS = {
@@ -24,7 +27,7 @@ _BITS = {
 }
 
 
-def py_literal(value: Any) -> str:
+def py_literal(value: object) -> str:
     """Source for a Python value (nested lists, tuples, dicts of numbers, strings, ...)
     that evaluates to it in a fresh interpreter with only ``torch`` imported."""
     if isinstance(value, float):
@@ -45,7 +48,7 @@ def py_literal(value: Any) -> str:
     return repr(value)
 
 
-def _plain(t: Any) -> str:
+def _plain(t: torch.Tensor) -> str:
     """``torch.tensor(<values>, dtype=...)`` for a CPU tensor (complex as its pairs)."""
     import torch
 
@@ -55,7 +58,7 @@ def _plain(t: Any) -> str:
     return f"torch.tensor({py_literal(t.tolist())}, dtype={dtype})"
 
 
-def _bits(t: Any) -> str:
+def _bits(t: torch.Tensor) -> str:
     """The tensor's bits as integers, viewed in its dtype: exact for any value."""
     import torch
 
@@ -66,7 +69,7 @@ def _bits(t: Any) -> str:
     return f"torch.tensor({raw.tolist()!r}, dtype={ints}).view({t.dtype})"
 
 
-def same_bits(a: Any, b: Any) -> bool:
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-for-bit equality of two tensors (NaN payloads and -0.0 included)."""
     import torch
 
@@ -81,7 +84,7 @@ def same_bits(a: Any, b: Any) -> bool:
     return torch.equal(a, b)
 
 
-def tensor_literal(t: Any) -> str:
+def tensor_literal(t: torch.Tensor) -> str:
     """Source for a contiguous CPU tensor with exactly ``t``'s values (see the module)."""
     import torch
 

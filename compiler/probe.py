@@ -10,7 +10,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tcompile.minifier.verdict import Verdict
 
@@ -21,6 +21,9 @@ from .protocol import Event, HookConfig
 from .runner import CANCEL, ProcessResult, run_process
 from .signature import FailureKind, FailureSignature
 from .stack import SUBSYSTEMS, TOGGLES
+
+if TYPE_CHECKING:
+    from .forkserver import ForkPool
 
 SAME = Verdict.SAME_FAILURE
 
@@ -36,7 +39,7 @@ class Item:
     name: str  # config key, or subsystem
     index: int = 0  # application number within its subsystem
     detail: str = ""
-    value: Any = None  # a toggle's changed value
+    value: object = None  # a toggle's changed value
 
 
 class Bisector:
@@ -75,7 +78,7 @@ class Bisector:
         self.gate_rank: int | None = None
         # forked probes (forkserver.py): None until the first probe decides (a ForkPool
         # when the program forked fails as the fresh baseline did), then kept or False
-        self.fork: Any = None
+        self.fork: ForkPool | Literal[False] | None = None
         self.forked_runs = 0
         self.fork_checked = False  # the one forked run that decides ran
         self._warming: threading.Thread | None = None  # warm_fork: the servers starting
@@ -126,7 +129,7 @@ class Bisector:
         *,
         stage: str | None = None,
         gate: list[int] | None = None,
-        bisect: dict[str, Any] | None = None,
+        bisect: dict[str, object] | None = None,
         reuse: bool = True,
     ) -> tuple[Verdict, dict[str, Any]]:
         """Run the program under a configuration: does the target failure show
@@ -149,7 +152,7 @@ class Bisector:
         label: str,
         stage: str | None,
         gate: list[int] | None,
-        bisect: dict[str, Any] | None,
+        bisect: dict[str, object] | None,
         attempt: int,
         tries: int,
     ) -> tuple[Verdict, dict[str, Any]]:
@@ -221,7 +224,7 @@ class Bisector:
             return None
         return os.path.abspath(c[1]), c[2:]
 
-    def _forked(self, config: HookConfig) -> Any:
+    def _forked(self, config: HookConfig) -> ProcessResult | None:
         """A probe forked from a server that imported torch (forkserver.py), or None: a
         fresh run.  Decided at the first probe: a single-process ``python SCRIPT`` whose
         unchanged configuration, forked, shows the target failure as the fresh baseline
@@ -240,7 +243,7 @@ class Bisector:
                 self.forked_runs += 1
         return result
 
-    def _fork_run(self, pool: Any, config: HookConfig) -> Any:
+    def _fork_run(self, pool: ForkPool, config: HookConfig) -> ProcessResult | None:
         import os
 
         script, argv = self._script()  # type: ignore[misc]
@@ -256,7 +259,7 @@ class Bisector:
         except RuntimeError:
             return None
 
-    def _start_fork(self) -> Any:
+    def _start_fork(self) -> ForkPool | None:
         """The warm servers (warm_fork), when one forked run of the program's own
         configuration shows the target failure."""
         pool = self._pool()
@@ -302,7 +305,7 @@ class Bisector:
         self._warming = threading.Thread(target=start, daemon=True)
         self._warming.start()
 
-    def _pool(self) -> Any:
+    def _pool(self) -> ForkPool | None:
         if self._warming is None:
             return None
         self._warming.join()
@@ -355,11 +358,11 @@ def items_of(stage: str, counts: dict[str, list[str]]) -> list[Item]:
     return items
 
 
-def prefix_config(stage: str, items: list[Item], k: int) -> dict[str, Any]:
+def prefix_config(stage: str, items: list[Item], k: int) -> dict[str, object]:
     """Enable items[:k]; disable the rest (toggles changed, applications skipped).
     A subsystem whose applications are all enabled gets no limit at all."""
     limits: dict[str, int] = {}
-    toggles: dict[str, Any] = {}
+    toggles: dict[str, object] = {}
     for i, it in enumerate(items):
         if it.kind == "toggle":
             if i >= k:

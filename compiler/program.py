@@ -23,7 +23,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.minifier.verdict import Verdict
 
@@ -33,6 +33,11 @@ from .collect import collect, dying_exception
 from .protocol import STOP_EXIT, HookConfig
 from .runner import ProcessResult, free_port, run_process
 from .signature import FailureKind, FailureSignature
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .forkserver import ForkPool
 
 
 @dataclasses.dataclass
@@ -216,7 +221,7 @@ class ProgramOracle:
         # would otherwise cost the whole limit each time
         self.quickest: float | None = None
         self._n = 0
-        self.fork: Any = None  # a ForkPool (forkserver.py): candidates forked, not started
+        self.fork: ForkPool | None = None  # candidates forked (forkserver.py), not started
         # what each candidate that failed the same way opened, in its run and its control
         # run (child/opened.py): the files its repro carries
         self.reads: dict[str, Path] = {}
@@ -277,7 +282,7 @@ class ProgramOracle:
             return self.target.timeout
         return min(self.target.timeout, max(20.0, 4 * self.quickest))
 
-    def observe(self, instrumented: Any) -> dict[str, Any] | None:
+    def observe(self, instrumented: Callable[[str], str]) -> dict[str, Any] | None:
         """One run of an instrumented candidate (``instrumented(path)``: its text, which
         writes what the run showed to ``path`` as JSON; minifier/observe.py), under the
         candidates' hooks: the facts, or None where the run did not fail the same way

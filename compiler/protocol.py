@@ -19,7 +19,7 @@ import json
 import os
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from . import layout
 
@@ -87,6 +87,14 @@ SITE_SIZE = 4096
 PHASES = {0: "idle", 1: "compile", 2: "run", 3: "check"}
 GRAPH_KINDS = {0: "dynamo", 1: "forward", 2: "backward", 3: "inference", 4: "joint"}
 KIND_CODES = {v: k for k, v in GRAPH_KINDS.items()}
+
+
+class Marker(TypedDict):
+    """What a process's marker says (:func:`read_markers`)."""
+
+    graph: int  # the graph's index (-1: none, the process is idle)
+    phase: str  # PHASES
+    graph_kind: str  # GRAPH_KINDS
 
 
 @dataclasses.dataclass
@@ -194,9 +202,9 @@ def read_site(run_dir: str | os.PathLike[str], pid: int) -> list[str]:
     return [str(f) for f in frames] if isinstance(frames, list) else []
 
 
-def read_markers(run_dir: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
+def read_markers(run_dir: str | os.PathLike[str]) -> dict[int, Marker]:
     """pid -> {"graph", "phase", "graph_kind"} for every process that left a marker."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, Marker] = {}
     for path in Path(run_dir).glob("marker-*"):
         try:
             pid = int(path.name.split("-", 1)[1])

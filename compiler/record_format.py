@@ -44,9 +44,12 @@ import os
 import pickle
 import pickletools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import layout, trust
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 MAGIC = b"TCOMPILE-RECORD"
 FORMAT = 2
@@ -200,7 +203,7 @@ def _check_types(p: Path, meta: dict[str, Any]) -> None:
             raise RecordError(f"{p}: corrupt record (metadata 'sizes' has non-integer {bad[0]!r})")
 
 
-def _canonical(meta: dict[str, Any]) -> bytes:
+def _canonical(meta: Mapping[str, object]) -> bytes:
     """What the HMAC covers: the metadata (which holds the payload's SHA-256) without
     the HMAC itself, as canonical JSON."""
     body = {k: v for k, v in meta.items() if k != "hmac"}
@@ -283,5 +286,5 @@ def read_payload(info: RecordInfo, *, expect_sha256: str | None = None) -> dict[
 class _PlainUnpickler(pickle.Unpickler):
     """Loads only dicts, strings and bytes: any class or function is refused."""
 
-    def find_class(self, module: str, name: str) -> Any:
+    def find_class(self, module: str, name: str) -> NoReturn:
         raise pickle.UnpicklingError(f"refused to load {module}.{name}")

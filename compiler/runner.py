@@ -33,7 +33,7 @@ from . import layout
 from .exitcodes import UsageError
 from .observer import NullObserver, Observer
 from .procs import RUN_ENV, dump_stacks, kill_run, stuck_at_end
-from .protocol import CONFIG_ENV, Event, HookConfig, read_events, read_markers
+from .protocol import CONFIG_ENV, Event, HookConfig, Marker, read_events, read_markers
 from .stdin import STDIN
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "bootstrap")
@@ -51,7 +51,7 @@ class ProcessResult:
     timed_out: bool
     stderr_tail: list[str]
     events: list[dict[str, Any]]
-    markers: dict[int, dict[str, Any]]
+    markers: dict[int, Marker]
     run_dir: str
     # the CPU seconds the command used (os.wait4), where known: work, not wall time
     cpu_seconds: float | None = None
@@ -298,7 +298,7 @@ def run_process(
     )
 
 
-def _wait(proc: subprocess.Popen[Any], timeout: float, cpu: list[float]) -> None:
+def _wait(proc: subprocess.Popen[str], timeout: float, cpu: list[float]) -> None:
     """``proc.wait(timeout)``, keeping the CPU seconds the command used (its own and its
     waited-for children's: os.wait4's usage) in ``cpu``: a measure of its work that a
     busy machine does not stretch as it stretches the wall clock (issue 64)."""
@@ -331,14 +331,14 @@ def _pump(src: IO[str] | None, dst: IO[str], tail: deque[str] | None) -> None:
             tail.append(line.rstrip("\n"))
 
 
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
+def _kill_group(proc: subprocess.Popen[str]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _kill_job(proc: subprocess.Popen[Any], token: str) -> None:
+def _kill_job(proc: subprocess.Popen[str], token: str) -> None:
     """The command's process group, and every process of the run outside it
     (torchrun's workers lead sessions of their own)."""
     _kill_group(proc)
@@ -349,7 +349,7 @@ def _kill_job(proc: subprocess.Popen[Any], token: str) -> None:
 TEARDOWN_GRACE = 10.0  # seconds a rank may take to exit after destroying its group
 
 
-def returned(exit_event: dict[str, Any]) -> bool:
+def returned(exit_event: dict[str, object]) -> bool:
     """An EXIT event of a rank whose code returned: nothing raised, status 0."""
     return not exit_event.get("raised") and exit_event.get("code") in (0, None)
 
@@ -494,6 +494,6 @@ def new_run_dir(out: str | None, prefix: str = "run") -> str:
     raise UsageError(f"--out {out} holds too many runs")
 
 
-def write_json(path: str | os.PathLike[str], data: Any) -> None:
+def write_json(path: str | os.PathLike[str], data: object) -> None:
     """Write JSON atomically: a reader never sees half a file."""
     layout.write_file(path, json.dumps(data, indent=2, default=str))

@@ -23,10 +23,16 @@ and the functions are self-contained (the long repro.py carries their source).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import torch
+    from torch.autograd.function import FunctionCtx
 
 
-def plain_tensor(x: Any) -> bool:
+def plain_tensor(x: torch.Tensor) -> bool:
     """A dense tensor with its own storage (what :class:`Snapshot` copies exactly)."""
     import torch
 
@@ -38,18 +44,18 @@ def plain_tensor(x: Any) -> bool:
     )
 
 
-def as_input(leaf: Any, exact: Any) -> Any:
+def as_input(leaf: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
     """``exact`` (same values as ``leaf``, the program's layout) as a non-leaf whose
     gradient flows to ``leaf``."""
     import torch
 
     class AsInput(torch.autograd.Function):
         @staticmethod
-        def forward(ctx: Any, leaf: Any, box: list[Any]) -> Any:
+        def forward(ctx: FunctionCtx, leaf: torch.Tensor, box: list[torch.Tensor]) -> torch.Tensor:
             return box[0]
 
         @staticmethod
-        def backward(ctx: Any, grad: Any) -> Any:
+        def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
             return grad, None
 
     return AsInput.apply(leaf, [exact])
@@ -60,7 +66,7 @@ class Snapshot:
 
     ALIGN = 64  # bytes: the copy starts where the original's alignment is kept
 
-    def __init__(self, values: Any, reuse: Any = None) -> None:
+    def __init__(self, values: Sequence[object], reuse: Snapshot | None = None) -> None:
         """``reuse``: the snapshot of the same graph's previous call, given up for this
         one (postmortem.py keeps each graph's last call): a region of the same storage
         and span is copied into its memory, all such regions in one ``_foreach_copy_``,
@@ -69,11 +75,12 @@ class Snapshot:
         import torch
 
         self.items: list[tuple[str, Any]] = []  # ("exact", meta) | ("clone", t) | ("value", v)
-        self.regions: dict[Any, tuple[Any, int]] = {}  # storage -> (its bytes, first byte)
+        # storage (its device and address) -> (its bytes, first byte)
+        self.regions: dict[tuple[str, int], tuple[torch.Tensor, int]] = {}
         # storage -> a view of the original's bytes, kept for the next call where the
         # same storage was seen the call before too (parameters; not each new batch)
-        self.sources: dict[Any, Any] = {}
-        spans: dict[Any, list[int]] = {}
+        self.sources: dict[tuple[str, int], torch.Tensor] = {}
+        spans: dict[tuple[str, int], list[int]] = {}
         with torch.no_grad():
             for x in values:
                 if not isinstance(x, torch.Tensor):
@@ -117,16 +124,19 @@ class Snapshot:
             if into:
                 torch._foreach_copy_(into, source)
 
-    def materialize(self, dtype: Any = None, grads: bool = True) -> tuple[list[Any], list[Any]]:
+    def materialize(
+        self, dtype: torch.dtype | None = None, grads: bool = True
+    ) -> tuple[list[Any], list[torch.Tensor]]:
         """(values, leaves): fresh exact copies, floating tensors cast to ``dtype`` when
         given.  With ``grads``, a tensor that required grad is a non-leaf made from a
         leaf (listed in ``leaves``, in input order), so the graph may update it in place
         as it may an activation of the program."""
         import torch
 
-        fresh: dict[Any, Any] = {}  # (storage, dtype) -> a flat tensor over a fresh copy
+        # (storage, dtype) -> a flat tensor over a fresh copy
+        fresh: dict[tuple[object, ...], torch.Tensor] = {}
         out: list[Any] = []
-        leaves: list[Any] = []
+        leaves: list[torch.Tensor] = []
         with torch.no_grad():
             for what, item in self.items:
                 if what == "value":
@@ -193,13 +203,15 @@ class Snapshot:
         return out
 
 
-def exact_copies(values: Any, dtype: Any = None) -> list[Any]:
+def exact_copies(
+    values: Sequence[object] | Snapshot, dtype: torch.dtype | None = None
+) -> list[Any]:
     """Exact copies of ``values`` (a list, or a Snapshot taken earlier), no gradients."""
     snap = values if isinstance(values, Snapshot) else Snapshot(values)
     return snap.materialize(dtype, grads=False)[0]
 
 
-def changed(before: Any, after: Any) -> bool:
+def changed(before: torch.Tensor, after: torch.Tensor) -> bool:
     """Whether a call changed a tensor: any element differs bit for bit (NaN == NaN)."""
     import torch
 

@@ -20,7 +20,6 @@ counts and limits them inside the program.
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 
 class Stage(str, enum.Enum):
@@ -64,7 +63,7 @@ SUBSYSTEMS: dict[str, list[str]] = {
         "lowerings",
     ],
 }
-TOGGLES: dict[str, dict[str, Any]] = {
+TOGGLES: dict[str, dict[str, bool]] = {
     "aot_eager_decomp_partition": {"functorch.cse": False},
     "inductor": {
         "fallback_random": True,
@@ -75,7 +74,7 @@ TOGGLES: dict[str, dict[str, Any]] = {
 }
 
 
-def without(items: list[str]) -> dict[str, Any]:
+def without(items: list[str]) -> dict[str, object]:
     """``--without SUBSYSTEM:NAME`` (repeatable) as a run's bisection configuration:
     every application of that subsystem with that name off wherever it happens
     (``lowerings:sum``, ``post_grad_passes:normalization_aten_pass``,
@@ -85,7 +84,7 @@ def without(items: list[str]) -> dict[str, Any]:
     subsystems = {s for subs in SUBSYSTEMS.values() for s in subs}
     toggles = {k: v for t in TOGGLES.values() for k, v in t.items()}
     off: dict[str, list[str]] = {}
-    changed: dict[str, Any] = {}
+    changed: dict[str, bool] = {}
     for item in items:
         sub, sep, name = item.partition(":")
         if not sep or not name:
@@ -156,7 +155,7 @@ def known_backend_names() -> list[str]:
     return sorted(set(list_backends(exclude_tags=())) | set(LADDER))
 
 
-def backend_name(backend: Any) -> str:
+def backend_name(backend: object) -> str:
     """The stage name tcompile reports for a backend given to ``torch.compile``."""
     if backend is None:
         return Stage.INDUCTOR.value

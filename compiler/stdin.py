@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    # a run of the program: with text pipes (runner.py) or binary ones (pool.py)
+    Proc = subprocess.Popen[str] | subprocess.Popen[bytes]
 
 
 class Stdin:
@@ -33,7 +39,7 @@ class Stdin:
             return "none"
         return "tty" if os.isatty(self.fd) else "data"
 
-    def for_run(self) -> tuple[Any, Any]:
+    def for_run(self) -> tuple[int | None, Callable[[Proc], None]]:
         """(stdin for Popen, a function that starts feeding it once the process runs)."""
         mode = self._mode()
         if mode == "none":
@@ -60,7 +66,7 @@ class Stdin:
         if self._tee_running:
             self.snapshot()
 
-    def _tee(self, proc: subprocess.Popen[Any]) -> None:
+    def _tee(self, proc: Proc) -> None:
         def run() -> None:
             sink = _binary(proc.stdin)
             while True:
@@ -91,7 +97,7 @@ def _binary(stream: Any) -> Any:
     return stream.buffer if hasattr(stream, "buffer") else stream
 
 
-def _feed(proc: subprocess.Popen[Any], data: bytes) -> None:
+def _feed(proc: Proc, data: bytes) -> None:
     def run() -> None:
         try:
             sink = _binary(proc.stdin)

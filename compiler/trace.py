@@ -10,16 +10,24 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from .failure import Failure
 
 
 def trace_summary(
-    trace_dir: str, graphs: list[dict[str, Any]], failures: list[Any], timeout: float = 300
-) -> dict[str, Any]:
+    trace_dir: str,
+    graphs: Sequence[Mapping[str, object]],
+    failures: Sequence[Failure],
+    timeout: float = 300,
+) -> dict[str, object]:
     """{"dir", "logs", "tlparse": its index.html or None, "why", "pages": {graph: folder}}."""
     root = Path(trace_dir)
     logs = sorted(root.glob("*.log"))
-    out: dict[str, Any] = {"dir": str(root), "logs": [str(p) for p in logs], "tlparse": None}
+    out: dict[str, object] = {"dir": str(root), "logs": [str(p) for p in logs], "tlparse": None}
     exe = shutil.which("tlparse")
     if exe is None:
         out["why"] = "tlparse is not installed (pip install tlparse) to turn the trace into pages"
@@ -49,7 +57,9 @@ def trace_summary(
     return out
 
 
-def _graph_pages(dest: Path, graphs: list[dict[str, Any]], failures: list[Any]) -> dict[str, str]:
+def _graph_pages(
+    dest: Path, graphs: Sequence[Mapping[str, object]], failures: Sequence[Failure]
+) -> dict[str, str]:
     """Failing graph index -> tlparse's folder for that compile (its last attempt)."""
     ids = {
         g.get("index"): str(g.get("compile_id") or "")

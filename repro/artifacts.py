@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from tcompile.compiler import layout
 from tcompile.compiler.signature import FailureSignature
@@ -20,6 +20,13 @@ from .inputs import INLINE_LIMIT, InputSpec, real_values, spec_of, with_values
 from .verify import check_repro, repro_reproduces
 from .writer import SIDECAR_SUFFIX, short_repro, write_text
 from .writer_full import full_repro
+
+if TYPE_CHECKING:
+    import torch
+
+    from .environment import Environment
+    from .shrink import Shrunk
+    from .writer import CaptureMeta
 
 
 @dataclasses.dataclass
@@ -39,10 +46,10 @@ class Artifacts:
     pinned: str | None = None  # the autotune choice the repro compiles with alone
     # the long form with the program's real inputs (what tcompile wrote before short
     # repros and input shrinking): lines, bytes, sidecar, input elements
-    before: dict[str, Any] = dataclasses.field(default_factory=dict)
+    before: dict[str, int | bool] = dataclasses.field(default_factory=dict)
 
 
-def real_specs(inputs: list[Any]) -> tuple[list[InputSpec], list[Any]]:
+def real_specs(inputs: list[object]) -> tuple[list[InputSpec], list[torch.Tensor]]:
     """Specs with the program's own values: inline when small, else in a sidecar."""
     import torch
 
@@ -59,18 +66,30 @@ def real_specs(inputs: list[Any]) -> tuple[list[InputSpec], list[Any]]:
     return specs, sidecar
 
 
+class _WriterArgs(TypedDict):
+    """The keywords both writers take (writer.short_repro, writer_full.full_repro)."""
+
+    gm: torch.fx.GraphModule
+    specs: list[InputSpec]
+    sidecar: list[torch.Tensor]
+    signature: FailureSignature
+    accuracy: str
+    meta: CaptureMeta
+    env: Environment
+
+
 @dataclasses.dataclass
 class _Writer:
     """What every candidate repro is written from."""
 
-    gm: Any
+    gm: torch.fx.GraphModule
     signature: FailureSignature
     accuracy: str
-    meta: dict[str, Any]
-    env: dict[str, Any]
+    meta: CaptureMeta
+    env: Environment
 
-    def text(self, form: str, specs: list[InputSpec], sidecar: list[Any]) -> str | None:
-        kw = dict(
+    def text(self, form: str, specs: list[InputSpec], sidecar: list[torch.Tensor]) -> str | None:
+        kw: _WriterArgs = dict(
             gm=self.gm,
             specs=specs,
             sidecar=sidecar,
@@ -87,12 +106,12 @@ class _Writer:
 def write_verified(
     run_dir: Path,
     *,
-    gm: Any,
-    inputs: list[Any],
-    shrunk: Any,
+    gm: torch.fx.GraphModule,
+    inputs: list[object],
+    shrunk: Shrunk | None,
     signature: FailureSignature,
     accuracy: str,
-    meta: dict[str, Any],
+    meta: CaptureMeta,
     real_only: bool = False,
     pin: dict[str, Any] | None = None,
 ) -> Artifacts:
@@ -103,7 +122,7 @@ def write_verified(
 
     writer = _Writer(gm, signature, accuracy, meta, environment())
     repro = run_dir / layout.REPRO
-    candidates: list[tuple[str, list[InputSpec], list[Any]]] = []
+    candidates: list[tuple[str, list[InputSpec], list[torch.Tensor]]] = []
     if shrunk is not None and not real_only:
         candidates += [
             ("short", shrunk.specs, shrunk.sidecar),
@@ -176,7 +195,7 @@ def _verify(art: Artifacts, signature: FailureSignature, cache: Path) -> bool:
     return art.verified
 
 
-def _kernel(art: Artifacts, cache: Path, gm: Any, run_dir: Path) -> None:
+def _kernel(art: Artifacts, cache: Path, gm: torch.fx.GraphModule, run_dir: Path) -> None:
     """The generated code of the verified run, beside the repro."""
     from .kernel import collect, graph_ops
 

@@ -11,13 +11,63 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from tcompile.compiler import signature as _sig
 from tcompile.compiler.literals import py_literal
 from tcompile.compiler.signature import FailureSignature
 
 from .writer import _header
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .environment import Environment
+
+
+# What the capture worker says about the values the function reads
+# (compiler/child/capture_info.describe): JSON, as it comes back from the worker.
+
+
+class TensorWhat(TypedDict, total=False):
+    """A tensor, as capture_entries.tensor_spec describes it."""
+
+    shape: list[int]
+    dtype: str  # without "torch."
+    device: str
+    requires_grad: bool
+    range: list[int]  # integer tensors: [min, max]
+    values: object  # small CPU tensors: their values, nested lists
+
+
+# one of the kinds' keys ("import" is a keyword: the functional form); a tensor argument
+# also says how it is filled and which of its dims are marked dynamic
+What = TypedDict(
+    "What",
+    {
+        "import": str,
+        "import_from": list[str],  # [module, name]
+        "constant": str,  # its repr
+        "source": str,
+        "tensor": TensorWhat,
+        "module": str,
+        "unknown": str,
+        "fill": str,  # random | recorded
+        "marks": list[int],
+    },
+    total=False,
+)
+
+
+class Described(TypedDict, total=False):
+    """What the final function reads: its parameters (and those of the calls before
+    it), the global names it uses, and the config the program changed."""
+
+    params: dict[str, What]
+    names: dict[str, What]
+    history: list[dict[str, What]]
+    config: dict[str, dict[str, object]]  # {module: {key: value}}
+
 
 # tcompile's FailureSignature for a capture failure, in a few lines (signature.py:
 # root_cause, qualified_type, normalize_message)
@@ -44,7 +94,7 @@ if __name__ == "__main__":
 """
 
 
-def _tensor_expr(name: str, what: dict[str, Any]) -> list[str]:
+def _tensor_expr(name: str, what: What) -> list[str]:
     spec = what["tensor"]
     dtype = f"torch.{spec['dtype']}"
     shape = tuple(spec["shape"])
@@ -68,7 +118,7 @@ def _tensor_expr(name: str, what: dict[str, Any]) -> list[str]:
 
 
 def _inputs(
-    params: dict[str, Any], name: str = "inputs", base: dict[str, Any] | None = None
+    params: dict[str, What], name: str = "inputs", base: dict[str, What] | None = None
 ) -> str | None:
     """``def inputs()`` building the arguments.  With ``base`` (the final call's), an
     earlier call's function builds only the arguments that differ and takes the rest
@@ -93,7 +143,9 @@ def _inputs(
     return "\n".join(body) + "\n"
 
 
-def _earlier(history: list[dict[str, Any]], final: dict[str, Any]) -> tuple[str, list[str]] | None:
+def _earlier(
+    history: list[dict[str, What]], final: dict[str, What]
+) -> tuple[str, list[str]] | None:
     """The calls before the one that fails (a recompilation needs them): (functions,
     call lines).  A call whose differing arguments are one expression each is written
     in place, ``fn(**dict(inputs(), x=torch.randn((8, 16))))``; others get a function."""
@@ -121,7 +173,7 @@ def _earlier(history: list[dict[str, Any]], final: dict[str, Any]) -> tuple[str,
     return "\n".join(defs), calls
 
 
-def _config_lines(config: dict[str, dict[str, Any]]) -> str:
+def _config_lines(config: dict[str, dict[str, object]]) -> str:
     """The config the program changed (error_on_recompile, recompile_limit, ...)."""
     return "".join(
         f"{module}.{key} = {py_literal(value)}\n"
@@ -130,7 +182,7 @@ def _config_lines(config: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def _names(names: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+def _names(names: dict[str, What]) -> tuple[list[str], list[str]] | None:
     """(import lines, definitions) for the global names the function reads."""
     imports: list[str] = []
     defs: list[str] = []
@@ -154,10 +206,10 @@ def capture_repro(
     *,
     source: str,
     name: str,
-    described: dict[str, Any],
+    described: Described,
     signature: FailureSignature,
-    options: dict[str, Any],
-    env: dict[str, Any],
+    options: Mapping[str, object],
+    env: Environment,
 ) -> str | None:
     """The text of repro.py, or None when the function needs something a standalone
     file cannot build (a module object, say)."""

@@ -4,10 +4,32 @@ from __future__ import annotations
 
 import platform
 import sys
-from typing import Any
+from typing import TypedDict, cast
 
 
-def environment() -> dict[str, Any]:
+class Environment(TypedDict):
+    """Versions and devices: the header of a generated file."""
+
+    torch: str
+    torch_git: str
+    cuda: str | None
+    gpu: str | None
+    python: str
+    os: str
+    tcompile: str
+    executable: str
+
+
+class FullEnvironment(Environment):
+    """What a bug report adds: cuDNN, Triton, the C++ compiler, the TORCH* variables."""
+
+    cudnn: int | None
+    triton: str | None
+    cxx: str | None
+    env: dict[str, str]
+
+
+def environment() -> Environment:
     import torch
 
     from tcompile import __version__
@@ -26,7 +48,7 @@ def environment() -> dict[str, Any]:
     }
 
 
-def full_environment() -> dict[str, Any]:
+def full_environment() -> FullEnvironment:
     """Everything a bug report needs: versions, devices, the C++ compiler, TORCH* vars."""
     import os
     import shutil
@@ -34,7 +56,7 @@ def full_environment() -> dict[str, Any]:
 
     import torch
 
-    info = environment()
+    info = cast("FullEnvironment", environment())  # the keys below complete it
     info["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     try:
         import triton

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler.literals import py_literal, tensor_literal
+
+if TYPE_CHECKING:
+    import torch
 
 INLINE_LIMIT = 64  # elements: larger real values go to a sidecar file
 
@@ -67,7 +70,7 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def layout_of(x: Any) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+def layout_of(x: torch.Tensor) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
     """(layout, order, stride) of a tensor: the pattern a smaller tensor can keep.  A
     tensor that does not start its storage is "strided" (its offset is kept)."""
     import torch
@@ -87,7 +90,7 @@ def layout_of(x: Any) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
     return "strided", (), stride
 
 
-def spec_of(x: Any, inputs: list[Any] | None = None, index: int = 0) -> InputSpec:
+def spec_of(x: object, inputs: list[object] | None = None, index: int = 0) -> InputSpec:
     """The spec of a real input: seeded random values of the same kind."""
     import torch
 
@@ -127,7 +130,7 @@ def _extent(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
     return 1 + sum((s - 1) * st for s, st in zip(shape, stride)) if all(shape) else 0
 
 
-def real_values(spec: InputSpec, x: Any) -> Any:
+def real_values(spec: InputSpec, x: torch.Tensor) -> torch.Tensor:
     """The values to keep for ``x``: its elements, or for a strided view (overlapping,
     expanded) the memory under it, so that values and strides both survive."""
     x = x.detach().cpu()
@@ -136,7 +139,7 @@ def real_values(spec: InputSpec, x: Any) -> Any:
     return x.contiguous()
 
 
-def with_values(spec: InputSpec, x: Any, sidecar_index: int | None = None) -> InputSpec:
+def with_values(spec: InputSpec, x: torch.Tensor, sidecar_index: int | None = None) -> InputSpec:
     """The spec filled with the real values of ``x`` (inline, or from the sidecar)."""
     if sidecar_index is not None:
         return dataclasses.replace(spec, fill="sidecar", values=sidecar_index)
@@ -228,7 +231,7 @@ def compact_source(specs: list[InputSpec]) -> str:
     return "\n".join([*head, body]) + "\n"
 
 
-def build(specs: list[InputSpec], sidecar: list[Any] | None = None) -> list[Any]:
+def build(specs: list[InputSpec], sidecar: list[torch.Tensor] | None = None) -> list[object]:
     """The inputs, made by running the very source repro.py will carry."""
     import torch
 

@@ -19,9 +19,27 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from tcompile.compiler import layout
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+class KernelRepro(TypedDict, total=False):
+    """What :func:`write_kernel_repro` made (minify's ``kernel_repro``): the kernel, what
+    its verification said and, verified, the file; or only ``error``."""
+
+    kernel: str
+    output: str | None  # the graph output it writes
+    relative_error: float | None
+    mode: str  # accuracy | triton | source
+    verified: bool
+    says: str  # the last line the file printed
+    path: str  # kernel_repro.py (verified only)
+    error: str  # why there is none
+
 
 TEMPLATE = '''#!/usr/bin/env python3
 # One Triton kernel from a torch.compile accuracy failure, by tcompile {version}:
@@ -176,7 +194,7 @@ _DTYPES = {
 }
 
 
-def _placeholder(name: str, ty: str, constants: dict[str, Any]) -> str | None:
+def _placeholder(name: str, ty: str, constants: Mapping[str, object]) -> str | None:
     """The source of a placeholder value for one parameter (None: a constexpr given
     with the constants)."""
     if name in constants or ty == "constexpr":
@@ -252,7 +270,7 @@ def available() -> bool:
 
 def write_kernel_repro(
     repro: Path, *, compile_failure: bool = False, timeout: float = 300
-) -> dict[str, Any]:
+) -> KernelRepro:
     """Trace repro.py (verified) and write kernel_repro.py (+ kernel_repro.pt, the
     tensors of a wrong value) beside it: the kernel that computes the wrong value, or
     with ``compile_failure`` the one whose compile fails (compiler/kernel_compile.py).
@@ -298,7 +316,7 @@ def write_kernel_repro(
         except subprocess.TimeoutExpired:
             proc = subprocess.CompletedProcess([], None, "", f"took longer than {timeout:.0f}s")
         verified = proc.returncode == 1 and "REPRODUCED:" in proc.stdout
-        result = {
+        result: KernelRepro = {
             "kernel": doc["kernel"],
             "output": doc.get("output"),
             "relative_error": doc.get("relative_error"),

@@ -19,7 +19,7 @@ import json
 import os
 import pprint
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,6 +27,13 @@ from tcompile.compiler import layout, trust
 from tcompile.compiler.graph_io import save_graph
 
 from .launcher_template import TEMPLATE as _TEMPLATE
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from tcompile.compiler.signature import FailureSignature
+
+    from .writer import CaptureMeta
 
 FORMAT = "tcompile-launcher/2"  # 2: graph files in graph_io's format
 MARKER = "TCOMPILE_LAUNCHER = "
@@ -45,10 +52,10 @@ def is_launcher(path: str) -> bool:
 def write_launcher(
     path: Path,
     *,
-    gm: Any,
-    inputs: list[Any],
-    meta: dict[str, Any],
-    signature: Any,
+    gm: torch.fx.GraphModule,
+    inputs: list[object],
+    meta: CaptureMeta,
+    signature: FailureSignature,
     accuracy: str,
     command: list[str],
 ) -> tuple[Path, dict[str, Any]]:
@@ -94,7 +101,7 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _canonical(data: dict[str, Any]) -> bytes:
+def _canonical(data: Mapping[str, object]) -> bytes:
     body = {k: v for k, v in data.items() if k != "hmac"}
     return b"tcompile-launcher\n" + json.dumps(body, sort_keys=True).encode()
 

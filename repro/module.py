@@ -13,15 +13,19 @@ from __future__ import annotations
 import os
 import re
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from tcompile.compiler.graph_io import fetch_attr
 from tcompile.compiler.literals import py_literal
 
 from .inputs import INLINE_LIMIT, real_values, spec_of, tensor_expr, with_values
 
+if TYPE_CHECKING:
+    import torch
+    from torch.fx.graph import PythonCode
 
-def _imports(code: Any) -> list[str]:
+
+def _imports(code: PythonCode) -> list[str]:
     imports: list[str] = []
     known = {
         "inf": "from math import inf",
@@ -49,16 +53,16 @@ def _bound(line: str) -> str:
     return line.split(" = ")[0] if " = " in line else line.split()[-1]
 
 
-def _attr_targets(gm: Any) -> list[str]:
+def _attr_targets(gm: torch.fx.GraphModule) -> list[str]:
     seen: list[str] = []
     for n in gm.graph.nodes:
         if n.op == "get_attr" and n.target not in seen:
-            seen.append(n.target)
+            seen.append(cast(str, n.target))  # get_attr: a dotted name
     return seen
 
 
 def module_source(
-    gm: Any, *, real: bool, sidecar: list[Any], name: str = "Repro"
+    gm: torch.fx.GraphModule, *, real: bool, sidecar: list[torch.Tensor], name: str = "Repro"
 ) -> tuple[str, list[str]]:
     """(class source, import lines).  ``real``: attributes carry their real values
     (inline when small, else appended to ``sidecar``); else seeded random values."""
@@ -102,7 +106,14 @@ def module_source(
     return source, used
 
 
-def _assign(owner: str, leaf: str, value: Any, buffer: bool, real: bool, sidecar: list[Any]) -> str:
+def _assign(
+    owner: str,
+    leaf: str,
+    value: torch.Tensor,
+    buffer: bool,
+    real: bool,
+    sidecar: list[torch.Tensor],
+) -> str:
     """One tensor attribute, made as the graph had it: a parameter, a registered buffer
     (both follow ``.to(float64)``), or a plain tensor attribute (a constant)."""
     import torch

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler.exitcodes import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _module_file(roots: list[Path], name: str) -> Path | None:
@@ -284,10 +287,10 @@ def _is_future(stmt: ast.stmt) -> bool:
 class _Flatten(ast.NodeTransformer):
     """``m.a`` (``m`` a module alias) -> ``a``; through packages: ``pkg.sub.a`` -> ``a``."""
 
-    def __init__(self, aliases: dict[str, str], is_module: Any) -> None:
+    def __init__(self, aliases: dict[str, str], is_module: Callable[[str], bool]) -> None:
         self.aliases, self.is_module = aliases, is_module
 
-    def visit_Attribute(self, node: ast.Attribute) -> Any:
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         chain: list[str] = []
         base: ast.AST = node
         while isinstance(base, ast.Attribute):

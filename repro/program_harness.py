@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 import builtins
 import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from tcompile.compiler import accuracy_rule
 from tcompile.compiler.signature import FailureSignature
@@ -217,7 +217,20 @@ def _exits_watched(body: list[ast.stmt]) -> ast.stmt:
     return node
 
 
-def expected(failure: ProgramFailure) -> dict[str, Any]:
+class _Wanted(TypedDict):
+    types: list[str]  # the raised type and its bases, qualified
+    line: str  # the program's raising line
+    message: str  # the first line of its message, scrubbed
+    scrubs: list[tuple[str, str]]  # signature.SCRUBS as (pattern, replacement)
+
+
+class Expected(_Wanted, total=False):
+    """What a program-level repro.py compares (:func:`expected`)."""
+
+    exit: int  # the program left by ``sys.exit(N)`` alone
+
+
+def expected(failure: ProgramFailure) -> Expected:
     """What a program-level repro.py compares (the harness above): the raised type and
     its bases (the cause's, compiler/cause.py; else the signature's type, its module
     unknown), the program's raising line, the scrubbed first line of its message."""
@@ -229,7 +242,12 @@ def expected(failure: ProgramFailure) -> dict[str, Any]:
     else:
         name = failure.exc_type.split(".")[-1]
         types = [f"builtins.{name}" if name in dir(builtins) else name]
-    out = {"types": types, "line": failure.line, "message": failure.message, "scrubs": _scrubs()}
+    out: Expected = {
+        "types": types,
+        "line": failure.line,
+        "message": failure.message,
+        "scrubs": _scrubs(),
+    }
     code = failure.exc_type.removeprefix("exit status ")  # it left by sys.exit(N) alone
     if failure.kind == "exception" and code != failure.exc_type and code.isdigit():
         out["exit"] = int(code)

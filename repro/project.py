@@ -25,7 +25,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from tcompile.compiler.exitcodes import UsageError
 from tcompile.compiler.owners import is_user
@@ -189,7 +188,7 @@ def data_files(opened: Path | list[Path], entry: Entry, exclude: Path) -> list[t
         dict.fromkeys([first, entry.script.parent, *([entry.project] if entry.project else [])])
     )
     out: dict[Path, str] = {}
-    made: set[tuple[Any, Path]] = set()  # (process, file) written before it was read
+    made: set[tuple[int | None, Path]] = set()  # (process, file) written before it was read
     total = 0
     for line in lines:
         try:

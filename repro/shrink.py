@@ -22,18 +22,21 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from ..minifier.interval import find_integer
 from ..minifier.problem import Candidate, Problem, Stopped
 from ..minifier.verdict import GraphOracle, Verdict
 from .inputs import INLINE_LIMIT, InputSpec, build, spec_of, total_numel, with_values
 
+if TYPE_CHECKING:
+    import torch
+
 
 @dataclasses.dataclass
 class Shrunk:
     specs: list[InputSpec]
-    sidecar: list[Any]  # real values too large to embed, in the order specs name them
+    sidecar: list[torch.Tensor]  # real values too large to embed, in the order specs name them
     calls: int
     numel_before: int
     numel_after: int
@@ -46,32 +49,34 @@ class InputsFormat:
     never cached (each step proposes inputs not tried before), every proposal judged
     (the steps below make them smaller), handed to the oracle as they are."""
 
-    def key(self, case: list[Any]) -> None:
+    def key(self, case: list[object]) -> None:
         return None
 
-    def size(self, case: list[Any]) -> int:
+    def size(self, case: list[object]) -> int:
         return 0  # each step is smaller by construction; the search keeps every one taken
 
-    def admit(self, raw: list[Any], best: list[Any], grow: bool) -> list[Any]:
+    def admit(self, raw: list[object], best: list[object], grow: bool) -> list[object]:
         return raw
 
-    def prepare(self, case: list[Any]) -> None:
+    def prepare(self, case: list[object]) -> None:
         pass
 
-    def oracle_input(self, case: list[Any]) -> list[Any]:
+    def oracle_input(self, case: list[object]) -> list[object]:
         return case
 
-    def step(self, pass_name: str, what: str, before: Any, after: Any, calls: int) -> str:
+    def step(
+        self, pass_name: str, what: str, before: list[object], after: list[object], calls: int
+    ) -> str:
         return what
 
 
-class _Search(Problem[list[Any]]):
+class _Search(Problem[list[object]]):
     """The inputs' search: the one problem with its limits (a budget of calls, a
     deadline, the job's stop), one step at a time."""
 
     def __init__(
         self,
-        gm: Any,
+        gm: torch.fx.GraphModule,
         oracle: GraphOracle,
         budget: int,
         stop: Callable[[], bool],
@@ -94,7 +99,7 @@ class _Search(Problem[list[Any]]):
     def steps(self) -> list[str]:
         return self.history
 
-    def fails(self, inputs: list[Any], what: str) -> bool:
+    def fails(self, inputs: list[object], what: str) -> bool:
         """``inputs`` still fail the same way: taken (the step is in the history)."""
         self.pass_name = what.split(" ")[0]
         try:
@@ -108,8 +113,8 @@ class _Search(Problem[list[Any]]):
 
 
 def shrink_inputs(
-    gm: Any,
-    inputs: list[Any],
+    gm: torch.fx.GraphModule,
+    inputs: list[object],
     oracle: GraphOracle,
     *,
     budget: int = 40,
@@ -132,10 +137,10 @@ def shrink_inputs(
         final = _reshape(specs, shapes)
         return Shrunk(final, [], search.calls, before, total_numel(final), "random", search.steps)
 
-    def real_at(shapes: list[tuple[int, ...]]) -> list[Any]:
+    def real_at(shapes: list[tuple[int, ...]]) -> list[object]:
         return [_slice(x, sh) if isinstance(x, torch.Tensor) else x for x, sh in zip(real, shapes)]
 
-    def real_inputs(shapes: list[tuple[int, ...]]) -> list[Any]:
+    def real_inputs(shapes: list[tuple[int, ...]]) -> list[object]:
         sliced = real_at(shapes)
         out = []
         for x, spec in zip(sliced, specs):
@@ -153,6 +158,7 @@ def shrink_inputs(
         if spec.kind != "tensor":
             final.append(spec)
             continue
+        x = cast("torch.Tensor", x)  # a tensor's spec: its input is a tensor
         spec = spec.with_shape(sh) if spec.layout != "strided" or sh != spec.shape else spec
         if x.numel() <= INLINE_LIMIT:
             final.append(with_values(spec, x))
@@ -179,7 +185,7 @@ def _reshape(specs: list[InputSpec], shapes: list[tuple[int, ...]]) -> list[Inpu
     ]
 
 
-def _slice(x: Any, shape: tuple[int, ...]) -> Any:
+def _slice(x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """The leading block of ``x`` with ``shape`` (its layout kept)."""
     if tuple(x.shape) == tuple(shape):
         return x
@@ -189,7 +195,7 @@ def _slice(x: Any, shape: tuple[int, ...]) -> Any:
 def _shrink_shapes(
     search: _Search,
     shapes: list[tuple[int, ...]],
-    make: Callable[[list[tuple[int, ...]]], list[Any]],
+    make: Callable[[list[tuple[int, ...]]], list[object]],
 ) -> list[tuple[int, ...]]:
     """Smaller shapes on which the failure still shows: each distinct size everywhere
     at once (to 1, else halved while it fails), then each dimension on its own."""

@@ -14,11 +14,14 @@ because minify strips what the programs do around it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler.culprit import Culprit
 from tcompile.repro.triage_records import Cluster, ScriptResult
 from tcompile.repro.triage_verdict import TriageVerdict
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 SAME_OPS = 0.5  # minimal graphs of one culprit share at least half their ops
 
@@ -33,7 +36,7 @@ def culprit_of(bug: dict[str, Any]) -> dict[str, Any]:
     if not bis.get("record") and bug.get("record") and found.get("graph") is None:
         found["record"] = bug["record"]
     culprit = Culprit.of_bisect(found, first_wrong=div)
-    out = culprit.to_json() if culprit else {"stage": None, "subsystem": None, "detail": None,
+    out: dict[str, object] = culprit.to_json() if culprit else {"stage": None, "subsystem": None, "detail": None,
                                             "op": None, "pattern": None, "effects": None}  # fmt: skip
     out["kind"] = bug.get("kind")
     out["text"] = (culprit.text() if culprit else "") or str(bug.get("signature") or "?")
@@ -69,12 +72,12 @@ def _ops(r: ScriptResult) -> set[str]:
     return (ops - _PLUMBING) or ops
 
 
-def _key(r: ScriptResult) -> tuple[Any, ...]:
+def _key(r: ScriptResult) -> tuple[object, ...]:
     """The bucket: what must agree.  Inside it, minimal graphs are compared by ops."""
     c = r.culprit or {}
     op = c.get("op") or c.get("first_wrong")
     if op:
-        anchor: Any = _FAMILY.get(op, op)
+        anchor: str | tuple[str, str | None] | None = _FAMILY.get(op, op)
     elif _ops(r):
         anchor = None  # no op named: the minimal graphs' ops decide
     else:
@@ -94,7 +97,7 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-def _finder(parent: list[int]) -> Any:
+def _finder(parent: list[int]) -> Callable[[int], int]:
     def find(i: int) -> int:
         while parent[i] != i:
             parent[i] = parent[parent[i]]
@@ -110,7 +113,7 @@ def cluster(results: list[ScriptResult]) -> list[Cluster]:
     ``verified``, ``title``.  Ordered by size, then culprit; ids stable (cluster_id).
     Each result gets its ``cluster``."""
     bugs = sorted((r for r in results if r.verdict == TriageVerdict.BUG), key=lambda r: r.path)
-    buckets: dict[tuple[Any, ...], list[ScriptResult]] = {}
+    buckets: dict[tuple[object, ...], list[ScriptResult]] = {}
     for r in bugs:
         buckets.setdefault(_key(r), []).append(r)
     groups: list[list[ScriptResult]] = []
@@ -157,7 +160,7 @@ def cluster(results: list[ScriptResult]) -> list[Cluster]:
     return out
 
 
-def cluster_id(culprit: Any, path: str) -> str:
+def cluster_id(culprit: str | None, path: str) -> str:
     """A cluster's id, the same from run to run and machine to machine: from its culprit
     and its representative script's name (not from its place in the list, which
     another script's arrival changes; not from a folder of this machine)."""

@@ -179,7 +179,7 @@ class ScriptResult:
     key: str | None = None
     cached: bool | None = None
     budgets: Doc | None = None
-    ray_attempts: list[Any] | None = None  # the Ray nodes its report was tried on
+    ray_attempts: list[str] | None = None  # the Ray nodes its report was tried on
     extra: Doc = dataclasses.field(default_factory=dict)
 
     @classmethod

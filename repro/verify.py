@@ -11,7 +11,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from tcompile.compiler import layout
 from tcompile.compiler.signature import FailureKind, FailureSignature
@@ -154,6 +154,14 @@ def verify_program_repro(
     return _verify_program_repro(repro, failure, timeout, parallel, launcher, None)
 
 
+class _RunWith(TypedDict):
+    """How each run of a program-level repro is made (:func:`repro_output`'s keywords)."""
+
+    timeout: float
+    launcher: list[str] | None
+    cwd: Path | None
+
+
 def _verify_program_repro(
     repro: Path,
     failure: ProgramFailure,
@@ -163,7 +171,7 @@ def _verify_program_repro(
     cwd: Path | None,
 ) -> tuple[bool, str]:
     off = {"TORCHDYNAMO_DISABLE": "1"}
-    kw: dict[str, Any] = {"timeout": timeout, "launcher": launcher, "cwd": cwd}
+    kw: _RunWith = {"timeout": timeout, "launcher": launcher, "cwd": cwd}
     if parallel:
         with ThreadPoolExecutor(2) as ex:
             later = ex.submit(repro_output, repro, env_extra=off, **kw)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from tcompile.compiler import accuracy as _acc
 from tcompile.compiler import layout
@@ -35,10 +35,44 @@ from . import snippets
 from .inputs import InputSpec, compact_source
 from .module import module_source
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping, Sequence
+
+    import torch
+
+    from .environment import Environment
+
 SIDECAR_SUFFIX = layout.SIDECAR_SUFFIX
 
 
-def _header(env: dict[str, Any], signature: FailureSignature) -> str:
+class CaptureMeta(TypedDict, total=False):
+    """capture.json: what a worker saved beside a failing graph (compiler/child/serve.py),
+    as the writers read it (a launcher's ``meta`` too)."""
+
+    graph: int
+    stage: str
+    forward_kind: str
+    config: dict[str, object]  # config_diffs(): inductor's entries off their defaults
+    user_backend: str | None
+    backend_source: str | None
+    mode: str | None
+    options: dict[str, object]
+    dynamic: bool | None
+    grad_enabled: bool
+    autocast: list[list[str]]  # [[device, dtype], ...] (observe.Ambient.to_json)
+    collectives: bool
+    rank: int
+    world_size: int
+    level: str  # dynamo | aot
+    torch: str
+    signature: dict[str, object]  # FailureSignature.to_json
+    graph_kind: str | None
+    message: str
+    recorded_collectives: list[str] | None  # None: none recorded
+    replayed_collectives: list[str]  # added by dist_minify.py
+
+
+def _header(env: Environment, signature: FailureSignature) -> str:
     git = str(env.get("torch_git") or "?")[:10]
     return (
         "#!/usr/bin/env python3\n"
@@ -58,13 +92,13 @@ def _scrubs() -> str:
 
 def short_repro(
     *,
-    gm: Any,
+    gm: torch.fx.GraphModule,
     specs: list[InputSpec],
-    sidecar: list[Any],
+    sidecar: list[torch.Tensor],
     signature: FailureSignature,
     accuracy: str,
-    meta: dict[str, Any],
-    env: dict[str, Any],
+    meta: CaptureMeta,
+    env: Environment,
 ) -> str | None:
     """The text of a short repro.py, or None when this failure needs the long form."""
     stage, kind = signature.stage, signature.kind
@@ -156,7 +190,7 @@ def short_repro(
 _CASTS = {"float", "half", "double", "bfloat16", "to", "type", "type_as"}
 
 
-def _casts(gm: Any) -> bool:
+def _casts(gm: torch.fx.GraphModule) -> bool:
     """The graph casts values itself (``h.float()``): ``Repro().to(torch.float64)`` is not
     a float64 reference then."""
     return any(n.op == "call_method" and n.target in _CASTS for n in gm.graph.nodes)
@@ -165,11 +199,11 @@ def _casts(gm: Any) -> bool:
 def _with_autocast(
     helpers: list[str],
     check: str,
-    autocast: list[Any],
+    autocast: list[tuple[str, str]],
     rounded: dict[int, str],
     checking: bool,
     accuracy: str,
-    gm: Any,
+    gm: torch.fx.GraphModule,
 ) -> tuple[list[str], str]:
     """The check's pieces when the program called the graph under torch.autocast (the
     forward under it, the backward outside) or when the graph casts values itself (a
@@ -198,7 +232,11 @@ def _call_of(check: str) -> str:
 
 
 def _rounded(
-    module_src: str, imports: list[str], specs: list[InputSpec], sidecar: list[Any], autocast: Any
+    module_src: str,
+    imports: list[str],
+    specs: list[InputSpec],
+    sidecar: list[torch.Tensor],
+    autocast: list[tuple[str, str]],
 ) -> dict[int, str]:
     """The torch calls of ``Repro().forward`` (numbered in order, as the repro's F64 mode
     numbers them) whose results the program's autocast makes lower-precision: each call's
@@ -214,16 +252,20 @@ def _rounded(
     class Record(torch.overrides.TorchFunctionMode):
         def __init__(self) -> None:
             super().__init__()
-            self.dtypes: list[Any] = []
+            self.dtypes: list[torch.dtype | None] = []
 
         def __torch_function__(
-            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
+            self,
+            func: Callable[..., object],
+            types: Collection[type],
+            args: Sequence[object] = (),
+            kwargs: Mapping[str, object] | None = None,
+        ) -> object:
             out = func(*args, **(kwargs or {}))
             self.dtypes.append(out.dtype if isinstance(out, torch.Tensor) else None)
             return out
 
-    def dtypes(on: bool) -> list[Any]:
+    def dtypes(on: bool) -> list[torch.dtype | None]:
         namespace: dict[str, Any] = {"torch": torch, "SIDECAR": sidecar}
         exec("\n".join(imports) + "\n" + module_src, namespace)  # noqa: S102 -- our own source
         with contextlib.ExitStack() as stack:
@@ -256,9 +298,9 @@ def _real(specs: list[InputSpec]) -> bool:
 
 
 def compile_kwargs_of(
-    meta: dict[str, Any], accuracy: str, stage: str, gm: Any, specs: list[InputSpec]
-) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
+    meta: CaptureMeta, accuracy: str, stage: str, gm: torch.fx.GraphModule, specs: list[InputSpec]
+) -> dict[str, object]:
+    kwargs: dict[str, object] = {}
     dynamic = meta.get("dynamic")
     if dynamic is None and any(s.kind == "size" for s in specs):
         dynamic = True  # the graph had symbolic sizes: keep them symbolic
@@ -314,7 +356,7 @@ def _check(
     random_ops: bool,
     kwargs: bool,
     own: str | None,
-    meta: dict[str, Any],
+    meta: CaptureMeta,
     signature: FailureSignature,
 ) -> str:
     backend = "BACKEND"
@@ -393,7 +435,7 @@ def _check(
     )
 
 
-def write_text(path: Path, text: str, sidecar: list[Any] | None = None) -> Path:
+def write_text(path: Path, text: str, sidecar: list[torch.Tensor] | None = None) -> Path:
     """Atomically, after checking it parses; the sidecar (if any) beside it."""
     import torch
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 import inspect
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch.fx as fx
 
@@ -35,6 +35,12 @@ from tcompile.compiler.signature import FailureSignature
 from .inputs import InputSpec, compact_source
 from .module import module_source
 from .writer import SIDECAR_SUFFIX, compile_kwargs_of
+
+if TYPE_CHECKING:
+    import torch
+
+    from .environment import Environment
+    from .writer import CaptureMeta
 
 
 def _helpers() -> str:
@@ -253,12 +259,12 @@ def full_repro(
     *,
     gm: fx.GraphModule,
     specs: list[InputSpec],
-    sidecar: list[Any],
+    sidecar: list[torch.Tensor],
     signature: FailureSignature,
     stage: str,
     accuracy: str,
-    meta: dict[str, Any],
-    env: dict[str, Any],
+    meta: CaptureMeta,
+    env: Environment,
 ) -> str:
     """The text of a long-form repro.py (its sidecar, if any, is ``sidecar``)."""
     module_src, imports = module_source(gm, real=_real(specs), sidecar=sidecar)
@@ -269,7 +275,7 @@ def full_repro(
             f"{'repro' + SIDECAR_SUFFIX!r}), weights_only=True)\n\n\n" + inputs_src
         )
     config_lines, extra = config_source(meta.get("config") or {})
-    backend_fn = ""
+    backend_fn: str | None = ""
     functions = "{}"
     if meta.get("backend_source") and stage == meta.get("user_backend"):
         backend_fn = meta["backend_source"]

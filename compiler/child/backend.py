@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -44,6 +44,14 @@ from .runners import AotHooks, GraphRunner
 from .session import Session
 from .subsystems import compiling
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from torch.utils._config_module import ContextDecorator
+
+    from .build import CompiledFn
+    from .graphs import DdpBucket
+
 
 class TcompileBackend:
     """Stands in for the backend of one ``torch.compile`` call."""
@@ -52,9 +60,9 @@ class TcompileBackend:
         self,
         session: Session,
         *,
-        user_backend: Any = "inductor",
+        user_backend: str | Callable[..., object] = "inductor",
         mode: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: dict[str, object] | None = None,
         dynamic: bool | None = None,
         fullgraph: bool = False,
     ) -> None:
@@ -74,7 +82,9 @@ class TcompileBackend:
         """How the program's torch.compile call compiles (for a minifier's judge)."""
         return CompileSpec(self.user_backend, self.mode, self.options, self.dynamic)
 
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any], **_: Any) -> Any:
+    def __call__(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[object], **_: object
+    ) -> CompiledFn:
         session, rec = self.session, self.session.recorder
         index = rec.next_graph_index()
         stage = self.stage
@@ -120,8 +130,13 @@ class TcompileBackend:
         return runner
 
     def _compile(
-        self, gm: Any, example_inputs: list[Any], index: int, stage: str, hooks: AotHooks
-    ) -> Any:
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[object],
+        index: int,
+        stage: str,
+        hooks: AotHooks,
+    ) -> CompiledFn | None:
         """The compiled graph, or None when compiling failed (said as a failure)."""
         session, rec = self.session, self.session.recorder
         user_backend = None if stage != backend_name(self.user_backend) else self.user_backend
@@ -185,7 +200,7 @@ class TcompileBackend:
             rec.mark(-1, PHASE_IDLE)
 
 
-def _device_of(example_inputs: list[Any]) -> str | None:
+def _device_of(example_inputs: Sequence[object]) -> str | None:
     """The device type a graph runs on: its first tensor input's (``cuda``, ``cpu``)."""
     for x in example_inputs:
         if isinstance(x, torch.Tensor):
@@ -207,7 +222,7 @@ def _dynamo_control_flow(exc: BaseException) -> bool:
     return bool(kinds) and isinstance(exc, kinds)
 
 
-def _wants_grad(example_inputs: list[Any]) -> bool:
+def _wants_grad(example_inputs: Sequence[object]) -> bool:
     return torch.is_grad_enabled() and any(
         isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
     )
@@ -218,7 +233,7 @@ class _fallback_random:
 
     def __init__(self, on: bool) -> None:
         self.on = on
-        self._patch: Any = None
+        self._patch: ContextDecorator | None = None
 
     def __enter__(self) -> None:
         if self.on:
@@ -227,18 +242,18 @@ class _fallback_random:
             self._patch = inductor_config.patch(fallback_random=True)
             self._patch.__enter__()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._patch is not None:
             self._patch.__exit__(*exc)
 
 
-def _bucket_fields(gm: torch.fx.GraphModule, bucket: dict[str, Any]) -> dict[str, Any]:
+def _bucket_fields(gm: torch.fx.GraphModule, bucket: DdpBucket) -> dict[str, object]:
     """A DDP bucket's graph: where the program's code is, and, after the first bucket,
     the graph break DDPOptimizer made there (explain lists it with its reason)."""
     where = frame_from_stack_trace(gm)
     if not where.get("file") and bucket.get("graph") is not None:
         where = describe_graph(bucket["graph"])  # the frame the whole graph came from
-    out: dict[str, Any] = {"ddp_bucket": bucket["bucket"], "break_reason": None}
+    out: dict[str, object] = {"ddp_bucket": bucket["bucket"], "break_reason": None}
     if where.get("file"):
         out.update(frame=where.get("frame", ""), file=where["file"], line=where.get("line"))
     if bucket["bucket"] > 0:

@@ -9,38 +9,49 @@ minifier's judge uses plain ones).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..stack import Stage
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import torch
+    from torch._inductor.utils import InputType
+
+    # a compiled graph: what runs in the graph's place (boxed or not)
+    CompiledFn = Callable[..., object]
+    # a backend's compiler function: (graph, example inputs) -> the compiled graph
+    CompilerFn = Callable[[torch.fx.GraphModule, Sequence[object]], CompiledFn]
 
 
 class AotHooks(Protocol):
     def compile(
         self,
         kind: str,
-        gm: Any,
-        example_inputs: Any,
-        real_compile: Callable[..., Any],
-        **kwargs: Any,
-    ) -> Any: ...
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[object],
+        real_compile: Callable[..., CompiledFn],
+        **kwargs: object,
+    ) -> CompiledFn: ...
 
 
-def _boxed_nop(gm: Any, example_inputs: Any) -> Any:
+def _boxed_nop(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledFn:
     from torch._functorch.aot_autograd import make_boxed_func
 
     return make_boxed_func(gm.forward)
 
 
-def _aot_stage(hooks: AotHooks, *, decomp_partition: bool) -> Callable[..., Any]:
+def _aot_stage(hooks: AotHooks, *, decomp_partition: bool) -> CompilerFn:
     from torch._dynamo.backends.common import aot_autograd
 
-    def recording(kind: str) -> Callable[..., Any]:
-        def compiler(gm: Any, example_inputs: Any) -> Any:
+    def recording(kind: str) -> CompilerFn:
+        def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledFn:
             return hooks.compile(kind, gm, example_inputs, _boxed_nop)
 
         return compiler
 
-    kwargs: dict[str, Any] = dict(
+    kwargs: dict[str, object] = dict(
         fw_compiler=recording("forward"),
         bw_compiler=recording("backward"),
         inference_compiler=recording("inference"),
@@ -57,7 +68,7 @@ def _aot_stage(hooks: AotHooks, *, decomp_partition: bool) -> Callable[..., Any]
         )
     backend = aot_autograd(**kwargs)
 
-    def compile_stage(gm: Any, example_inputs: Any) -> Any:
+    def compile_stage(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledFn:
         if decomp_partition:
             import torch._functorch.config as functorch_config
 
@@ -69,8 +80,8 @@ def _aot_stage(hooks: AotHooks, *, decomp_partition: bool) -> Callable[..., Any]
 
 
 def _inductor_stage(
-    hooks: AotHooks, mode: str | None, options: dict[str, Any] | None, dynamic: bool | None
-) -> Callable[..., Any]:
+    hooks: AotHooks, mode: str | None, options: dict[str, object] | None, dynamic: bool | None
+) -> CompilerFn:
     import torch
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
@@ -78,7 +89,9 @@ def _inductor_stage(
     wrapper = torch._TorchCompileInductorWrapper(mode, options, dynamic)  # type: ignore[attr-defined]
     patches = dict(wrapper.config)
 
-    def inner(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+    # loosely typed: compile_fx types inner_compile as returning an OutputCode, where
+    # tcompile's hooks return other callables (a runner, a server, an eager fallback)
+    def inner(gm: torch.fx.GraphModule, example_inputs: Sequence[object], **kwargs: object) -> Any:
         if kwargs.get("is_backward"):
             kind = "backward"
         elif kwargs.get("is_inference"):
@@ -87,8 +100,14 @@ def _inductor_stage(
             kind = "forward"
         return hooks.compile(kind, gm, example_inputs, compile_fx_inner, **kwargs)
 
-    def compile_stage(gm: Any, example_inputs: Any) -> Any:
-        return compile_fx(gm, example_inputs, inner_compile=inner, config_patches=patches)
+    def compile_stage(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledFn:
+        # a callable here (compile_fx's str / list / Weights results are AOTInductor's);
+        # the graph's inputs are what torch names InputType
+        inputs = cast("Sequence[InputType]", example_inputs)
+        return cast(
+            "CompiledFn",
+            compile_fx(gm, inputs, inner_compile=inner, config_patches=patches),
+        )
 
     return compile_stage
 
@@ -97,11 +116,11 @@ def build_stage(
     stage: str,
     hooks: AotHooks,
     *,
-    user_backend: Any = None,
+    user_backend: str | Callable[..., object] | None = None,
     mode: str | None = None,
-    options: dict[str, Any] | None = None,
+    options: dict[str, object] | None = None,
     dynamic: bool | None = None,
-) -> Callable[..., Any]:
+) -> CompilerFn:
     """A compiler function ``(gm, example_inputs) -> callable`` for ``stage``.
 
     ``stage`` is one of :class:`Stage` or the name of the user's backend, in which case
@@ -122,7 +141,7 @@ def build_stage(
     return torch._TorchCompileWrapper(target, mode, options, dynamic)  # type: ignore[attr-defined]
 
 
-def aot_kind_of_failure(exc: BaseException, example_inputs: Any) -> str:
+def aot_kind_of_failure(exc: BaseException, example_inputs: Sequence[object]) -> str:
     """The graph a stage's compile failed in when no AOT-level compile had begun.
 
     ``"dynamo"`` when the error was raised before AOTAutograd got the graph (inductor's

@@ -14,7 +14,39 @@ import inspect
 import sys
 import textwrap
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import TypedDict, TypeVar
+
+    from torch import Tensor
+
+    _T = TypeVar("_T")
+
+    class EntryJson(TypedDict):
+        """An entry as the source minifier sees it (:meth:`Entry.to_json`)."""
+
+        entry: int
+        name: str
+        where: str
+        depth: int
+        params: list[str]
+        lines: int
+        source: str
+        source_from: str
+
+    class TensorSpec(TypedDict, total=False):
+        """A tensor as a spec: :func:`tensor_spec` writes one, :func:`make_tensor` reads
+        one (a pass's ``__inputs__``)."""
+
+        shape: list[int]
+        dtype: str  # without "torch."
+        device: str
+        requires_grad: bool
+        range: list[int]  # integer tensors: [min, max]
+        values: object  # small CPU tensors: their values (nested lists, or a number)
+
 
 MAX_ENTRIES = 16
 
@@ -32,7 +64,7 @@ class Entry:
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     source_from: str = "file"  # or "bytecode, decompiled by depyf (...)"
 
-    def to_json(self, index: int) -> dict[str, Any]:
+    def to_json(self, index: int) -> EntryJson:
         return {
             "entry": index,
             "name": self.name,
@@ -57,7 +89,7 @@ class SourceUnavailable(Exception):
     """A function whose source is neither in its file nor decompilable."""
 
 
-def source_text(fn: Any) -> tuple[str, str]:
+def source_text(fn: types.FunctionType) -> tuple[str, str]:
     """(the source of ``fn``, where it came from).  From its file while the file still
     holds the code that was recorded (the names it reads agree); otherwise decompiled
     from the recorded bytecode with depyf (an optional dependency), and said so."""
@@ -87,7 +119,7 @@ def source_text(fn: Any) -> tuple[str, str]:
     return text, f"bytecode, decompiled by depyf (the file is {why})"
 
 
-def _reads_same_names(text: str, code: Any) -> bool:
+def _reads_same_names(text: str, code: types.CodeType) -> bool:
     """Does ``text`` (a function's source) compile to code that reads the names the
     recorded ``code`` reads?  A cheap check that the file was not edited since."""
     try:
@@ -103,7 +135,7 @@ def _reads_same_names(text: str, code: Any) -> bool:
     )
 
 
-def function_source(fn: Any, torch: Any, owner: Any = None) -> str:
+def function_source(fn: types.FunctionType, torch: types.ModuleType, owner: Any = None) -> str:
     """A module source defining ``fn`` at top level: dedented, decorators dropped.  A
     ``nn.Sequential``'s forward is written out as its calls, one per layer."""
     if owner is not None and isinstance(owner, torch.nn.Sequential):
@@ -118,11 +150,11 @@ def function_source(fn: Any, torch: Any, owner: Any = None) -> str:
 
 
 def root_entry(
-    fn: Any,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    torch: Any,
-    history: list[tuple[list[Any], dict[str, Any]]] | None = None,
+    fn: types.FunctionType,
+    args: list[object],
+    kwargs: dict[str, object],
+    torch: types.ModuleType,
+    history: list[tuple[list[object], dict[str, object]]] | None = None,
 ) -> Entry:
     """The recorded frame as an entry.  torch wraps a compiled module in a function of
     its own (``wrap_inline``): then the entry is the module's ``forward``.  ``history``:
@@ -139,7 +171,7 @@ def root_entry(
                 target = value
                 break
 
-    def bind(a: list[Any], kw: dict[str, Any]) -> dict[str, Any]:
+    def bind(a: list[object], kw: dict[str, object]) -> dict[str, object]:
         lead = [owner] if owner is not None else []
         return dict(inspect.signature(target).bind(*lead, *a, **kw).arguments)
 
@@ -169,7 +201,7 @@ def root_entry(
     return entry
 
 
-def _marks_of(recorded: dict[str, Any], torch: Any) -> dict[str, list[int]]:
+def _marks_of(recorded: dict[str, Any], torch: types.ModuleType) -> dict[str, list[int]]:
     return {
         k: sorted(v._dynamo_dynamic_indices)
         for k, v in recorded.items()
@@ -177,16 +209,16 @@ def _marks_of(recorded: dict[str, Any], torch: Any) -> dict[str, list[int]]:
     }
 
 
-def callee_entries(root: Entry, torch: Any, user_stack: list[str]) -> list[Entry]:
+def callee_entries(root: Entry, torch: types.ModuleType, user_stack: list[str]) -> list[Entry]:
     """The user functions entry 0 calls when it runs eagerly, each with its arguments
     as they were on its first call: the frames on the failure's user stack first
     (innermost first), then the others, deepest first."""
     fn = _function(root.source, root.name, root.namespace)
-    calls: dict[Any, Entry] = {}
+    calls: dict[types.CodeType, Entry | None] = {}
     depth = [0]
     root_code = fn.__code__
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
+    def profile(frame: types.FrameType, event: str, arg: object) -> None:
         code = frame.f_code
         if code is root_code or not is_user_file(code.co_filename):
             return
@@ -231,7 +263,7 @@ def callee_entries(root: Entry, torch: Any, user_stack: list[str]) -> list[Entry
     return entries[:MAX_ENTRIES]
 
 
-def _entry_from_frame(frame: Any, depth: int, torch: Any) -> Entry | None:
+def _entry_from_frame(frame: types.FrameType, depth: int, torch: types.ModuleType) -> Entry | None:
     code = frame.f_code
     n = code.co_argcount + code.co_kwonlyargcount
     n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
@@ -260,7 +292,7 @@ def _entry_from_frame(frame: Any, depth: int, torch: Any) -> Entry | None:
     )
 
 
-def _propagate_marks(root: Entry, entry: Entry, torch: Any) -> dict[str, list[int]]:
+def _propagate_marks(root: Entry, entry: Entry, torch: types.ModuleType) -> dict[str, list[int]]:
     sizes = {root.recorded[k].shape[d] for k, dims in root.marks.items() for d in dims}
     if not sizes:
         return {}
@@ -273,7 +305,7 @@ def _propagate_marks(root: Entry, entry: Entry, torch: Any) -> dict[str, list[in
     return out
 
 
-def _function(source: str, name: str, namespace: dict[str, Any]) -> Any:
+def _function(source: str, name: str, namespace: Mapping[str, object]) -> types.FunctionType:
     scope = dict(namespace)
     exec(compile(source, "<candidate>", "exec"), scope)  # noqa: S102
     fn = scope[name]
@@ -282,14 +314,14 @@ def _function(source: str, name: str, namespace: dict[str, Any]) -> Any:
     return fn
 
 
-def _fresh(value: Any, memo: dict[int, Any] | None = None) -> Any:
+def _fresh(value: _T, memo: dict[int, object] | None = None) -> _T:
     try:
         return copy.deepcopy(value, memo)
     except Exception:
         return value
 
 
-def make_tensor(spec: dict[str, Any], torch: Any) -> Any:
+def make_tensor(spec: TensorSpec, torch: types.ModuleType) -> Tensor:
     """A fresh tensor from a spec (shape, dtype, device, requires_grad, range)."""
     dtype = getattr(torch, spec["dtype"])
     shape = tuple(spec["shape"])
@@ -306,8 +338,8 @@ def make_tensor(spec: dict[str, Any], torch: Any) -> Any:
     return t
 
 
-def tensor_spec(t: Any, torch: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
+def tensor_spec(t: Tensor, torch: types.ModuleType) -> TensorSpec:
+    spec: TensorSpec = {
         "shape": list(t.shape),
         "dtype": str(t.dtype).replace("torch.", ""),
         "device": str(t.device),
@@ -323,11 +355,11 @@ def tensor_spec(t: Any, torch: Any) -> dict[str, Any]:
 
 def call_args(
     entry: Entry,
-    fn: Any,
+    fn: Callable[..., object],
     scope: dict[str, Any],
-    torch: Any,
-    recorded: dict[str, Any] | None = None,
-    memo: dict[int, Any] | None = None,
+    torch: types.ModuleType,
+    recorded: dict[str, object] | None = None,
+    memo: dict[int, object] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for a candidate: fresh copies of the recorded ones (or of
     ``recorded``: an earlier call's), values bound by ``__bindings__``, tensors made

@@ -11,9 +11,52 @@ import inspect
 import sys
 import textwrap
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .capture_entries import Entry, call_args, function_source, is_user_file, tensor_spec
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from _typeshed import TraceFunction
+
+    from .capture_entries import TensorSpec
+
+    # what a value is, for a repro (one of these kinds; "import" is a keyword): the
+    # source minifier's passes and repro/capture_writer.py read it
+    What = TypedDict(
+        "What",
+        {
+            "import": str,  # a module's name
+            "import_from": list[str],  # [module, name]
+            "constant": str,  # its repr
+            "source": str,
+            "tensor": TensorSpec,
+            "module": str,  # an nn.Module's class name
+            "unknown": str,  # its type's name
+            "fill": str,  # a tensor parameter's: random | recorded
+            "marks": list[int],  # a tensor parameter's dims marked dynamic
+        },
+        total=False,
+    )
+
+    class Callee(TypedDict):
+        source: str
+        kind: str  # module | method | function
+
+    class ModuleInfo(TypedDict):
+        """:func:`module_info`'s answer."""
+
+        callees: dict[str, Callee]
+        attrs: dict[str, What]
+        lengths: dict[str, int]
+
+    class Described(TypedDict):
+        """:func:`describe`'s answer."""
+
+        params: dict[str, What]
+        names: dict[str, What]
+        history: list[dict[str, What]]  # the parameters of the earlier calls
 
 
 def _expr(base: str, path: str) -> str:
@@ -23,12 +66,12 @@ def _expr(base: str, path: str) -> str:
     return out
 
 
-def module_info(entry: Entry, torch: Any) -> dict[str, Any]:
+def module_info(entry: Entry, torch: types.ModuleType) -> ModuleInfo:
     """For the passes: callees whose source is known (a module's forward, a method, a
     function of the program), tensor and constant attributes of the entry's modules,
     and the lengths of its module lists."""
-    callees: dict[str, Any] = {}
-    attrs: dict[str, Any] = {}
+    callees: dict[str, Callee] = {}
+    attrs: dict[str, What] = {}
     lengths: dict[str, int] = {}
     for param, value in entry.recorded.items():
         if not isinstance(value, torch.nn.Module):
@@ -65,13 +108,13 @@ def module_info(entry: Entry, torch: Any) -> dict[str, Any]:
 
 
 def _add_callee(
-    callees: dict[str, Any],
+    callees: dict[str, Callee],
     entry: Entry,
     key: str,
-    fn: Any,
-    torch: Any,
+    fn: object,
+    torch: types.ModuleType,
     kind: str,
-    owner: Any = None,
+    owner: object = None,
 ) -> None:
     """``key`` -> its source, when the names it reads can join the entry's globals
     (the same object, or a name the entry does not have)."""
@@ -81,7 +124,7 @@ def _add_callee(
         source = function_source(fn, torch, owner)
     except (OSError, TypeError, SyntaxError):
         return
-    needed: dict[str, Any] = {}
+    needed: dict[str, object] = {}
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Name) and node.id in fn.__globals__:
             needed[node.id] = fn.__globals__[node.id]
@@ -92,16 +135,16 @@ def _add_callee(
     callees[key] = {"source": source, "kind": kind}
 
 
-def local_values(entry: Entry, source: str, torch: Any) -> dict[str, Any]:
+def local_values(entry: Entry, source: str, torch: types.ModuleType) -> dict[str, What]:
     """The candidate run eagerly: each local's value as it returned (tensors as specs,
     numbers as literals), for the pass that turns a computed value into an input."""
     scope = dict(entry.namespace)
     exec(compile(source, "<candidate>", "exec"), scope)  # noqa: S102
     fn = scope[entry.name]
     kwargs = call_args(entry, fn, scope, torch)
-    seen: dict[str, Any] = {}
+    seen: dict[str, What] = {}
 
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
+    def tracer(frame: types.FrameType, event: str, arg: object) -> TraceFunction | None:
         if frame.f_code is not fn.__code__:
             return None
         if event == "return":
@@ -123,7 +166,7 @@ def local_values(entry: Entry, source: str, torch: Any) -> dict[str, Any]:
     return seen
 
 
-def describe(entry: Entry, source: str, torch: Any) -> dict[str, Any]:
+def describe(entry: Entry, source: str, torch: types.ModuleType) -> Described:
     """What the final candidate reads, for a standalone repro.py: its parameters
     (tensor specs, literals) and the global names it uses (imports, constants,
     helper functions' source)."""
@@ -132,8 +175,8 @@ def describe(entry: Entry, source: str, torch: Any) -> dict[str, Any]:
     fn = scope[entry.name]
     specs = scope.get("__inputs__") or {}
 
-    def described(kwargs: dict[str, Any]) -> dict[str, Any]:
-        params: dict[str, Any] = {}
+    def described(kwargs: dict[str, object]) -> dict[str, What]:
+        params: dict[str, What] = {}
         for name, value in kwargs.items():
             what = _what(value, torch, name)
             if "tensor" in what:
@@ -153,7 +196,7 @@ def describe(entry: Entry, source: str, torch: Any) -> dict[str, Any]:
     loaded = {
         n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
     }
-    names: dict[str, Any] = {}
+    names: dict[str, What] = {}
     for n in sorted(loaded - set(kwargs) - assigned - defined):
         if n in entry.namespace and n not in ("__builtins__",):
             if getattr(builtins, n, _MISSING) is entry.namespace[n]:
@@ -165,7 +208,7 @@ def describe(entry: Entry, source: str, torch: Any) -> dict[str, Any]:
 _MISSING = object()
 
 
-def _what(value: Any, torch: Any, name: str = "") -> dict[str, Any]:
+def _what(value: Any, torch: types.ModuleType, name: str = "") -> What:
     if isinstance(value, types.ModuleType):
         return {"import": value.__name__}
     if isinstance(value, torch.Tensor):
@@ -181,7 +224,7 @@ def _what(value: Any, torch: Any, name: str = "") -> dict[str, Any]:
         try:
             return {"source": textwrap.dedent(inspect.getsource(value))}
         except (OSError, TypeError):
-            return {"unknown": type(value).__name__}
+            return {"unknown": cast(str, type(value).__name__)}  # (a str: mypy misreads it)
     if isinstance(value, torch.nn.Module):
         return {"module": type(value).__name__}
     return {"unknown": type(value).__name__}

@@ -28,11 +28,35 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...minifier.verdict import Verdict
 from .capture_entries import Entry, SourceUnavailable, call_args, callee_entries, root_entry
 from .capture_info import describe, local_values, module_info
+
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable, Mapping
+    from typing import TypedDict
+
+    from ..signature import FailureSignature
+
+    class CaptureRequest(TypedDict, total=False):
+        """One request of compiler/capture_pool.py (a JSON line)."""
+
+        id: int
+        op: str  # judge (the default) | entries | info | values | describe
+        entry: int  # the entry it is about (0: the recorded frame)
+        source: str  # a candidate's module source
+        backend: str | None  # judge: the backend to compile with (eager unless told)
+        user_stack: list[str]  # entries: the failure's user stack
+        stop: bool
+
+    class _CompileKwargs(TypedDict):
+        backend: str
+        fullgraph: bool
+        dynamic: bool | None
+
 
 FDS_ENV = "TCOMPILE_CAPTURE_FDS"  # compiler/capture_pool.py names the same variable
 
@@ -92,13 +116,19 @@ def main(argv: list[str]) -> int:
 
 
 class _State:
-    def __init__(self, torch: Any, options: dict[str, Any], target: Any, root: Entry) -> None:
+    def __init__(
+        self,
+        torch: types.ModuleType,
+        options: dict[str, Any],  # the recorded torch.compile options
+        target: FailureSignature,
+        root: Entry,
+    ) -> None:
         self.torch, self.options, self.target = torch, options, target
         self.entries = [root]
         self.guards: list[str] = []  # a recompilation failure: the guards that failed
-        self.config: dict[str, dict[str, Any]] = {}  # the config the program changed
+        self.config: dict[str, dict[str, object]] = {}  # the config the program changed
 
-    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, req: CaptureRequest) -> Mapping[str, object]:
         op = req.get("op", "judge")
         if op == "entries":
             more = callee_entries(self.entries[0], self.torch, req.get("user_stack") or [])
@@ -113,7 +143,7 @@ class _State:
             return {**describe(entry, req["source"], self.torch), "config": _plain(self.config)}
         return self.judge(entry, req["source"], req.get("backend"))
 
-    def judge(self, entry: Entry, source: str, backend: str | None) -> dict[str, Any]:
+    def judge(self, entry: Entry, source: str, backend: str | None) -> dict[str, object]:
         from ..signature import FailureSignature, guard_failures, scrub_guards
         from .session import guard_reasons, is_dynamo_exception
 
@@ -122,11 +152,11 @@ class _State:
             scope = dict(entry.namespace)
             exec(compile(source, "<candidate>", "exec"), scope)  # noqa: S102
             fn = scope[entry.name]
-            memo: dict[int, Any] = {}  # the calls of one judgement share their objects
+            memo: dict[int, object] = {}  # the calls of one judgement share their objects
             kwargs = call_args(entry, fn, scope, self.torch, memo=memo)
         except Exception as exc:
             return {"verdict": Verdict.INVALID.value, "error": f"{type(exc).__name__}: {exc}"[:300]}
-        kw: dict[str, Any] = {
+        kw: _CompileKwargs = {
             "backend": backend or "eager",
             "fullgraph": bool(self.options.get("fullgraph")),
             "dynamic": self.options.get("dynamic"),
@@ -158,7 +188,7 @@ class _State:
             return {"verdict": verdict, "signature": sig.to_json()}
         return {"verdict": Verdict.PASS.value}
 
-    def runs_eagerly(self, entry: Entry, fn: Any, scope: dict[str, Any]) -> bool:
+    def runs_eagerly(self, entry: Entry, fn: Callable[..., object], scope: dict[str, Any]) -> bool:
         try:
             fn(**call_args(entry, fn, scope, self.torch))
         except Exception:
@@ -166,7 +196,7 @@ class _State:
         return True
 
 
-def _plain(config: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _plain(config: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
     """Config entries a repro can set as literals."""
     return {
         mod: {k: v for k, v in diffs.items() if isinstance(v, (bool, int, float, str, type(None)))}

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..protocol import Event
+
+if TYPE_CHECKING:
+    import torch
+    from torch._dynamo.types import DynamoFrameType
+
+    from .recorder import Recorder
 
 
 def compile_metrics() -> dict[str, float]:
@@ -22,7 +28,7 @@ def compile_metrics() -> dict[str, float]:
     return {k: float(sum(v)) for k, v in list(compilation_time_metrics.items())}
 
 
-def ops_of(gm: Any) -> dict[str, int]:
+def ops_of(gm: torch.fx.GraphModule) -> dict[str, int]:
     counts: Counter[str] = Counter()
     for n in gm.graph.nodes:
         if n.op in ("call_function", "call_method", "call_module"):
@@ -44,14 +50,16 @@ def ops_of(gm: Any) -> dict[str, int]:
     return dict(counts.most_common())
 
 
-def install(recorder: Any) -> None:
+def install(recorder: Recorder) -> None:
     """Record recompilations (with the guard that failed) and recompile-limit hits."""
     import torch._dynamo.convert_frame as convert_frame
 
     original = getattr(convert_frame, "get_and_maybe_log_recompilation_reasons", None)
     if original is not None and not getattr(original, "_tcompile", False):
 
-        def reasons_hook(cache_entry: Any, frame: Any, *args: Any, **kwargs: Any) -> Any:
+        def reasons_hook(
+            cache_entry: object, frame: DynamoFrameType, *args: object, **kwargs: object
+        ) -> list[str]:
             reasons = original(cache_entry, frame, *args, **kwargs)
             try:
                 code = frame.f_code

@@ -15,24 +15,27 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol import CONFIG_ENV, Event, HookConfig
 from ..signature import first_lines
 
+if TYPE_CHECKING:
+    from .recorder import Recorder
+
 RANK_PROCESS_ENV = "TCOMPILE_RANK_PROCESS"
 raised: list[str] = []  # the uncaught exception this process dies of (excepthook)
-_exit_code: list[Any] = []  # what the program passed to sys.exit
+_exit_code: list[object] = []  # what the program passed to sys.exit
 _said: list[bool] = []
-_recorder: list[Callable[[], Any]] = []
+_recorder: list[Callable[[], Recorder | None]] = []
 
 
-def note_raised(exc_type: Any, exc: BaseException) -> None:
+def note_raised(exc_type: type[BaseException], exc: BaseException) -> None:
     """The excepthook saw the exception the process dies of."""
     raised[:] = [f"{exc_type.__name__}: {first_lines(str(exc), 1, 200)}".rstrip(": ")]
 
 
-def watch(recorder: Callable[[], Any]) -> None:
+def watch(recorder: Callable[[], Recorder | None]) -> None:
     """In a rank's own process: remember ``sys.exit``'s status and say how the code
     ended at exit (``recorder``: the session's, where there is one)."""
     from .recorder import DIST
@@ -46,7 +49,7 @@ def watch(recorder: Callable[[], Any]) -> None:
     original = sys.exit
 
     @functools.wraps(original)
-    def exit(status: Any = None) -> Any:
+    def exit(status: str | int | None = None) -> Any:
         _exit_code[:] = [status]
         return original(status)
 

@@ -12,12 +12,25 @@ import json
 import os
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class ForkRequest(TypedDict):
+        """One candidate to run (compiler/forkserver.py writes it, a JSON line)."""
+
+        script: str
+        argv: list[str]
+        cwd: str
+        env: dict[str, str]
+        stderr: str  # the file its stderr goes to
+
 
 PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "torch._inductor.codecache")
 
 
-def _child(req: dict[str, Any]) -> None:
+def _child(req: ForkRequest) -> None:
     """In the fork: become the candidate's process (never returns)."""
     code = 1
     try:

@@ -17,7 +17,7 @@ import datetime
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import layout
 from ..protocol import Event
@@ -27,6 +27,24 @@ from .recorder import STARTED
 from .session import guard_reasons
 from .torch_config import module_diffs
 
+if TYPE_CHECKING:
+    import inspect
+    from collections.abc import Callable
+    from types import CellType, CodeType
+    from typing import TypedDict
+
+    from .backend import TcompileBackend
+    from .session import Session
+
+    class CompileOptions(TypedDict):
+        """The torch.compile call's options, as a record keeps them."""
+
+        fullgraph: bool
+        dynamic: bool | None
+        mode: str | None
+        options: dict[str, object] | None
+
+
 _written = 0
 
 
@@ -34,15 +52,15 @@ _written = 0
 class FrameState:
     """What Dynamo was converting when it failed (references; serialised on write)."""
 
-    code: Any
-    closure: Any
-    f_globals: dict[str, Any]
-    f_locals: dict[str, Any]
-    f_builtins: Any
+    code: CodeType
+    closure: tuple[CellType, ...] | None
+    f_globals: dict[str, object]
+    f_locals: dict[str, object]
+    f_builtins: dict[str, object]
     one_graph: bool
-    backend: Any  # the TcompileBackend of the torch.compile call, if found
+    backend: TcompileBackend | None  # the TcompileBackend of the torch.compile call, if found
     # the arguments of the frame's earlier compiles (a recompile failure needs them)
-    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    history: list[dict[str, object]] = dataclasses.field(default_factory=list)
     guards: list[str] = dataclasses.field(default_factory=list)  # as Dynamo wrote them
 
 
@@ -62,7 +80,7 @@ def _recompile_can_raise(state: FrameState) -> bool:
     )
 
 
-def install(session: Any) -> None:
+def install(session: Callable[[], Session]) -> None:
     """Wrap ``convert_frame._compile`` so a failing frame can be recorded.
     ``session`` is a function returning the process's Session (made on first use)."""
     import inspect
@@ -77,7 +95,7 @@ def install(session: Any) -> None:
     except (TypeError, ValueError):
         return
 
-    history: dict[Any, list[dict[str, Any]]] = {}
+    history: dict[CodeType, list[dict[str, object]]] = {}
 
     def _compile(*args: Any, **kwargs: Any) -> Any:
         code = args[0] if args else kwargs.get("code")
@@ -113,7 +131,9 @@ def install(session: Any) -> None:
     convert_frame._compile = _compile  # noqa: SLF001
 
 
-def _state_from_call(sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FrameState:
+def _state_from_call(
+    sig: inspect.Signature, args: tuple[object, ...], kwargs: dict[str, object]
+) -> FrameState:
     bound = sig.bind_partial(*args, **kwargs).arguments
     return FrameState(
         code=bound["code"],
@@ -126,7 +146,7 @@ def _state_from_call(sig: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     )
 
 
-def _find_backend(fn: Any) -> Any:
+def _find_backend(fn: object) -> TcompileBackend | None:
     from .backend import TcompileBackend
 
     for _ in range(8):
@@ -152,7 +172,7 @@ def frame_of(exc: BaseException) -> FrameState | None:
     return None
 
 
-def write_from_exception(session: Any, exc: BaseException) -> str | None:
+def write_from_exception(session: Session, exc: BaseException) -> str | None:
     """Write the record of the frame ``exc`` left (if any); its path, or None."""
     global _written
     state = frame_of(exc)
@@ -171,14 +191,14 @@ def write_from_exception(session: Any, exc: BaseException) -> str | None:
     return path
 
 
-def argument_names(code: Any) -> list[str]:
+def argument_names(code: CodeType) -> list[str]:
     """The parameters of a code object, in order (with *args and **kwargs)."""
     n = code.co_argcount + code.co_kwonlyargcount
     n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # CO_VARARGS, CO_VARKEYWORDS
     return list(code.co_varnames[:n])
 
 
-def _code_names(code: Any) -> set[str]:
+def _code_names(code: CodeType) -> set[str]:
     names = set(code.co_names)
     for const in code.co_consts:
         if hasattr(const, "co_names"):
@@ -187,7 +207,7 @@ def _code_names(code: Any) -> set[str]:
 
 
 def _reachable_names(
-    names: set[str], f_globals: dict[str, Any], arguments: dict[str, Any]
+    names: set[str], f_globals: dict[str, object], arguments: dict[str, object]
 ) -> set[str]:
     """The globals the frame can reach: those its code names, and those named by the
     functions and classes of its own module that it reaches -- through those globals or
@@ -196,7 +216,7 @@ def _reachable_names(
     import torch
 
     module = f_globals.get("__name__", "__main__")
-    todo: list[Any] = []
+    todo: list[object] = []
     for value in arguments.values():
         if isinstance(value, torch.nn.Module):
             todo += [type(m) for m in value.modules()]
@@ -231,7 +251,7 @@ class _Parts:
         self.tensors = 0
         self.tensor_bytes = 0
 
-    def put(self, key: str, value: Any) -> bool:
+    def put(self, key: str, value: object) -> bool:
         import dill
 
         try:
@@ -241,7 +261,7 @@ class _Parts:
             self.unrecorded[key] = f"{type(e).__name__}: {str(e)[:160]}"
             return False
 
-    def count(self, value: Any) -> None:
+    def count(self, value: object) -> None:
         import torch
 
         if isinstance(value, torch.Tensor):
@@ -258,7 +278,7 @@ class _Parts:
                 self.count(v)
 
 
-def _put_frame(parts: _Parts, state: FrameState) -> dict[str, Any]:
+def _put_frame(parts: _Parts, state: FrameState) -> dict[str, object]:
     """Code, arguments, closure cells, the globals and builtins the code names.
     Returns the arguments."""
     import builtins
@@ -298,10 +318,12 @@ def _put_frame(parts: _Parts, state: FrameState) -> dict[str, Any]:
     return arguments
 
 
-def _put_options(parts: _Parts, state: FrameState) -> tuple[dict[str, Any], Any]:
+def _put_options(
+    parts: _Parts, state: FrameState
+) -> tuple[CompileOptions, str | Callable[..., object]]:
     """The torch.compile options, the config that differs, where to import from."""
     backend = state.backend
-    options = {
+    options: CompileOptions = {
         "fullgraph": state.one_graph,
         "dynamic": getattr(backend, "dynamic", None),
         "mode": getattr(backend, "mode", None),
@@ -316,7 +338,9 @@ def _put_options(parts: _Parts, state: FrameState) -> tuple[dict[str, Any], Any]
     return options, user_backend
 
 
-def snapshot(state: FrameState, exc: BaseException, sig: Any) -> tuple[dict[str, Any], bytes]:
+def snapshot(
+    state: FrameState, exc: BaseException, sig: FailureSignature
+) -> tuple[dict[str, object], bytes]:
     """(metadata, payload) of a frame's record."""
     import pickle
 
@@ -331,7 +355,7 @@ def snapshot(state: FrameState, exc: BaseException, sig: Any) -> tuple[dict[str,
     code = state.code
     stack = getattr(exc, "real_stack", None) or []
     inner = stack[-1] if stack else None
-    meta: dict[str, Any] = {
+    meta: dict[str, object] = {
         "tcompile": __version__,
         "torch": torch.__version__,
         "python": ".".join(map(str, sys.version_info[:3])),
@@ -370,7 +394,7 @@ def snapshot(state: FrameState, exc: BaseException, sig: Any) -> tuple[dict[str,
     return meta, payload
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     """A short description of a value, for the metadata."""
     import torch
 

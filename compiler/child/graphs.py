@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -12,6 +12,25 @@ from ..owners import in_torch
 COMPUTE_OPS = ("call_function", "call_method", "call_module")
 # node metadata of the trace a graph came from: fake tensors of another fake mode
 _TRACE_META = ("example_value", "val", "tensor_meta", "grapharg")
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import TypedDict, TypeVar
+
+    from torch.fx.node import Argument
+
+    F = TypeVar("F", bound=Callable[..., object])
+
+    class DdpBucket(TypedDict, total=False):
+        """One bucket of a graph DDPOptimizer split (:func:`ddp_bucket`)."""
+
+        bucket: int  # its index among the buckets
+        cap_mb: float  # DDP's bucket cap
+        graph: torch.fx.GraphModule  # the whole graph Dynamo captured
+
+    # a graph output's (dtype, shape or None when symbolic); None: not a known tensor
+    ExpectedOutput = tuple[torch.dtype, tuple[int, ...] | None] | None
 
 
 def count_compute(gm: torch.fx.GraphModule) -> int:
@@ -32,14 +51,14 @@ def holds_transform(gm: torch.fx.GraphModule) -> bool:
     )
 
 
-def ddp_bucket() -> dict[str, Any] | None:
+def ddp_bucket() -> DdpBucket | None:
     """When DDPOptimizer is compiling one bucket of a graph it split (the caller's
     stack runs through torch/_dynamo/backends/distributed.py): which bucket, and the
     bucket cap."""
     import sys
 
-    frame: Any = sys._getframe(1)
-    info: dict[str, Any] = {}
+    frame: FrameType | None = sys._getframe(1)
+    info: DdpBucket = {}
     while frame is not None:
         if in_torch(frame.f_code.co_filename, "_dynamo", "backends", "distributed.py"):
             target = str(getattr(frame.f_locals.get("n"), "target", ""))
@@ -82,9 +101,9 @@ def fresh_copy(gm: torch.fx.GraphModule, *, strip_trace_meta: bool = True) -> to
     return torch.fx.GraphModule(gm, g)
 
 
-def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
+def describe_graph(gm: torch.fx.GraphModule) -> dict[str, object]:
     """Frame name, file and line of the user code a Dynamo graph was captured from."""
-    info: dict[str, Any] = {"frame": "", "file": "", "line": None}
+    info: dict[str, object] = {"frame": "", "file": "", "line": None}
     reason = getattr(gm, "compile_subgraph_reason", None)
     stack = list(getattr(reason, "user_stack", None) or [])
     if stack:
@@ -110,9 +129,9 @@ def describe_graph(gm: torch.fx.GraphModule) -> dict[str, Any]:
     return info
 
 
-def frame_from_stack_trace(gm: torch.fx.GraphModule) -> dict[str, Any]:
+def frame_from_stack_trace(gm: torch.fx.GraphModule) -> dict[str, object]:
     """From the first node's ``stack_trace``: 'File "x.py", line 5, in f'."""
-    info: dict[str, Any] = {}
+    info: dict[str, object] = {}
     for node in gm.graph.nodes:
         trace = node.meta.get("stack_trace")
         if not trace:
@@ -130,7 +149,7 @@ def frame_from_stack_trace(gm: torch.fx.GraphModule) -> dict[str, Any]:
     return info
 
 
-def output_args(gm: torch.fx.GraphModule) -> list[Any]:
+def output_args(gm: torch.fx.GraphModule) -> list[Argument]:
     """What the graph returns, flat: a node (or a constant, None) per output."""
     out_node = next((n for n in reversed(gm.graph.nodes) if n.op == "output"), None)
     if out_node is None:
@@ -142,11 +161,11 @@ def output_args(gm: torch.fx.GraphModule) -> list[Any]:
     )
 
 
-def expected_outputs(gm: torch.fx.GraphModule) -> list[Any]:
+def expected_outputs(gm: torch.fx.GraphModule) -> list[ExpectedOutput]:
     """(dtype, shape or None) of each tensor the graph returns, from the fake values
     Dynamo traced it with (None where unknown); shape is None when symbolic."""
     flat = output_args(gm)
-    expected: list[Any] = []
+    expected: list[ExpectedOutput] = []
     for arg in flat:
         value = (
             arg.meta.get("example_value", arg.meta.get("val"))
@@ -162,7 +181,7 @@ def expected_outputs(gm: torch.fx.GraphModule) -> list[Any]:
     return expected
 
 
-def untraced(fn: Any) -> Any:
+def untraced(fn: F) -> F:
     """tcompile's own function that autograd calls (a tensor hook, an engine callback),
     kept from Dynamo: Dynamo traces what a compiled frame calls, and a program that runs
     backward inside a compiled function (#91468's ``torch.autograd.grad``) had Dynamo

@@ -19,14 +19,23 @@ import importlib.abc
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..protocol import CONFIG_ENV, Event, HookConfig
 from ..signature import FailureSignature, first_lines
 from . import exits
 from .recorder import Recorder
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType, TracebackType
+
+    from .backend import TcompileBackend
+    from .session import Session
+
 _installed = False
+# the process's Session, made by session() (typed loosely: see the atexit lambda below)
 _session: Any = None
 
 
@@ -127,7 +136,9 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
         self.config = config
         self._busy = False
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if name != "torch" or self._busy:
             return None
         self._busy = True
@@ -142,7 +153,7 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
         config = self.config
         hook = self
 
-        def exec_module(module: Any) -> None:
+        def exec_module(module: ModuleType) -> None:
             original(module)
             if hook in sys.meta_path:
                 sys.meta_path.remove(hook)
@@ -152,13 +163,13 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
         return spec
 
 
-def session() -> Any:
+def session() -> Session:
     global _session
     if _session is None:
         from .session import Session
 
-        _session = Session(_config)
-        _private_caches(os.path.join(_config.dir, "compile-cache"))
+        _session = Session(cast("HookConfig", _config))  # (set when torch was patched)
+        _private_caches(os.path.join(cast("HookConfig", _config).dir, "compile-cache"))
         import torch
 
         _session.recorder.emit(
@@ -167,7 +178,7 @@ def session() -> Any:
     return _session
 
 
-_config: Any = None
+_config: HookConfig | None = None
 
 
 def _private_caches(directory: str) -> None:
@@ -192,7 +203,7 @@ def _patch_torch(torch: Any, config: HookConfig) -> None:
         return
 
     @functools.wraps(original)
-    def compile(model: Any = None, **kwargs: Any) -> Any:
+    def compile(model: Callable[..., object] | None = None, **kwargs: Any) -> Callable[..., object]:
         if model is None:
             return lambda m: compile(m, **kwargs)
         if config.disable:
@@ -289,7 +300,7 @@ def _say_if_nothing_compiled() -> None:
     )
 
 
-def _patch_destroy_process_group(torch: Any) -> None:
+def _patch_destroy_process_group(torch: ModuleType) -> None:
     """Say when a rank has torn its process group down: the program's work is done.
     (gloo's ProcessGroupGloo destructor can deadlock at the program's exit -- it joins
     its threads holding the GIL while one of them needs it to free a finished work;
@@ -300,7 +311,7 @@ def _patch_destroy_process_group(torch: Any) -> None:
         return
 
     @functools.wraps(original)
-    def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+    def destroy_process_group(*args: object, **kwargs: object) -> object:
         out = original(*args, **kwargs)
         try:
             if not args and kwargs.get("group") is None:  # the default group: the end
@@ -314,8 +325,12 @@ def _patch_destroy_process_group(torch: Any) -> None:
 
 
 def _without_bisect_override(
-    original: Any, model: Any, backend: Any, passthrough: dict[str, Any], kwargs: dict[str, Any]
-) -> Any:
+    original: Callable[..., Callable[..., object]],
+    model: Callable[..., object],
+    backend: TcompileBackend,
+    passthrough: dict[str, object],
+    kwargs: dict[str, object],
+) -> Callable[..., object]:
     """torch.compile swaps the backend for $TORCH_BISECT_BACKEND when that is set;
     under tcompile every graph must still go through tcompile's backend."""
     if not os.environ.get("TORCH_BISECT_BACKEND"):
@@ -333,7 +348,9 @@ def _without_bisect_override(
 def _chain_excepthook(config: HookConfig) -> None:
     previous = sys.excepthook
 
-    def excepthook(exc_type: Any, exc: BaseException, tb: Any) -> None:
+    def excepthook(
+        exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+    ) -> None:
         exits.note_raised(exc_type, exc)
         try:
             _record_uncaught(exc)
@@ -391,7 +408,7 @@ def _record_uncaught(exc: BaseException) -> None:
     # A GPU kernel that faults is reported at a later synchronisation, maybe outside
     # any compiled graph: name the last graph that ran (collect() attributes the
     # crash to it, unconfirmed: the plain re-run still decides if it is the program's)
-    after: dict[str, Any] = {}
+    after: dict[str, object] = {}
     last = getattr(rec, "last_run", None)
     if not dynamo and sig.exc_type == "CUDAError" and _session is not None and last:
         after = {
@@ -440,7 +457,7 @@ def _record_uncaught(exc: BaseException) -> None:
     )
 
 
-def _cause(exc: BaseException) -> dict[str, Any] | None:
+def _cause(exc: BaseException) -> dict[str, object] | None:
     from ..cause import Cause
 
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -23,14 +23,22 @@ from ..stack import backend_name
 from .build import build_stage
 from .graphs import fresh_copy
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from torch._inductor.utils import InputType
+
+    from .build import CompiledFn, CompilerFn
+    from .observe import Ambient
+
 
 @dataclasses.dataclass
 class CompileSpec:
     """How the program's ``torch.compile`` call compiles: its backend, mode, options."""
 
-    user_backend: Any = None
+    user_backend: str | Callable[..., object] | None = None
     mode: str | None = None
-    options: dict[str, Any] | None = None
+    options: dict[str, object] | None = None
     dynamic: bool | None = None
 
 
@@ -46,7 +54,7 @@ class Target:
     graph_kind: str = "forward"
     # the state the program's call ran in (observe.Ambient): the forward runs in it,
     # the backward outside autocast, as the program's did
-    ambient: Any = None
+    ambient: Ambient | None = None
     any_stage: bool = False  # the same failure at another stage counts (a bisect's ladder)
 
     @property
@@ -60,17 +68,22 @@ class Target:
         return Verdict.SAME_FAILURE if same else Verdict.OTHER_FAILURE
 
 
-Judgement = tuple[Verdict, "dict[str, Any] | None"]
+Judgement = tuple[Verdict, "dict[str, object] | None"]
 
 
 class _PlainHooks:
     def compile(
-        self, kind: str, gm: Any, example_inputs: Any, real_compile: Any, **kwargs: Any
-    ) -> Any:
+        self,
+        kind: str,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[object],
+        real_compile: Callable[..., CompiledFn],
+        **kwargs: object,
+    ) -> CompiledFn:
         return real_compile(gm, example_inputs, **kwargs)
 
 
-def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgement:
+def judge(gm: torch.fx.GraphModule, inputs: list[InputType], target: Target) -> Judgement:
     """The verdict on one candidate, and the signature of the failure it shows."""
     if target.level == "aot":
         return judge_aot(gm, inputs, target)
@@ -136,7 +149,8 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgem
             strict=strict,
             stage=target.stage,
             forward_kind=forward_kind,
-            coarse=amb.coarse() if roundings else None,
+            # roundings are only found under an ambient state
+            coarse=cast("Ambient", amb).coarse() if roundings else None,
         )
         if verdict is not None:
             return target.verdict(verdict[0]), verdict[0].to_json()
@@ -145,7 +159,7 @@ def judge(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgem
 
 def _compile_through_dynamo(
     gm: torch.fx.GraphModule, target: Target
-) -> tuple[Any, list[BaseException]]:
+) -> tuple[CompiledFn, list[BaseException]]:
     """The candidate compiled as repro.py compiles it: through Dynamo (symbolic sizes
     stay symbolic with dynamic=True), with the stage and the program's options.
     Compile errors surface at the first call; they are collected here."""
@@ -166,7 +180,7 @@ def _compile_through_dynamo(
     )
     errors: list[BaseException] = []
 
-    def backend(g: Any, example_inputs: Any) -> Any:
+    def backend(g: torch.fx.GraphModule, example_inputs: Sequence[object]) -> CompiledFn:
         try:
             return compile_fn(g, example_inputs)
         except Exception as exc:
@@ -184,27 +198,28 @@ def _compile_through_dynamo(
     return compiled, errors
 
 
-def compiler_for(target: Target) -> Any:
+def compiler_for(target: Target) -> CompilerFn:
     """``(gm, inputs) -> callable``: a graph compiled as candidates are (numerics.py)."""
     if target.level == "aot":
         from torch._inductor.compile_fx import compile_fx_inner
 
-        def aot(gm: Any, inputs: list[Any]) -> Any:
-            compiled = compile_fx_inner(fresh_copy(gm), [accuracy.clone_input(x) for x in inputs])
+        def aot(gm: torch.fx.GraphModule, inputs: Sequence[object]) -> CompiledFn:
+            copies = cast("list[InputType]", [accuracy.clone_input(x) for x in inputs])
+            compiled = compile_fx_inner(fresh_copy(gm), copies)
             return lambda *args: compiled(list(args))
 
         return aot
     return lambda gm, inputs: _compile_through_dynamo(gm, target)[0]
 
 
-def judge_aot(gm: torch.fx.GraphModule, inputs: list[Any], target: Target) -> Judgement:
+def judge_aot(gm: torch.fx.GraphModule, inputs: list[InputType], target: Target) -> Judgement:
     """An AOT-level candidate: ATen ops, compiled by inductor's compile_fx_inner (as
     inductor compiles the forward/backward/inference graphs it is handed)."""
     from torch._inductor.compile_fx import compile_fx_inner
 
     strict = target.accuracy == AccuracyMode.STRICT
 
-    def clones() -> list[Any]:
+    def clones() -> list[InputType]:
         return [accuracy.clone_input(x) for x in inputs]
 
     with torch.no_grad():

@@ -21,7 +21,7 @@ localized: said so.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from .. import accuracy
 from ..stack import backend_name
@@ -30,8 +30,22 @@ from .graphs import fresh_copy
 from .judge import _PlainHooks
 from .subsystems import not_counted
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def localize(runner: Any, snap: Any, ambient: Any, grads: bool = False) -> dict[str, Any]:
+    import torch
+    from torch._inductor.utils import InputType
+
+    from ..snapshot import Snapshot
+    from .build import CompiledFn
+    from .numerics import Divergence
+    from .observe import Ambient
+    from .runners import GraphRunner
+
+
+def localize(
+    runner: GraphRunner, snap: Snapshot, ambient: Ambient, grads: bool = False
+) -> Divergence:
     """The first divergence of ``runner``'s graph on the call ``snap`` holds (``grads``:
     of its input gradients: the node whose backward goes wrong first)."""
     from .numerics import first_divergence, first_grad_divergence, kernel_of
@@ -58,7 +72,7 @@ def localize(runner: Any, snap: Any, ambient: Any, grads: bool = False) -> dict[
         options=options or None,
     )
 
-    def compile_fn(g: Any, inputs: list[Any]) -> Any:
+    def compile_fn(g: torch.fx.GraphModule, inputs: Sequence[object]) -> CompiledFn:
         return compile_stage(fresh_copy(g, strip_trace_meta=False), inputs)
 
     rng = accuracy.RngState()
@@ -70,12 +84,14 @@ def localize(runner: Any, snap: Any, ambient: Any, grads: bool = False) -> dict[
                 if inside.get("node"):
                     return inside
                 found = first_grad_divergence(gm, snap, compile_fn)
-                if found.get("node"):
-                    found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs, snap)
+                if found.get("node"):  # (so found["node"] is a node's name, below)
+                    found["kernel"] = kernel_of(
+                        gm, cast(str, found["node"]), compile_fn, inputs, snap
+                    )
                 return {**found, "grads": True}
             found = first_divergence(gm, inputs, compile_fn)
             if found.get("node"):
-                found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs)
+                found["kernel"] = kernel_of(gm, cast(str, found["node"]), compile_fn, inputs)
         return found
     except Exception as exc:  # the analysis, never the program
         return {"node": None, "why": f"not localized: {type(exc).__name__}: {exc}"[:300]}
@@ -83,7 +99,7 @@ def localize(runner: Any, snap: Any, ambient: Any, grads: bool = False) -> dict[
         rng.restore()
 
 
-def _in_backward_graph(runner: Any) -> dict[str, Any]:
+def _in_backward_graph(runner: GraphRunner) -> Divergence:
     """A wrong gradient inside the backward graph inductor compiled: its first node whose
     inputs are right and whose value is wrong (prefixes of the backward graph, on the
     inputs the program's own backward call got: the forward's saved values and the
@@ -98,27 +114,33 @@ def _in_backward_graph(runner: Any) -> dict[str, Any]:
     gm, inputs = call
     from torch._inductor.compile_fx import compile_fx_inner
 
-    def compile_fn(g: Any, args: list[Any]) -> Any:
-        compiled = compile_fx_inner(fresh_copy(g, strip_trace_meta=False), list(args))
+    def compile_fn(g: torch.fx.GraphModule, args: Sequence[object]) -> CompiledFn:
+        # the backward call's inputs: what torch names InputType
+        compiled = compile_fx_inner(
+            fresh_copy(g, strip_trace_meta=False), cast("list[InputType]", list(args))
+        )
         return lambda *a: compiled(list(a))
 
     found = first_divergence(gm, inputs, compile_fn)
     if found.get("node"):
-        found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs)
-        found.update(grads=True, graph="backward")
+        found["kernel"] = kernel_of(gm, cast(str, found["node"]), compile_fn, inputs)
+        # (two of its keys: mypy takes no keyword arguments for a TypedDict's update)
+        cast("dict[str, object]", found).update(grads=True, graph="backward")
         node = next(n for n in gm.graph.nodes if n.name == found["node"])
         found["source"] = found.get("source") or _forward_source(runner, node)
     return found
 
 
-def _forward_source(runner: Any, node: Any) -> str:
+def _forward_source(runner: GraphRunner, node: torch.fx.Node) -> str:
     """The user's line of the forward op a backward node differentiates (its autograd
     sequence number), else the module it ran in."""
     import re
 
     from .numerics import source_of_trace
 
-    trace = runner.session.forward_traces.get(runner.index, {}).get(node.meta.get("seq_nr"))
+    traces = runner.session.forward_traces.get(runner.index, {})
+    # (a node without a seq_nr looks up None: no trace)
+    trace = traces.get(node.meta.get("seq_nr"))  # type: ignore[arg-type]
     if trace and source_of_trace(trace):
         return source_of_trace(trace)
     modules = node.meta.get("fwd_nn_module_stack") or {}

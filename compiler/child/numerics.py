@@ -18,7 +18,7 @@ switch this torch lacks is skipped; a new torch's switch is one line here.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,8 +26,39 @@ from ...minifier.interval import first_failing
 from .. import accuracy
 from .graphs import COMPUTE_OPS, fresh_copy
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import TypedDict
+
+    from ..snapshot import Snapshot
+    from .build import CompilerFn
+
+    class Divergence(TypedDict, total=False):
+        """Where a graph's values (or gradients) first go wrong: :func:`first_divergence`,
+        :func:`first_grad_divergence`, and what localize.py and serve.py add to them."""
+
+        node: str | None  # the first wrong node; None: not found (``why`` says why)
+        why: str
+        right_alone: bool  # the graph's last value is right on its own
+        op: str
+        index: int  # of the node among the compared ones
+        of: int
+        source: str  # the user's line it comes from
+        detail: str | None  # what differs
+        compiles: int  # prefixes compiled
+        kernel: str | None  # the generated kernel that computes it
+        grads: bool  # a gradient's divergence
+        graph: str  # "backward": inside the compiled backward graph
+        switches: list[list[object]]  # [config entry, value, what it means]: serve.py
+
+    class Localized(TypedDict, total=False):
+        """A checked call's failure, localized (runners.GraphRunner.localize)."""
+
+        divergence: Divergence
+
+
 # (config entry, value, what it means when the failure goes away with it)
-SWITCHES: tuple[tuple[str, Any, str], ...] = (
+SWITCHES: tuple[tuple[str, bool | int | str, str], ...] = (
     ("emulate_precision_casts", True, "a precision policy: inductor elides eager's casts"),
     # TORCHINDUCTOR_NUMERICS (newer torch): strict pointwise ops, strict reductions, both
     ("numerics", "strict_pointwise", "pointwise numerics: inductor's strict pointwise mode"),
@@ -45,7 +76,7 @@ SWITCHES: tuple[tuple[str, Any, str], ...] = (
 )
 
 
-def available_switches(cuda: bool) -> list[tuple[str, Any, str]]:
+def available_switches(cuda: bool) -> list[tuple[str, bool | int | str, str]]:
     """The switches this torch has, and that differ from the value in force."""
     import torch._inductor.config as inductor_config
 
@@ -55,7 +86,7 @@ def available_switches(cuda: bool) -> list[tuple[str, Any, str]]:
             if cuda and torch.backends.cuda.matmul.allow_tf32 != value:
                 out.append((key, value, why))
             continue
-        obj: Any = inductor_config
+        obj: object = inductor_config
         try:
             for part in key.split("."):
                 obj = getattr(obj, part)
@@ -67,7 +98,7 @@ def available_switches(cuda: bool) -> list[tuple[str, Any, str]]:
 
 
 @contextlib.contextmanager
-def patched(patch: dict[str, Any] | None) -> Any:
+def patched(patch: dict[str, Any] | None) -> Iterator[None]:
     """inductor config (and TF32) as a switch sets it, for one judgement."""
     if not patch:
         yield
@@ -97,18 +128,20 @@ def _prefix(gm: torch.fx.GraphModule, node_name: str) -> torch.fx.GraphModule:
     return g
 
 
-def _values(gm: torch.fx.GraphModule, inputs: list[Any], dtype: Any = None) -> dict[str, Any]:
+def _values(
+    gm: torch.fx.GraphModule, inputs: Sequence[object], dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
     """Every tensor node's value, eager, or with every floating value taken to ``dtype``
     as it is made (float64: as float64.to_float64 computes its reference)."""
     import copy
 
     from ..snapshot import exact_copies
 
-    seen: dict[str, Any] = {}
+    seen: dict[str, torch.Tensor] = {}
     target = gm if dtype is None else copy.deepcopy(gm).to(dtype)
 
     class Record(torch.fx.Interpreter):
-        def run_node(self, n: Any) -> Any:
+        def run_node(self, n: torch.fx.Node) -> object:
             value = super().run_node(n)
             if dtype is not None and isinstance(value, torch.Tensor) and value.is_floating_point():
                 value = value.to(dtype)
@@ -122,8 +155,8 @@ def _values(gm: torch.fx.GraphModule, inputs: list[Any], dtype: Any = None) -> d
 
 
 def first_divergence(
-    gm: torch.fx.GraphModule, inputs: list[Any], compile_fn: Any
-) -> dict[str, Any]:
+    gm: torch.fx.GraphModule, inputs: Sequence[object], compile_fn: CompilerFn
+) -> Divergence:
     """The first compute node whose compiled value is clearly worse than eager's
     (against float64), by bisection over graph prefixes; ``compile_fn(gm, inputs)``
     gives a callable."""
@@ -136,7 +169,7 @@ def first_divergence(
         exact = _values(gm, inputs, torch.float64)
     except Exception:
         exact = {}
-    tried: dict[int, Any] = {}
+    tried: dict[int, str | None] = {}
 
     def wrong(k: int) -> str | None:
         if k not in tried:
@@ -158,7 +191,13 @@ def first_divergence(
     return _bisect(gm, nodes, wrong, tried, "the graph's last value is right on its own")
 
 
-def _bisect(gm: Any, nodes: list[str], wrong: Any, tried: dict[int, Any], why: str) -> Any:
+def _bisect(
+    gm: torch.fx.GraphModule,
+    nodes: list[str],
+    wrong: Callable[[int], str | None],
+    tried: dict[int, str | None],
+    why: str,
+) -> Divergence:
     """The first k whose prefix is wrong (wrong(k): what differs, or None), by the one
     interval search (minifier/interval.py)."""
     hi = len(nodes) - 1
@@ -177,7 +216,9 @@ def _bisect(gm: Any, nodes: list[str], wrong: Any, tried: dict[int, Any], why: s
     }
 
 
-def _grads(fn: Any, snap: Any, dtype: Any = None) -> list[Any] | None:
+def _grads(
+    fn: Callable[..., object], snap: Snapshot, dtype: torch.dtype | None = None
+) -> list[torch.Tensor | None] | None:
     """The input gradients of a fixed random projection of ``fn``'s first output."""
     with torch.enable_grad():  # (a backward hook, where this may run, turns it off)
         values, leaves = snap.materialize(dtype, grads=True)
@@ -189,7 +230,9 @@ def _grads(fn: Any, snap: Any, dtype: Any = None) -> list[Any] | None:
         return list(torch.autograd.grad((out * proj).sum(), leaves, allow_unused=True))
 
 
-def first_grad_divergence(gm: torch.fx.GraphModule, snap: Any, compile_fn: Any) -> dict[str, Any]:
+def first_grad_divergence(
+    gm: torch.fx.GraphModule, snap: Snapshot, compile_fn: CompilerFn
+) -> Divergence:
     """A gradient's first divergence: the first node k such that the input gradients of
     the graph's prefix up to k (of a fixed projection of k's value) are clearly worse
     compiled than eager (against float64): the node whose backward goes wrong first,
@@ -199,10 +242,10 @@ def first_grad_divergence(gm: torch.fx.GraphModule, snap: Any, compile_fn: Any) 
     nodes = [n.name for n in gm.graph.nodes if n.op in COMPUTE_OPS]
     if not nodes:
         return {"node": None, "why": "no node to compare"}
-    tried: dict[int, Any] = {}
+    tried: dict[int, str | None] = {}
 
     class F64(torch.fx.Interpreter):  # every floating value taken to float64 as made
-        def run_node(self, n: Any) -> Any:
+        def run_node(self, n: torch.fx.Node) -> object:
             v = super().run_node(n)
             return (
                 v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
@@ -234,12 +277,12 @@ def first_grad_divergence(gm: torch.fx.GraphModule, snap: Any, compile_fn: Any) 
     return _bisect(gm, nodes, wrong, tried, "the gradients of the graph's last value are right")
 
 
-def _op_name(node: Any) -> str:
+def _op_name(node: torch.fx.Node) -> str:
     t = node.target
     return t if isinstance(t, str) else getattr(t, "__name__", str(t))
 
 
-def _source_line(node: Any) -> str:
+def _source_line(node: torch.fx.Node) -> str:
     """The user's line the node comes from: the last frame of its stack trace."""
     return source_of_trace(str(node.meta.get("stack_trace") or ""))
 
@@ -259,9 +302,9 @@ def source_of_trace(stack_trace: str) -> str:
 def kernel_of(
     gm: torch.fx.GraphModule,
     node_name: str,
-    compile_fn: Any,
-    inputs: list[Any],
-    snap: Any = None,
+    compile_fn: CompilerFn,
+    inputs: Sequence[object],
+    snap: Snapshot | None = None,
 ) -> str | None:
     """The generated kernel that computes ``node_name``: the prefix graph up to it is
     compiled and its code read (inductor names a fused kernel after the ops it fuses:

@@ -29,7 +29,7 @@ Nothing here may raise into the program: a check that cannot run says so in a no
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -38,6 +38,17 @@ from ..accuracy import AccuracyMode
 from ..signature import FailureKind
 from ..snapshot import Snapshot, changed
 from .graphs import untraced
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from torch.autograd.graph import Node
+    from torch.utils.hooks import RemovableHandle
+
+    from .runners import GraphRunner
+
+    # an autograd node's gradients, as a backward hook gets them (None: undefined)
+    _Grads = tuple[torch.Tensor | None, ...]
 
 _DEVICES = ("cpu", "cuda")
 MAX_NODES = 200_000  # autograd nodes walked to find where a graph's input gradients go
@@ -48,7 +59,7 @@ class Ambient:
     default dtype.  ``enter()`` puts it back (for the reference's forward)."""
 
     def __init__(self) -> None:
-        self.autocast: list[tuple[str, bool, Any]] = []
+        self.autocast: list[tuple[str, bool, torch.dtype | None]] = []
         for dev in _DEVICES:
             try:
                 on = torch.is_autocast_enabled(dev)
@@ -63,7 +74,7 @@ class Ambient:
         self.default_dtype = torch.get_default_dtype()
 
     @contextlib.contextmanager
-    def enter(self) -> Any:
+    def enter(self) -> Iterator[None]:
         with contextlib.ExitStack() as stack:
             for dev, on, dtype in self.autocast:
                 if on:
@@ -80,7 +91,7 @@ class Ambient:
 
     @staticmethod
     @contextlib.contextmanager
-    def outside() -> Any:
+    def outside() -> Iterator[None]:
         """Autocast off on every device: where a program's backward runs (torch's advice:
         autocast wraps the forward only)."""
         with contextlib.ExitStack() as stack:
@@ -88,7 +99,7 @@ class Ambient:
                 stack.enter_context(torch.autocast(dev, enabled=False))
             yield
 
-    def coarse(self) -> Any:
+    def coarse(self) -> torch.dtype | None:
         """The lower precision of the autocast in force, if any."""
         return next((d for _, on, d in self.autocast if on), None)
 
@@ -108,7 +119,7 @@ class Ambient:
 class Watch:
     """One checked call of one graph (see the module docstring)."""
 
-    def __init__(self, runner: Any, args: list[Any]) -> None:
+    def __init__(self, runner: GraphRunner, args: list[object]) -> None:
         self.runner = runner
         self.session = runner.session
         self.strict = self.session.config.accuracy == AccuracyMode.STRICT
@@ -118,9 +129,9 @@ class Watch:
         self.eager_error: BaseException | None = None  # eager raised on the call's inputs
         self.ambient = Ambient()
         self.judged_backward = False
-        self._roundings: dict[str, Any] | None = None
+        self._roundings: dict[str, torch.dtype] | None = None
 
-    def roundings(self) -> dict[str, Any]:
+    def roundings(self) -> dict[str, torch.dtype]:
         """Under an outer autocast: the values its policy rounds (accuracy.to_float64)."""
         if self._roundings is None:
             self._roundings = {}
@@ -135,7 +146,7 @@ class Watch:
 
     # -- forward ----------------------------------------------------------------------
 
-    def forward(self, out: Any, args: list[Any]) -> None:
+    def forward(self, out: object, args: list[object]) -> None:
         """Judge the program's call: its outputs and the inputs it updated."""
         try:
             self._forward(out, args)
@@ -146,7 +157,7 @@ class Watch:
                 f"{str(exc)[:200]}, at {_where(exc)}); the program's call was not affected",
             )
 
-    def _forward(self, out: Any, args: list[Any]) -> None:
+    def _forward(self, out: object, args: list[object]) -> None:
         runner = self.runner
         outputs = accuracy.flatten(out)
         res = accuracy.Outcome(
@@ -180,7 +191,9 @@ class Watch:
         if torch.is_grad_enabled() and self.snap.grad_inputs() and not runner.collective:
             self._watch_backward(outputs, args)
 
-    def _reference(self, forward_only: bool, tangents: Any = None) -> accuracy.Outcome | None:
+    def _reference(
+        self, forward_only: bool, tangents: list[torch.Tensor | None] | None = None
+    ) -> accuracy.Outcome | None:
         """Eager's outcome on the snapshot, twice from the call's RNG state; None when it
         cannot be judged (eager raises: the program's own error; or nondeterministic)."""
         runner = self.runner
@@ -220,12 +233,19 @@ class Watch:
             "call's inputs; the compiled graph returned instead",
         )
 
-    def _run(self, fn: Any, dtype: Any, tangents: Any) -> accuracy.Outcome:
+    def _run(
+        self,
+        fn: Callable[..., object],
+        dtype: torch.dtype | None,
+        tangents: list[torch.Tensor | None] | None,
+    ) -> accuracy.Outcome:
         return accuracy.run_with_grads(
             fn, self.snap, dtype, tangents=tangents, forward_context=self.ambient.enter
         )
 
-    def _verdict(self, ref: Any, res: Any, fp64: Any) -> bool:
+    def _verdict(
+        self, ref: accuracy.Outcome, res: accuracy.Outcome, fp64: accuracy.Outcome | None
+    ) -> bool:
         """Judge; True when the values are wrong (said as a failure)."""
         runner = self.runner
         # the autocast's lower precision (accuracy.compare_tensor)
@@ -265,18 +285,19 @@ class Watch:
 
     # -- backward ---------------------------------------------------------------------
 
-    def _watch_backward(self, outputs: list[Any], args: list[Any]) -> None:
+    def _watch_backward(self, outputs: list[object], args: list[object]) -> None:
         """Hooks that see the program's backward through this call's graph."""
         grad_inputs = self.snap.grad_inputs()
         edges: dict[tuple[int, int], int] = {}
-        self._keep: list[Any] = []  # the nodes whose ids are keys: alive while we watch
+        self._keep: list[Node] = []  # the nodes whose ids are keys: alive while we watch
         for i in grad_inputs:
-            edge = torch.autograd.graph.get_gradient_edge(args[i])
+            # (an input that requires grad: a tensor)
+            edge = torch.autograd.graph.get_gradient_edge(cast("torch.Tensor", args[i]))
             self._keep.append(edge.node)
             edges[(id(edge.node), edge.output_nr)] = i
-        self.tangents: dict[int, Any] = {}
-        self.grads: dict[int, Any] = {}
-        self.handles: list[Any] = []
+        self.tangents: dict[int, torch.Tensor] = {}
+        self.grads: dict[int, torch.Tensor] = {}
+        self.handles: list[RemovableHandle] = []
         diff = [
             (j, o)
             for j, o in enumerate(outputs)
@@ -306,8 +327,8 @@ class Watch:
                 else:
                     todo.append(nxt)
 
-    def _tangent_hook(self, j: int) -> Any:
-        def hook(grad: Any) -> None:
+    def _tangent_hook(self, j: int) -> Callable[[torch.Tensor | None], None]:
+        def hook(grad: torch.Tensor | None) -> None:
             # autograd may hand a tensor hook None (an output whose gradient is
             # undefined: seen on GPT-2's unused outputs); and a hook must never raise
             # into the program's backward (issue 38: it did, and the program died)
@@ -328,12 +349,13 @@ class Watch:
 
         return hook
 
-    def _grad_hook(self, k: int, i: int) -> Any:
-        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+    def _grad_hook(self, k: int, i: int) -> Callable[[_Grads, _Grads], None]:
+        def hook(grad_inputs: _Grads, grad_outputs: _Grads) -> None:
             if self.judged_backward or k >= len(grad_inputs) or grad_inputs[k] is None:
                 return
             try:
-                g = grad_inputs[k].detach().clone()  # a copy, as for the tangents
+                # a copy, as for the tangents (of a gradient that is not None: see above)
+                g = cast("torch.Tensor", grad_inputs[k]).detach().clone()
                 self.grads[i] = g if i not in self.grads else self.grads[i] + g
             except Exception as exc:
                 self._hook_failed(exc)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
 _SKIP = (".pyc", ".so", ".pth", ".pyi")
 # the import system's own frames: a Python file opened here is imported, not read
@@ -52,7 +51,7 @@ def record(path: str) -> None:
     seen: set[tuple[str, str]] = set()
     prefixes = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix)})
 
-    def hook(event: str, args: tuple[Any, ...]) -> None:
+    def hook(event: str, args: tuple[object, ...]) -> None:
         if event != "open" or not args:
             return
         name, mode = args[0], args[1] if len(args) > 1 else None

@@ -22,7 +22,13 @@ A pattern's name is the one torch's telemetry uses where it has one (``pattern_n
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    import torch
+    from torch._inductor.pattern_matcher import Match, PatternEntry
 
 ATTR = "_tcompile_pattern"  # on an exception raised inside a pattern's apply
 COUNTERS = "tcompile_patterns"  # torch's counters key of the patterns that fired
@@ -30,14 +36,14 @@ _installed = False
 _off: frozenset[str] = frozenset()  # patterns turned off now (subsystems.install sets it)
 
 
-def turn_off(names: set[str] | frozenset[str] | list[str]) -> None:
+def turn_off(names: Iterable[str]) -> None:
     """The patterns that do not fire from now on (the run's or a worker judgement's
     ``--without pattern:NAME``; empty: none)."""
     global _off
     _off = frozenset(names)
 
 
-def pattern_name(entry: Any) -> str:
+def pattern_name(entry: object) -> str:
     """A pattern entry's name, stable across programs and processes."""
     name = getattr(entry, "pattern_name", None)
     if name:
@@ -87,9 +93,11 @@ def install() -> None:
     _installed = True
 
 
-def _wrapped(original: Any) -> Any:
+def _wrapped(original: Callable[..., object]) -> Callable[..., object]:
     @functools.wraps(original)
-    def apply(self: Any, match: Any, graph: Any, node: Any) -> Any:
+    def apply(
+        self: PatternEntry, match: Match, graph: torch.fx.Graph, node: torch.fx.Node
+    ) -> object:
         name = pattern_name(self)
         if name in _off:
             return None  # the match stays as it was: this pattern does not rewrite it

@@ -26,12 +26,18 @@ gradient is judged by ``run --accuracy`` and the locating run.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from .. import accuracy
 from ..snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .runners import GraphRunner
+    from .session import Session
 
 BUDGET_SHARE = 0.1  # of the memory available at the first keep
 KEEP_ENV = "TCOMPILE_KEEP_MB"
@@ -54,7 +60,7 @@ def _available(device: str) -> int:
     return 1 << 30
 
 
-def _bytes(args: list[Any]) -> dict[str, int]:
+def _bytes(args: Sequence[object]) -> dict[str, int]:
     out: dict[str, int] = {}
     for x in args:
         if isinstance(x, torch.Tensor):
@@ -66,9 +72,9 @@ def _bytes(args: list[Any]) -> dict[str, int]:
 class LastCalls:
     """Each graph's last call's inputs, within a budget per device."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
-        self.kept: dict[int, tuple[Any, Snapshot, dict[str, int]]] = {}
+        self.kept: dict[int, tuple[GraphRunner, Snapshot, dict[str, int]]] = {}
         self.budget: dict[str, int] = {}
         self.skipped: dict[int, str] = {}  # graph -> why its calls are not kept
         self.checked: set[int] = set()  # graphs whose kind was looked at (once each)
@@ -82,7 +88,7 @@ class LastCalls:
             )
         return self.budget[device]
 
-    def keep(self, runner: Any, args: list[Any]) -> None:
+    def keep(self, runner: GraphRunner, args: list[object]) -> None:
         """Before the program's call: its inputs, replacing the graph's last ones."""
         index = runner.index
         if index in self.skipped or self.judging:

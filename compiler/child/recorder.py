@@ -9,9 +9,12 @@ import struct
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..protocol import KIND_CODES, MARKER_FMT, MARKER_SIZE, SITE_SIZE, ServeSpec
+
+if TYPE_CHECKING:
+    from types import CodeType, FrameType
 
 STARTED = time.monotonic()  # interpreter start-up, near enough (sitecustomize imports us)
 
@@ -64,8 +67,8 @@ class Recorder:
             self._marker = mmap.mmap(fd, MARKER_SIZE + SITE_SIZE)
         finally:
             os.close(fd)
-        self._site: list[Any] = []
-        self._user_code: dict[int, tuple[Any, bool]] = {}
+        self._site: list[int | CodeType] = []  # (f_lasti, f_code) of each frame
+        self._user_code: dict[int, tuple[CodeType, bool]] = {}
         self.mark(-1, PHASE_IDLE)
 
     def graphs_seen(self) -> bool:
@@ -78,7 +81,7 @@ class Recorder:
             self._next_graph += 1
             return index
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: str, **fields: object) -> None:
         fields = {"event": event, "pid": self.pid, "time": time.time(), **DIST, **fields}
         line = json.dumps(fields, default=str)
         with self._lock:
@@ -91,8 +94,8 @@ class Recorder:
         training loop calls its graphs from one place: one walk up the stack, a few
         microseconds).  A process a compiled kernel kills (a C++ throw aborts it) has
         said where it was (protocol.read_site; crash.fatal_stack)."""
-        raw: list[Any] = []
-        f: Any = sys._getframe(depth)
+        raw: list[int | CodeType] = []
+        f: FrameType | None = sys._getframe(depth)
         while f is not None:
             raw.append(f.f_lasti)
             raw.append(f.f_code)

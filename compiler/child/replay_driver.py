@@ -22,22 +22,38 @@ from __future__ import annotations
 import json
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Mapping
+    from typing import TypedDict
+
+    from ..record_format import RecordInfo
+
+    class _CompileKwargs(TypedDict, total=False):
+        """The recorded torch.compile call's keyword arguments."""
+
+        backend: str | Callable[..., object]
+        fullgraph: bool
+        dynamic: bool | None
+        mode: str | None
+        options: dict[str, str | int | bool | Callable[..., object]] | None
 
 
 class BadRecord(Exception):
     pass
 
 
-def _status(path: str | None, **fields: Any) -> None:
+def _status(path: str | None, **fields: object) -> None:
     if path:
         with open(path, "w") as f:
             json.dump(fields, f, default=str)
 
 
-def _load_tcompile(info: Any, sha256: str | None) -> dict[str, Any]:
+def _load_tcompile(info: RecordInfo, sha256: str | None) -> dict[str, Any]:
     import dill
 
     from ..record_format import read_payload
@@ -164,7 +180,7 @@ def _load_torch(path: str) -> dict[str, Any]:
                 f"cannot unpickle torch's record: {type(exc).__name__}: {exc}"
             ) from None
 
-    def real(value: Any) -> Any:
+    def real(value: object) -> object:
         if isinstance(value, DummyModule):
             try:
                 return importlib.import_module(value.name)
@@ -172,7 +188,7 @@ def _load_torch(path: str) -> dict[str, Any]:
                 return value
         return value
 
-    cells: dict[int, Any] = {}
+    cells: dict[int, object] = {}
     for i, cell in enumerate(record.closure or ()):
         try:
             cells[i] = cell.cell_contents
@@ -188,7 +204,9 @@ def _load_torch(path: str) -> dict[str, Any]:
     }
 
 
-def _arguments(code: Any, f_locals: dict[str, Any]) -> tuple[list[Any], dict[str, Any], list[str]]:
+def _arguments(
+    code: types.CodeType, f_locals: Mapping[str, object]
+) -> tuple[list[object], dict[str, object], list[str]]:
     """Positional and keyword arguments from the frame's locals at entry."""
     flags = code.co_flags
     n = code.co_argcount
@@ -213,7 +231,9 @@ def _arguments(code: Any, f_locals: dict[str, Any]) -> tuple[list[Any], dict[str
     return args, kwargs, missing
 
 
-def build(loaded: dict[str, Any]) -> tuple[Any, list[Any], dict[str, Any], list[str]]:
+def build(
+    loaded: dict[str, Any],
+) -> tuple[types.FunctionType, list[object], dict[str, object], list[str]]:
     import builtins
 
     code = loaded["code"]
@@ -239,7 +259,11 @@ def build(loaded: dict[str, Any]) -> tuple[Any, list[Any], dict[str, Any], list[
     return fn, args, kwargs, missing
 
 
-def _eager_fails_same(fn: Any, spare: Any, exc: BaseException) -> str:
+def _eager_fails_same(
+    fn: Callable[..., object],
+    spare: tuple[list[object], dict[str, object]] | None,
+    exc: BaseException,
+) -> str:
     """Run the frame without torch.compile; the failure, if it is the same one."""
     import traceback
 
@@ -272,7 +296,9 @@ def _eager_fails_same(fn: Any, spare: Any, exc: BaseException) -> str:
     return ""
 
 
-def _prepare(ns: Any) -> tuple[dict[str, Any], Any, list[Any], dict[str, Any], list[str]]:
+def _prepare(
+    ns: argparse.Namespace,
+) -> tuple[dict[str, Any], types.FunctionType, list[object], dict[str, object], list[str]]:
     """Read the record and rebuild the frame's function and arguments."""
     import torch  # noqa: F401  (tcompile's hooks patch torch.compile on import)
 
@@ -315,7 +341,7 @@ def main(argv: list[str]) -> int:
 
     options = dict(loaded.get("compile") or {})
     fullgraph = options.get("fullgraph", False) if ns.fullgraph is None else ns.fullgraph
-    kw: dict[str, Any] = {
+    kw: _CompileKwargs = {
         "backend": options.get("backend") or "inductor",
         "fullgraph": bool(fullgraph),
         "dynamic": options.get("dynamic"),

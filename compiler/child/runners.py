@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import torch
 
@@ -27,6 +26,16 @@ from .graphs import fake_call as _fake
 from .recorder import PHASE_CHECK, PHASE_COMPILE, PHASE_IDLE, PHASE_RUN, serves
 from .session import Session, is_dynamo_exception
 from .subsystems import compiling
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from torch.fx import GraphModule
+
+    from ..accuracy import Outcome
+    from . import graphs, numerics, observe, session
+    from .backend import TcompileBackend
+    from .build import CompiledFn
 
 
 class AotHooks:
@@ -44,11 +53,11 @@ class AotHooks:
     def compile(
         self,
         kind: str,
-        gm: Any,
-        example_inputs: Any,
-        real_compile: Callable[..., Any],
-        **kwargs: Any,
-    ) -> Any:
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[object],
+        real_compile: Callable[..., CompiledFn],
+        **kwargs: object,
+    ) -> CompiledFn:
         rec = self.session.recorder
         nodes = count_compute(gm)
         serve = self.session.config.serve
@@ -113,7 +122,7 @@ class AotHooks:
         if keep is not None:
             return _BackwardRunner(self.session, self.index, self.stage, compiled, keep)
         try:  # autograd's errors in this graph's backward name it (session.backward_graph_of)
-            compiled._tcompile_graph = self.index
+            compiled._tcompile_graph = self.index  # type: ignore[attr-defined]
         except (AttributeError, TypeError):
             pass
         return compiled
@@ -124,12 +133,12 @@ class _AotServer:
 
     _boxed_call = True
 
-    def __init__(self, hooks: AotHooks, gm: Any, kind: str) -> None:
+    def __init__(self, hooks: AotHooks, gm: torch.fx.GraphModule, kind: str) -> None:
         self.hooks = hooks
         self.reference = gm
         self.kind = kind
 
-    def __call__(self, *call_args: Any) -> Any:
+    def __call__(self, *call_args: object) -> NoReturn:
         from .serve import serve
 
         hooks = self.hooks
@@ -159,20 +168,20 @@ def _debug_artifacts(debug_dir: str | None, index: int, kind: str) -> Any:
     return inductor_config.patch({"trace.enabled": True, "trace.debug_dir": where})
 
 
-def _unbox(call_args: tuple[Any, ...]) -> list[Any]:
+def _unbox(call_args: tuple[object, ...]) -> list[object]:
     """AOTAutograd calls compiled graphs boxed (one list) or not, depending on the path."""
     if len(call_args) == 1 and type(call_args[0]) is list:
         return call_args[0]
     return list(call_args)
 
 
-def _boxed_eager(gm: Any) -> Any:
+def _boxed_eager(gm: torch.fx.GraphModule) -> CompiledFn:
     from torch._functorch.aot_autograd import make_boxed_func
 
     return make_boxed_func(gm.forward)
 
 
-def _call(fn: Any, args: list[Any]) -> Any:
+def _call(fn: CompiledFn, args: list[object]) -> object:
     if getattr(fn, "_boxed_call", False):
         return fn(list(args))
     return fn(*args)
@@ -187,7 +196,7 @@ class _BackwardRunner:
     _boxed_call = True
 
     def __init__(
-        self, session: Session, index: int, stage: str, compiled: Any, eager_gm: Any
+        self, session: Session, index: int, stage: str, compiled: CompiledFn, eager_gm: GraphModule
     ) -> None:
         self.session, self.index, self.stage = session, index, stage
         # on the instance too: torch._dynamo.disable's functools.wraps copies the instance's
@@ -203,7 +212,7 @@ class _BackwardRunner:
             if hasattr(compiled, name):
                 setattr(self, name, getattr(compiled, name))
 
-    def __call__(self, *call_args: Any) -> Any:
+    def __call__(self, *call_args: object) -> object:
         # AOTAutograd calls backward compilers' results boxed or not, depending on
         # the path: accept both.
         args = _unbox(call_args)
@@ -252,7 +261,7 @@ class GraphRunner:
         compiled: Any,
         reference: torch.fx.GraphModule,
         forward_kind: str = "forward",
-        backend: Any = None,
+        backend: TcompileBackend | None = None,
     ) -> None:
         self.session, self.index, self.stage = session, index, stage
         self.backend = backend  # the TcompileBackend (user backend, mode, options)
@@ -264,9 +273,9 @@ class GraphRunner:
         self.quarantined = compiled is None  # its compile failed: it runs eagerly
         self.serve_here = serves(cfg.serve, index, "dynamo")
         self._sync_first = True
-        self._watch: Any = None  # the check watching the current call
+        self._watch: observe.Watch | None = None  # the check watching the current call
         self.localized = False  # its first divergence found (localize.py): once
-        self.expected: list[Any] = []  # dtypes and shapes Dynamo traced the outputs with
+        self.expected: list[graphs.ExpectedOutput] = []  # the dtypes and shapes Dynamo traced
         # A graph that talks to other ranks is never re-run eagerly on this rank alone
         # (its collectives would wait for ranks that never make them: a hang).  Its
         # forward check runs on every rank, at the same call (its first) and in the same
@@ -283,7 +292,7 @@ class GraphRunner:
                 "everywhere; its gradients are not judged",
             )
 
-    def __call__(self, *call_args: Any) -> Any:
+    def __call__(self, *call_args: object) -> object:
         # Dynamo calls a backend's result with positional args, never boxed (and
         # aot_module_simplified's forward carries a misleading `_boxed_call`).
         args = list(call_args)
@@ -329,7 +338,7 @@ class GraphRunner:
             self.session.last_calls.keep(self, args)
         return self._run(args)
 
-    def _run(self, args: list[Any]) -> Any:
+    def _run(self, args: list[object]) -> object:
         """The program's call of the compiled graph; a runtime error falls back to eager
         (a compiler failure only if eager passes)."""
         rec = self.session.recorder
@@ -373,7 +382,7 @@ class GraphRunner:
         finally:
             rec.mark(-1, PHASE_IDLE)
 
-    def _serve(self, args: list[Any], target: Any = None) -> None:
+    def _serve(self, args: list[object], target: session.ServeTarget | None = None) -> None:
         from .serve import serve
 
         serve(
@@ -383,21 +392,21 @@ class GraphRunner:
             index=self.index,
             stage=self.stage,
             forward_kind=self.forward_kind,
-            spec=self.backend.spec(),
+            spec=cast("TcompileBackend", self.backend).spec(),  # backend.py gives it
             signature=target[1] if target else None,
             graph_kind=target[2] if target else None,
             recorder=self.session.recorder,
             meta_extra={"message": self.session.serve_message} if target else None,
         )
 
-    def _serve_first_failure(self, args: list[Any]) -> None:
+    def _serve_first_failure(self, args: list[object]) -> None:
         """A worker told to serve the first failure it meets, and this graph had it."""
         target = self.session.serve_target
         if target is not None and target[0] == self.index:
             self._serve(args, target)
         self.capture_pending(args)
 
-    def capture_pending(self, args: list[Any], ambient: Any = None) -> None:
+    def capture_pending(self, args: list[object], ambient: observe.Ambient | None = None) -> None:
         """A run saving its failing graphs (HookConfig.capture): this graph's failure,
         with ``args`` (its next call's, or the checked call's own snapshot, ``ambient``
         the state that call ran in: a gradient is judged inside the backward, where grad
@@ -413,7 +422,7 @@ class GraphRunner:
                 index=self.index,
                 stage=self.stage,
                 forward_kind=self.forward_kind,
-                spec=self.backend.spec(),
+                spec=cast("TcompileBackend", self.backend).spec(),  # backend.py gives it
                 signature=pending[0],
                 graph_kind=pending[1],
                 message=pending[2],
@@ -444,7 +453,7 @@ class GraphRunner:
             **extra,
         )
 
-    def localize(self, watch: Any, grads: bool = False) -> dict[str, Any]:
+    def localize(self, watch: observe.Watch, grads: bool = False) -> numerics.Localized:
         """``{"divergence": ...}`` for the failure this checked call shows (``grads``: a
         gradient), once per graph and only with ``localize`` on (localize.py)."""
         if not self.session.config.localize or self.localized:
@@ -454,7 +463,7 @@ class GraphRunner:
         self.localized = True
         return {"divergence": localize(self, watch.snap, watch.ambient, grads=grads)}
 
-    def _note_more_precise(self, ref: Any, res: Any, fp64: Any) -> None:
+    def _note_more_precise(self, ref: Outcome, res: Outcome, fp64: Outcome | None) -> None:
         """Compiled differs from eager but is at least as close to float64: not a
         failure, and said so (a program comparing with eager would see a difference)."""
         differs = accuracy.compare(ref, res, None, strict=True)
@@ -470,7 +479,7 @@ class GraphRunner:
         )
 
 
-def eager_call(gm: Any, args: list[Any]) -> Any:
+def eager_call(gm: torch.fx.GraphModule, args: Sequence[object]) -> object:
     """``gm(*args)``, keeping the traceback of an error raised on a line of the graph's
     generated code: ``GraphModule.__call__`` re-raises such an error without its frames,
     and cause.py reads the user line the failing node came from off that frame (the

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ..collectives import record
 from ..graph_io import load_graph, save_graph
@@ -33,21 +33,39 @@ from .numerics import patched
 from .subsystems import counting
 from .torch_config import config_diffs, source_of
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypedDict
+
+    import torch
+
+    from tcompile.minifier.verdict import Verdict
+
+    from .numerics import Divergence
+    from .observe import Ambient
+    from .recorder import Recorder
+
+    class AnalyzeRequest(TypedDict):
+        """The parent's request for a graph's analysis (pool.py; its other keys unread)."""
+
+        graph: str  # the candidate graph's file
+        inputs: str  # its inputs' file
+
 
 def serve(
     config: HookConfig,
-    graph: Any,
-    args: list[Any],
+    graph: torch.fx.GraphModule,
+    args: list[object],
     *,
     index: int,
     stage: str,
     forward_kind: str,
     spec: CompileSpec,
     level: str = "dynamo",
-    meta_extra: dict[str, Any] | None = None,
+    meta_extra: dict[str, object] | None = None,
     signature: FailureSignature | None = None,
     graph_kind: str | None = None,
-    recorder: Any = None,
+    recorder: Recorder | None = None,
 ) -> NoReturn:
     """Capture ``graph`` (the reference, before compilation) and its inputs, then judge
     candidates until told to stop; the process then exits.  ``signature``: the failure
@@ -102,8 +120,8 @@ def serve(
 
 def capture_graph(
     capture_dir: str,
-    graph: Any,
-    args: list[Any],
+    graph: torch.fx.GraphModule,
+    args: list[object],
     *,
     index: int,
     stage: str,
@@ -112,7 +130,7 @@ def capture_graph(
     signature: FailureSignature,
     graph_kind: str,
     message: str = "",
-    ambient: Any = None,
+    ambient: Ambient | None = None,
 ) -> None:
     """A run that saves its failing graphs (HookConfig.capture): the graph, the inputs
     of this call and capture.json under ``capture_dir/graph-N``, then the program goes
@@ -135,8 +153,13 @@ def capture_graph(
 
 
 def _capture_meta(
-    graph: Any, index: int, stage: str, forward_kind: str, spec: CompileSpec, level: str
-) -> dict[str, Any]:
+    graph: torch.fx.GraphModule,
+    index: int,
+    stage: str,
+    forward_kind: str,
+    spec: CompileSpec,
+    level: str,
+) -> dict[str, object]:
     import torch
 
     from .observe import Ambient
@@ -164,7 +187,11 @@ def _capture_meta(
 
 
 def _write_capture(
-    cap: Path, graph: Any, inputs: list[Any], meta: dict[str, Any], recorded: Any = None
+    cap: Path,
+    graph: torch.fx.GraphModule,
+    inputs: list[object],
+    meta: dict[str, object],
+    recorded: dict[str, torch.Tensor] | None = None,
 ) -> None:
     """Atomically: the parent reads the capture once capture.json exists."""
     import torch
@@ -188,7 +215,7 @@ def _real_group() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_backend() != "fake"
 
 
-def _answer(fds: list[int], target: Target, ready: dict[str, Any]) -> None:
+def _answer(fds: list[int], target: Target, ready: dict[str, object]) -> None:
     import torch
 
     rfd, wfd = fds
@@ -203,7 +230,7 @@ def _answer(fds: list[int], target: Target, ready: dict[str, Any]) -> None:
                     json.dumps({"id": req["id"], "analysis": _analyze(req, target)}) + "\n"
                 )
                 continue
-            extra: dict[str, Any] = {}
+            extra: dict[str, object] = {}
             try:
                 gm = load_graph(req["graph"])  # written by our parent
                 cand_inputs = torch.load(req["inputs"], weights_only=False)
@@ -231,7 +258,7 @@ def _answer(fds: list[int], target: Target, ready: dict[str, Any]) -> None:
                 break
 
 
-def _analyze(req: dict[str, Any], target: Target) -> dict[str, Any]:
+def _analyze(req: AnalyzeRequest, target: Target) -> Divergence:
     """First divergence and its kernel for the graph of ``req``; the switches this torch
     has (the parent judges the graph under each)."""
     import torch
@@ -252,8 +279,8 @@ def _analyze(req: dict[str, Any], target: Target) -> dict[str, Any]:
 
                 snap = Snapshot(inputs)
                 found = {**first_grad_divergence(gm, snap, compile_fn), "grads": True}
-            if found.get("node"):
-                found["kernel"] = kernel_of(gm, found["node"], compile_fn, inputs, snap)
+            if found.get("node"):  # (so found["node"] is a node's name)
+                found["kernel"] = kernel_of(gm, cast(str, found["node"]), compile_fn, inputs, snap)
         cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs)
         found["switches"] = [[k, v, why] for k, v, why in available_switches(cuda)]
         return found
@@ -261,7 +288,7 @@ def _analyze(req: dict[str, Any], target: Target) -> dict[str, Any]:
         return {"node": None, "why": f"{type(exc).__name__}: {exc}"[:300], "switches": []}
 
 
-def _wrong_gradient(target: Target, inputs: list[Any]) -> bool:
+def _wrong_gradient(target: Target, inputs: list[object]) -> bool:
     """A Dynamo-level graph whose failure is a gradient (its forward is right)."""
     import torch
 
@@ -271,7 +298,7 @@ def _wrong_gradient(target: Target, inputs: list[Any]) -> bool:
     return target.level != "aot" and sig.kind == FailureKind.ACCURACY and grads and needs
 
 
-def judge_error(exc: BaseException) -> tuple[Any, dict[str, Any]]:
+def judge_error(exc: BaseException) -> tuple[Verdict, dict[str, object]]:
     from tcompile.minifier.verdict import Verdict
 
     return Verdict.INVALID, {"error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -284,11 +311,11 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
-def _plain(v: Any) -> bool:
+def _plain(v: object) -> bool:
     return isinstance(v, (str, int, float, bool, type(None)))
 
 
-def _describe_backend(b: Any) -> str:
+def _describe_backend(b: str | Callable[..., object] | None) -> str:
     if isinstance(b, str):
         return b
     return getattr(b, "__name__", None) or type(b).__name__
@@ -320,7 +347,7 @@ def serve_launcher() -> NoReturn:
             namespace,
         )  # noqa: S102
     apply_config(meta.get("config") or {}, namespace)
-    user_backend: Any = meta.get("user_backend") or meta.get("stage")
+    user_backend: str | Callable[..., object] = meta.get("user_backend") or meta.get("stage")
     if meta.get("backend_source"):
         exec(compile(meta["backend_source"], "<launcher backend>", "exec"), namespace)  # noqa: S102
         user_backend = namespace.get(meta["user_backend"], user_backend)

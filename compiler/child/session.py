@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..crash import FATAL_PREFIX
 from ..owners import in_torch
 from ..protocol import STOP_EXIT, Event, HookConfig
 from ..signature import CAPTURED_KINDS, FailureKind, FailureSignature, first_lines, root_cause
 from .recorder import Recorder
+
+if TYPE_CHECKING:
+    import torch
+
+    from .numerics import Divergence
+    from .postmortem import LastCalls
+
+    # a minifier worker's first failure to serve: (graph, its signature, graph kind)
+    ServeTarget = tuple[int, FailureSignature, str]
 
 
 def is_dynamo_exception(exc: BaseException) -> bool:
@@ -115,13 +124,13 @@ class Session:
         self.recorder = Recorder(config.dir)
         stacks_on_request(config)
         stacks_on_death(config)
-        self._said: set[tuple[Any, ...]] = set()
+        self._said: set[tuple[object, ...]] = set()
         self.graph_stage: dict[int, str] = {}  # graph index -> the stage compiling it
         self._tracing_seen = 0.0
         stop = config.stop_on
         self._stop_on = FailureSignature.from_json(stop) if stop else None
         # a minifier worker serving the first failure it meets: (graph, signature, kind)
-        self.serve_target: tuple[int, FailureSignature, str] | None = None
+        self.serve_target: ServeTarget | None = None
         self.serve_message = ""  # the unscrubbed text of the failure served
         # a run saving its failing graphs (config.capture): graph -> (signature, graph
         # kind, message) of its first failure, saved at the graph's next call
@@ -131,11 +140,11 @@ class Session:
         # (the eager backward graph, the inputs the program's backward call got), for
         # localizing a wrong gradient inside the backward graph (localize.py)
         self.watch_backward: set[int] = set()
-        self.backward_calls: dict[int, tuple[Any, list[Any]]] = {}
+        self.backward_calls: dict[int, tuple[torch.fx.GraphModule, list[object]]] = {}
         self.forward_traces: dict[int, dict[int, str]] = {}  # graph -> seq_nr -> trace
         self.failures_said = 0
         # each graph's last call, judged if the program dies of its own check (postmortem.py)
-        self.last_calls: Any = None
+        self.last_calls: LastCalls | None = None
         if config.keep_last_calls:
             from .postmortem import LastCalls
 
@@ -154,7 +163,7 @@ class Session:
         exc: BaseException | None = None,
         signature: FailureSignature | None = None,
         message: str = "",
-        divergence: dict[str, Any] | None = None,
+        divergence: Divergence | None = None,
         before_aot_compile: bool = False,
     ) -> None:
         pattern = None

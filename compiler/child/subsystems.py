@@ -17,13 +17,18 @@ import contextlib
 import os
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..stack import application_name as named
 from .patterns import COUNTERS
 from .patterns import install as install_patterns
 from .patterns import turn_off as turn_patterns_off
 from .torch_config import set_config
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from torch._inductor.compiler_bisector import CompilerBisector
 
 
 class Counter:
@@ -59,7 +64,9 @@ class Counter:
 
     paused = False  # compiles that are not the program's (localize.py): not counted
 
-    def disable(self, backend: str, subsystem: str, debug_info: Any = None) -> bool:
+    def disable(
+        self, backend: str, subsystem: str, debug_info: Callable[[], str] | None = None
+    ) -> bool:
         if self.paused:
             return False
         if self.graph is not None and self.current != self.graph:
@@ -145,7 +152,12 @@ def install(bisect: dict[str, Any]) -> Counter:
     counter = _counter
     turn_patterns_off(counter.off.get("pattern", ()))
 
-    def disable_subsystem(cls: Any, backend: str, subsystem: str, debug_info: Any = None) -> bool:
+    def disable_subsystem(
+        cls: type[CompilerBisector],
+        backend: str,
+        subsystem: str,
+        debug_info: Callable[[], str] | None = None,
+    ) -> bool:
         return counter.disable(backend, subsystem, debug_info)
 
     CompilerBisector.disable_subsystem = classmethod(disable_subsystem)  # type: ignore[method-assign]

@@ -19,12 +19,22 @@ from __future__ import annotations
 import functools
 import sys
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..owners import Owner, owner
 from ..signature import FailureKind, FailureSignature
 from .graphs import output_args, untraced
 from .numerics import source_of_trace
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    import torch
+    from torch.autograd.graph import Node
+    from torch.utils.hooks import RemovableHandle
+
+    from .runners import GraphRunner
+    from .session import Session
 
 
 class HookWatch:
@@ -35,18 +45,21 @@ class HookWatch:
     hooks in the order their tensors got their first hook) -- that notes which
     gradients arrived and, on an output the program hooked, judges."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
         self._dependents: dict[int, dict[int, set[int]]] = {}
         self._said: set[tuple[str, str, str]] = set()
         # id(tensor) -> (tensor ref, graph, output, [(name, defined, where)]): the
         # program's hooks on outputs of the last calls
-        self.hooked: dict[int, tuple[Any, Any, int, list[tuple[str, str, str]]]] = {}
-        self._outputs: dict[int, tuple[Any, int, Any]] = {}  # id(tensor) -> (ref, i, runner)
+        self.hooked: dict[
+            int, tuple[weakref.ref[object], GraphRunner, int, list[tuple[str, str, str]]]
+        ] = {}
+        # id(tensor) -> (ref, i, runner)
+        self._outputs: dict[int, tuple[weakref.ref[object], int, GraphRunner]] = {}
         self._register: Any = None
         _install(self)
 
-    def ran(self, runner: Any, out: Any) -> None:
+    def ran(self, runner: GraphRunner, out: object) -> None:
         """A call of ``runner``'s compiled graph returned ``out``."""
         import torch
 
@@ -55,7 +68,7 @@ class HookWatch:
             return  # no output computed from another: nothing can be bypassed
         outs = out if isinstance(out, (list, tuple)) else [out]
 
-        def node(k: int) -> Any:
+        def node(k: int) -> Node | None:
             t = outs[k] if k < len(outs) else None
             return t.grad_fn if isinstance(t, torch.Tensor) else None
 
@@ -81,7 +94,7 @@ class HookWatch:
             # a backward hook is not serialized: a line the program never printed)
             self._register(t, torch.utils.hooks.unserializable_hook(hook))
 
-    def registered(self, tensor: Any, hook: Any, frame: Any) -> None:
+    def registered(self, tensor: torch.Tensor, hook: object, frame: FrameType) -> None:
         """The program hooked ``tensor``: remembered if a graph's call returned it."""
         found = self._outputs.get(id(tensor))
         if found is None or found[0]() is not tensor:
@@ -95,7 +108,9 @@ class HookWatch:
             entry = self.hooked[id(tensor)] = (found[0], runner, i, [])
         entry[3].append((name, defined, _user_frame(frame)))
 
-    def judge(self, runner: Any, k: int, arrived: set[int], deps: set[int], key: int) -> None:
+    def judge(
+        self, runner: GraphRunner, k: int, arrived: set[int], deps: set[int], key: int
+    ) -> None:
         entry = self.hooked.get(key)
         if entry is None or entry[0]() is None or entry[1] is not runner:
             return
@@ -104,15 +119,15 @@ class HookWatch:
         for name, defined, where in entry[3]:
             self._say(runner, k, name, defined, where, _source_of(runner, k))
 
-    def dependents(self, runner: Any) -> dict[int, set[int]]:
+    def dependents(self, runner: GraphRunner) -> dict[int, set[int]]:
         """Output index -> the other outputs computed from it, in the captured graph."""
         cached = self._dependents.get(runner.index)
         if cached is not None:
             return cached
         outs = output_args(runner.reference)
-        ancestors: dict[Any, set[Any]] = {}
+        ancestors: dict[object, set[object]] = {}  # node -> the nodes it is computed from
         for n in runner.reference.graph.nodes:
-            seen: set[Any] = set()
+            seen: set[object] = set()
             for a in n.all_input_nodes:
                 seen.add(a)
                 seen |= ancestors.get(a, set())
@@ -125,7 +140,9 @@ class HookWatch:
         self._dependents[runner.index] = result
         return result
 
-    def _say(self, runner: Any, i: int, name: str, defined: str, where: str, source: str) -> None:
+    def _say(
+        self, runner: GraphRunner, i: int, name: str, defined: str, where: str, source: str
+    ) -> None:
         key = (name, defined, where)  # once per hook: a graph compiled again bypasses it too
         if key in self._said:
             return
@@ -154,7 +171,13 @@ class HookWatch:
 
 
 def _noted_impl(
-    watch: HookWatch, runner: Any, k: int, arrived: set[int], deps: set[int], key: int, grad: Any
+    watch: HookWatch,
+    runner: GraphRunner,
+    k: int,
+    arrived: set[int],
+    deps: set[int],
+    key: int,
+    grad: torch.Tensor | None,
 ) -> None:
     """tcompile's hook on output ``k`` of one call: its gradient arrived; judged if the
     program hooked it.  It returns None: no gradient changes."""
@@ -180,7 +203,7 @@ def _install(watch: HookWatch) -> None:
     current = [watch]
     watch._register = original
 
-    def register_hook(self: Any, hook: Any) -> Any:
+    def register_hook(self: torch.Tensor, hook: object) -> RemovableHandle:
         caller = sys._getframe(1).f_code.co_filename
         # the program's hooks only (tcompile's own checks register theirs too); anything
         # torch would refuse gets torch's own error, unchanged
@@ -200,7 +223,7 @@ def _install(watch: HookWatch) -> None:
 _RESUME = "torch_dynamo_resume_in_"
 
 
-def _user_frame(frame: Any) -> str:
+def _user_frame(frame: FrameType | None) -> str:
     """The program's innermost frame; Dynamo's resume function of ``f`` (the code after
     a graph break) as ``f``, where the line it runs under Dynamo is not the source's."""
     from ..owners import is_user
@@ -218,7 +241,7 @@ def _user_frame(frame: Any) -> str:
     return ""
 
 
-def _source_of(runner: Any, i: int) -> str:
+def _source_of(runner: GraphRunner, i: int) -> str:
     """The program's line that made output ``i`` (its node's stack trace)."""
     outs = output_args(runner.reference)
     node = outs[i] if i < len(outs) else None

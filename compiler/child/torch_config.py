@@ -6,12 +6,39 @@ from __future__ import annotations
 import importlib
 import inspect
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..configs import set_dotted
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from types import CodeType, ModuleType
+    from typing import TypedDict
 
-def module_diffs(module_name: str, *, plain_only: bool = False) -> dict[str, Any]:
+    from torch._ops import OpOverload, OpOverloadPacket
+
+    class FunctionSpec(TypedDict):
+        """A function of the program's, as a repro defines it again."""
+
+        function: str  # the name to bind it to
+        source: str | None  # None: no source to be had
+
+    class ObjectSpec(TypedDict):
+        """A callable object (a CustomGraphPass), as :func:`object_of` describes it."""
+
+        object: str  # its class's name
+        source: str | None  # its class's source
+        bases: list[str]  # the imports of its bases
+        state: dict[str, object] | None  # its __dict__, when that is plain data
+
+    class TableDiffs(TypedDict, total=False):
+        """:func:`decomposition_table_diffs`' answer."""
+
+        changed: dict[str, FunctionSpec]  # op name -> the program's function
+        removed: list[str]  # op names
+
+
+def module_diffs(module_name: str, *, plain_only: bool = False) -> dict[str, object]:
     """Entries of a torch config module (``torch._inductor.config``,
     ``torch._dynamo.config``) whose value differs from torch's default.  Cache
     settings are left out: tcompile turns caches off itself, and they never make a bug.
@@ -20,7 +47,7 @@ def module_diffs(module_name: str, *, plain_only: bool = False) -> dict[str, Any
     function (a custom pass) as ``{"function": name, "source": ...}``; anything else
     is dropped."""
     mod = importlib.import_module(module_name)
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     try:
         current = mod.get_config_copy()
         entries = mod._config.items()  # noqa: SLF001
@@ -48,7 +75,7 @@ def module_diffs(module_name: str, *, plain_only: bool = False) -> dict[str, Any
     return out
 
 
-def object_of(value: Any) -> dict[str, Any]:
+def object_of(value: object) -> ObjectSpec:
     """A callable object (a CustomGraphPass) as data: its class's source, the imports
     of its bases, and its state when that is plain data."""
     cls = type(value)
@@ -65,7 +92,7 @@ def object_of(value: Any) -> dict[str, Any]:
     }
 
 
-def decomposition_table_diffs() -> dict[str, Any]:
+def decomposition_table_diffs() -> TableDiffs:
     """When the program patched the table inductor uses (``select_decomp_table``): the
     entries that differ from torch's own table (the program's functions, with their
     source) and the ones it removed."""
@@ -76,7 +103,7 @@ def decomposition_table_diffs() -> dict[str, Any]:
     if used_fn is inductor_decomp.select_decomp_table:
         return {}
     used, own = used_fn(), inductor_decomp.select_decomp_table()
-    changed = {
+    changed: dict[str, FunctionSpec] = {
         str(op): {"function": name_of(fn, str(op)), "source": source_of(fn, str(op))}
         for op, fn in used.items()
         if own.get(op) is not fn and not (getattr(fn, "__module__", "") or "").startswith("torch")
@@ -85,7 +112,7 @@ def decomposition_table_diffs() -> dict[str, Any]:
     return {"changed": changed, "removed": removed} if changed or removed else {}
 
 
-def config_diffs() -> dict[str, Any]:
+def config_diffs() -> dict[str, object]:
     """inductor config entries that differ from torch's defaults, plus the entries the
     program put in inductor's decomposition table (``"decompositions"``)."""
     out = module_diffs("torch._inductor.config", plain_only=True)
@@ -98,12 +125,12 @@ def config_diffs() -> dict[str, Any]:
     return out
 
 
-def user_decompositions() -> dict[str, Any]:
+def user_decompositions() -> dict[str, FunctionSpec]:
     """Entries of inductor's decomposition table that the program itself put there
     (functions not defined in torch): op name -> {"function", "source"}."""
     import torch._inductor.decomposition as inductor_decomp
 
-    out: dict[str, Any] = {}
+    out: dict[str, FunctionSpec] = {}
     for op, fn in list(inductor_decomp.decompositions.items()):
         mod = getattr(fn, "__module__", None) or ""
         if not inspect.isfunction(fn) or not mod or mod.startswith("torch"):
@@ -112,7 +139,7 @@ def user_decompositions() -> dict[str, Any]:
     return out
 
 
-def _plain_container(v: Any) -> bool:
+def _plain_container(v: object) -> bool:
     """Plain data at any depth (lists, tuples, dicts with str keys, scalars): what a repro
     can restate with ``repr`` -- e.g. ``post_grad_fusion_options={"pass": {}}``."""
     if isinstance(v, (str, int, float, bool, type(None))):
@@ -124,7 +151,7 @@ def _plain_container(v: Any) -> bool:
     return False
 
 
-def name_of(fn: Any, hint: str = "fn") -> str:
+def name_of(fn: object, hint: str = "fn") -> str:
     """A name to bind ``fn`` to in a repro: its own, or for a lambda ``<hint>_lambda``."""
     import re
 
@@ -134,7 +161,7 @@ def name_of(fn: Any, hint: str = "fn") -> str:
     return name
 
 
-def source_of(obj: Any, hint: str = "fn") -> str | None:
+def source_of(obj: object, hint: str = "fn") -> str | None:
     """Source of a function or class of the user's program (a backend, a pass, a
     decomposition), preceded by what its code reaches in its module's globals (its
     imports, the helpers and constants of its own module, see :func:`reached`): it
@@ -173,7 +200,7 @@ def _lambda_source(fn: Any) -> str:
     raise ValueError("lambda source not found")
 
 
-def _codes(obj: Any) -> list[Any]:
+def _codes(obj: object) -> list[CodeType]:
     if inspect.isclass(obj):
         out = []
         for value in vars(obj).values():
@@ -186,7 +213,7 @@ def _codes(obj: Any) -> list[Any]:
     return [fn.__code__] if hasattr(fn, "__code__") else []
 
 
-def _names(code: Any) -> set[str]:
+def _names(code: CodeType) -> set[str]:
     names = set(code.co_names)
     for const in code.co_consts:
         if hasattr(const, "co_names"):
@@ -210,7 +237,7 @@ def _importable(module: str) -> bool:
     return owner(path) in (Owner.TORCH, Owner.INSTALLED)
 
 
-def reached(obj: Any, _seen: set[int] | None = None) -> str:
+def reached(obj: object, _seen: set[int] | None = None) -> str:
     """Source lines for the globals ``obj``'s code reads: ``import`` lines for modules
     and for what importable modules define, the source of the user's own helpers (and
     what they reach), constants as literals, closure values of a nested function; what
@@ -276,7 +303,7 @@ def reached(obj: Any, _seen: set[int] | None = None) -> str:
     return "\n".join(p.rstrip("\n") for p in parts) if parts else ""
 
 
-def _importable_object(value: Any) -> bool:
+def _importable_object(value: object) -> bool:
     """A function, class or wrapped function (an lru_cache) that an importable module
     defines under its own name: ``from module import name`` gives it back."""
     import importlib
@@ -292,7 +319,7 @@ def _importable_object(value: Any) -> bool:
         return False
 
 
-def _literal_ok(value: Any, torch: Any) -> bool:
+def _literal_ok(value: object, torch: ModuleType) -> bool:
     from ..literals import py_literal
 
     if isinstance(value, (torch.dtype, torch.device)):
@@ -305,7 +332,7 @@ def _literal_ok(value: Any, torch: Any) -> bool:
         return False
 
 
-def set_config(key: str, value: Any) -> None:
+def set_config(key: str, value: object) -> None:
     """Set one config entry: ``functorch.x`` in functorch's config, anything else in
     inductor's (dotted keys reach nested configs: ``triton.cudagraphs``)."""
     if key.startswith("functorch."):
@@ -318,7 +345,7 @@ def set_config(key: str, value: Any) -> None:
     set_dotted(inductor_config, key, value)
 
 
-def apply_module_diffs(module_name: str, diffs: dict[str, Any]) -> None:
+def apply_module_diffs(module_name: str, diffs: Mapping[str, object]) -> None:
     """Restore :func:`module_diffs` output; entries this torch does not have are skipped."""
     mod = importlib.import_module(module_name)
     for key, value in (diffs or {}).items():
@@ -357,7 +384,7 @@ def apply_config(config: dict[str, Any], namespace: dict[str, Any]) -> None:
         set_config(key, value)
 
 
-def _restore_object(spec: dict[str, Any], namespace: dict[str, Any]) -> Any:
+def _restore_object(spec: dict[str, Any], namespace: dict[str, Any]) -> object:
     if not spec.get("source"):
         return None
     for line in spec.get("bases") or []:
@@ -381,7 +408,7 @@ def _apply_table(table: dict[str, Any], namespace: dict[str, Any]) -> None:
             entries[eval("torch.ops." + op_name, {"torch": torch})] = namespace[fn["function"]]  # noqa: S307
     removed = [eval("torch.ops." + n, {"torch": torch}) for n in table.get("removed") or []]  # noqa: S307
 
-    def program_table() -> Any:
+    def program_table() -> dict[OpOverload | OpOverloadPacket, Callable[..., object]]:
         out = dict(original())
         out.update(entries)
         for op in removed:

@@ -21,7 +21,7 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
@@ -32,6 +32,12 @@ from tcompile.minifier.verdict import Verdict
 
 from .minify_search import Interrupts
 from .minify_types import CaptureMinifyReport, CaptureSummary, MinifyReport
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from tcompile.compiler.capture_pool import CapturePool
+    from tcompile.repro.capture_writer import Described
 
 MAX_CALLS = 300  # oracle calls for the source search
 SHRINK_CALLS = 24  # and for the inputs
@@ -102,7 +108,7 @@ def minify_capture(
                 return _done(report, t0, found, calls=pool.calls)
             _search(pool, found, observer, interrupts.event.is_set)
             final = _shrink_inputs(pool, found, observer, interrupts.event.is_set)
-            described = pool.describe(found.entry, final)
+            described = cast("Described", pool.describe(found.entry, final))  # the worker's JSON
         finally:
             pool.close()
     report.interrupted = interrupts.event.is_set()
@@ -110,7 +116,7 @@ def minify_capture(
     return _write(report, rdir, found, final, described, options, t0, observer)
 
 
-def _done(report: MinifyReport, t0: float, message: str, **kw: Any) -> MinifyReport:
+def _done(report: MinifyReport, t0: float, message: str, **kw: object) -> MinifyReport:
     report.message = message
     report.seconds = time.monotonic() - t0
     for k, v in kw.items():
@@ -120,7 +126,9 @@ def _done(report: MinifyReport, t0: float, message: str, **kw: Any) -> MinifyRep
     return report
 
 
-def _start(pool: Any, ready: dict[str, Any], meta: dict[str, Any], observer: Observer) -> Any:
+def _start(
+    pool: CapturePool, ready: dict[str, Any], meta: dict[str, Any], observer: Observer
+) -> _Found | str:
     """The function the search starts from: the innermost that fails the same way."""
     if not ready.get("source"):
         return f"could not minify: {ready.get('error') or 'the recorded frame has no source'}"
@@ -151,7 +159,7 @@ def _start(pool: Any, ready: dict[str, Any], meta: dict[str, Any], observer: Obs
     return found
 
 
-def _search(pool: Any, found: _Found, observer: Observer, stop: Any) -> None:
+def _search(pool: CapturePool, found: _Found, observer: Observer, stop: Callable[[], bool]) -> None:
     from tcompile.minifier.source import Hints, minify_source
 
     info = pool.info(found.entry)
@@ -174,7 +182,9 @@ def _search(pool: Any, found: _Found, observer: Observer, stop: Any) -> None:
     found.history += result.history
 
 
-def _shrink_inputs(pool: Any, found: _Found, observer: Observer, stop: Any) -> str:
+def _shrink_inputs(
+    pool: CapturePool, found: _Found, observer: Observer, stop: Callable[[], bool]
+) -> str:
     """Seeded random values for every tensor the function takes, then smaller shapes;
     each step kept only when the failure stays."""
     from tcompile.minifier.source import literals, with_inputs
@@ -238,8 +248,8 @@ def _write(
     rdir: Path,
     found: _Found,
     final: str,
-    described: dict[str, Any],
-    options: dict[str, Any],
+    described: Described,
+    options: Mapping[str, object],
     t0: float,
     observer: Observer,
 ) -> MinifyReport:

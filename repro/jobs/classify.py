@@ -39,7 +39,7 @@ from tcompile.compiler.runner import (
 )
 from tcompile.compiler.signature import FailureKind, FailureSignature
 
-from .flaky import flaky_outcome, passed
+from .flaky import Flaky, RunIO, flaky_outcome, passed
 from .peers import one_node_of
 
 
@@ -68,7 +68,7 @@ class RunReport:
     program: dict[str, Any] | None = None
     # the command failed once and passed when run again, with torch.compile and without
     # (verdict "flaky", exit 5): {"first", "again", "plain", "at_teardown"}
-    flaky: dict[str, Any] | None = None
+    flaky: Flaky | None = None
     # a launched job: how each rank's code ended (invariant.rank_endings): returned,
     # raised ..., exit N, no exit seen
     ranks_ended: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -230,7 +230,7 @@ def classify_result(
             }
         )
     records = _gather_records(result, run_dir, failures)
-    io = dict(stage=stage, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
+    io: RunIO = dict(stage=stage, timeout=timeout, observer=observer, stdout=stdout, stderr=stderr)
     alone = one_node_of(command)  # runs of it alone cannot start: not run again
     if accuracy != AccuracyMode.OFF and confirm and not alone and faithful.effects(result):
         passive = faithful.passive_run(command, run_dir, **io)
@@ -299,8 +299,8 @@ def _unexplained(
     notes: list[dict[str, Any]],
     command: list[str],
     run_dir: str,
-    io: dict[str, Any],
-) -> tuple[list[Failure], str | None, dict[str, Any] | None]:
+    io: RunIO,
+) -> tuple[list[Failure], str | None, Flaky | None]:
     """The command failed and nothing tcompile checked explains it: does it fail the
     same way with torch.compile turned off?  (the failures; why it is not a compiler
     bug where it is not; what was seen where the failure did not come back)"""

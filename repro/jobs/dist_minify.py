@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
@@ -26,6 +26,11 @@ from tcompile.compiler.protocol import CAPTURE_COLLECTIVES, CAPTURE_META, HookCo
 from tcompile.compiler.runner import new_run_dir, run_process
 
 from .minify_types import GraphMinifyReport, MinifyOptions
+
+if TYPE_CHECKING:
+    import torch
+
+    from tcompile.repro.writer import CaptureMeta
 
 
 def minify_rank(
@@ -111,8 +116,12 @@ def minify_rank(
 
 
 def _replay_collectives(
-    capture_dir: Path, gm: Any, inputs: list[Any], meta: dict[str, Any], observer: Observer
-) -> tuple[Any, list[Any], dict[str, Any]]:
+    capture_dir: Path,
+    gm: torch.fx.GraphModule,
+    inputs: list[object],
+    meta: CaptureMeta,
+    observer: Observer,
+) -> tuple[torch.fx.GraphModule, list[object], CaptureMeta]:
     """The captured graph with what its collectives returned in the job added back
     (compiler/collectives.py): the single process then computes the job's values."""
     import torch

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from typing import Any
+from typing import IO, Any, TypedDict
 
 from tcompile.compiler import layout
 from tcompile.compiler.debug_artifacts import index_debug_dir
@@ -19,6 +19,17 @@ from tcompile.compiler.limitations import documented_limitation
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.protocol import Event, HookConfig, read_events
 from tcompile.compiler.runner import new_run_dir, run_process
+
+
+class CaptureFailure(TypedDict):
+    """A frame the program died of in Dynamo (:func:`_capture_failures`)."""
+
+    reason: str  # the error's first line (Dynamo's break reason)
+    file: str | None  # the user's frame
+    line: int | None
+    signature: str | None
+    record: str | None  # the frame's record, for `tcompile replay`
+    limitation: str | None  # a documented limitation its text names
 
 
 @dataclasses.dataclass
@@ -37,7 +48,7 @@ class ExplainReport:
     debug_index: list[dict[str, Any]] | None = None
     # frames Dynamo could not capture and the program died of (fullgraph=True turns a
     # graph break into this error): each is a break too, marked "fatal"
-    capture_failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    capture_failures: list[CaptureFailure] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -49,8 +60,8 @@ def explain(
     out: str | None = None,
     timeout: float | None = None,
     observer: Observer | None = None,
-    stdout: Any = None,
-    stderr: Any = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
     debug_dir: str | None = None,
     only: str | None = None,
 ) -> ExplainReport:
@@ -72,8 +83,9 @@ def build_report(
     events: list[dict[str, Any]], returncode: int | None, run_dir: str
 ) -> ExplainReport:
     graphs = [e for e in events if e.get("event") == Event.GRAPH]
-    breaks: Counter[tuple[str, str, int | None]] = Counter()
-    ranks: dict[tuple[str, str, int | None], set[int]] = {}
+    # (reason, file, line): a fatal break's file may be None (capture failures)
+    breaks: Counter[tuple[str, str | None, int | None]] = Counter()
+    ranks: dict[tuple[str, str | None, int | None], set[int]] = {}
     for g in graphs:
         if g.get("break_reason"):
             key = (g["break_reason"], g.get("break_file") or "", g.get("break_line"))
@@ -135,7 +147,7 @@ def build_report(
                 if k in g
             }
         )
-    compile_seconds = {k: round(v, 3) for k, v in totals.items()}
+    compile_seconds: dict[str, float] = {k: round(v, 3) for k, v in totals.items()}
     compile_seconds["total"] = round(
         sum(g.get("compile_seconds") or 0 for g in graphs) + totals.get("dynamo_capture", 0), 3
     )
@@ -156,11 +168,11 @@ def build_report(
     )
 
 
-def _capture_failures(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _capture_failures(events: list[dict[str, Any]]) -> list[CaptureFailure]:
     """The frames the program died of in Dynamo (an exception event Dynamo raised):
     where (the user's frame), why (the error's first line: Dynamo's break reason), and
     whether it was ``fullgraph=True`` that made the break an error."""
-    out = []
+    out: list[CaptureFailure] = []
     for e in events:
         if e.get("event") != Event.EXCEPTION or not e.get("dynamo"):
             continue

@@ -7,11 +7,35 @@ torch.compile and with it; torchrun's "Root Cause" block names the rank and how 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import IO, TYPE_CHECKING, TypedDict
 
 from tcompile.compiler import faithful
 from tcompile.compiler.protocol import Event
 from tcompile.compiler.runner import ProcessResult
+
+if TYPE_CHECKING:
+    from tcompile.compiler.observer import Observer
+
+
+class RunIO(TypedDict):
+    """How the runs after the first are made (classify's ``io``: the keywords of
+    faithful.passive_run and faithful.locate)."""
+
+    stage: str | None
+    timeout: float | None
+    observer: Observer
+    stdout: IO[str] | None
+    stderr: IO[str] | None
+
+
+class Flaky(TypedDict):
+    """A run's ``flaky``: what each run showed (:func:`flaky_outcome`)."""
+
+    explanation: str
+    first: str  # the compiled run's outcome (torchrun's root cause, where it names one)
+    again: str  # the compiled run again
+    plain: str  # without torch.compile
+    at_teardown: bool  # every rank had destroyed its process group: it died at exit
 
 
 def _root_cause(stderr: list[str]) -> str | None:
@@ -34,9 +58,7 @@ def passed(result: ProcessResult) -> bool:
     return not result.timed_out and result.returncode == 0
 
 
-def flaky_outcome(
-    result: ProcessResult, rerun: ProcessResult, plain: ProcessResult
-) -> dict[str, Any]:
+def flaky_outcome(result: ProcessResult, rerun: ProcessResult, plain: ProcessResult) -> Flaky:
     """The command failed under torch.compile, then passed run again both without
     torch.compile and with it: not shown to be the compiler's.  A distributed job whose
     ranks had all destroyed their process group died in its backend's teardown (gloo's

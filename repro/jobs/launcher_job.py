@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.observer import NullObserver, Observer
@@ -17,6 +17,9 @@ from tcompile.compiler.signature import FailureSignature
 
 from .minify_graph import minify_captured
 from .minify_types import Job, MinifyReport
+
+if TYPE_CHECKING:
+    from tcompile.repro.writer import CaptureMeta
 
 
 def launch(
@@ -49,7 +52,7 @@ def launch(
 
 
 def capture_data(
-    meta: dict[str, Any], signature: dict[str, Any], accuracy: str, command: list[str]
+    meta: CaptureMeta, signature: dict[str, object], accuracy: str, command: list[str]
 ) -> dict[str, Any]:
     """A worker capture (``graph.pt``, ``inputs.pt``, ``capture.json``: a baseline's saved
     graph) as a launcher's data, for :func:`launcher_job` with the capture's folder."""

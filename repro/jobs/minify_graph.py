@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
@@ -18,6 +18,18 @@ from tcompile.minifier.verdict import Verdict
 
 from .minify_search import Interrupts, inputs_json, read_capture, search_graph, shrink_minimal
 from .minify_types import GraphMinifyReport, Job
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import torch
+
+    from tcompile.compiler.pool import WorkerPool
+    from tcompile.repro.artifacts import Artifacts
+    from tcompile.repro.kernel_repro import KernelRepro
+    from tcompile.repro.writer import CaptureMeta
+
+    from .minify_types import Numerics, Seeds
 
 
 def _why_alone(exc: Exception, job: Job) -> str:
@@ -73,7 +85,7 @@ def minify_captured(job: Job) -> GraphMinifyReport:
             shrunk = None
             if not result.stopped and not job.real_inputs:
                 shrunk = shrink_minimal(job, pool, result, meta, interrupts.event)
-            numerics = None
+            numerics: Mapping[str, object] | None = None
             if job.signature.kind == FailureKind.ACCURACY and not result.stopped:
                 numerics = numerics_of(job, pool, (gm, inputs), (result.gm, result.inputs))
     finally:
@@ -127,7 +139,7 @@ def minify_captured(job: Job) -> GraphMinifyReport:
     return report
 
 
-def artifact_fields(art: Any) -> dict[str, Any]:
+def artifact_fields(art: Artifacts) -> dict[str, object]:
     """The report's fields that say what repro.py is (artifacts.write_verified)."""
     from tcompile.repro.verify import why_not_verified
 
@@ -150,8 +162,8 @@ def artifact_fields(art: Any) -> dict[str, Any]:
 
 
 def _kernel_repro(
-    job: Any, repro: Any, device: str | None, meta: dict[str, Any]
-) -> dict[str, Any] | None:
+    job: Job, repro: Path, device: str | None, meta: CaptureMeta
+) -> KernelRepro | None:
     """kernel_repro.py beside repro.py: the Triton kernel that writes the wrong value,
     or whose compile fails, alone (repro/kernel_repro.py); on CUDA (tritonparse
     installed, for a wrong value)."""
@@ -192,8 +204,11 @@ MINIFY_JSON_FIELDS = (
 
 
 def numerics_of(
-    job: Job, pool: Any, full: tuple[Any, Any], minimal: tuple[Any, Any]
-) -> dict[str, Any]:
+    job: Job,
+    pool: WorkerPool,
+    full: tuple[torch.fx.GraphModule, list[object]],
+    minimal: tuple[torch.fx.GraphModule, list[object]],
+) -> Numerics:
     """An accuracy failure: where the values first go wrong (in the full graph and the
     minimal one), in which kernel, and which numerics switch makes the minimal graph
     pass -- each switch judged by a worker, in parallel (child/numerics.py)."""
@@ -207,7 +222,7 @@ def numerics_of(
     switches = [tuple(s) for s in low.pop("switches", [])]
     high.pop("switches", None)
 
-    def passes(switch: tuple[Any, ...]) -> bool:
+    def passes(switch: tuple[str, object, str]) -> bool:
         verdict, _ = pool.evaluate(*minimal, patch={switch[0]: switch[1]})
         return verdict is Verdict.PASS
 
@@ -247,8 +262,11 @@ def numerics_of(
 
 
 def smallest_set(
-    pool: Any, minimal: tuple[Any, Any], switches: list[Any], alone: list[bool]
-) -> list[Any]:
+    pool: WorkerPool,
+    minimal: tuple[torch.fx.GraphModule, list[object]],
+    switches: list[tuple[str, object, str]],
+    alone: list[bool],
+) -> list[tuple[str, object, str]]:
     """The smallest set of switches that makes the minimal graph pass: one switch where
     one does (the first); else all of them at once and, where that passes, each left
     out in turn while the rest still pass (a 1-minimal set); [] where none does."""
@@ -260,7 +278,7 @@ def smallest_set(
     if len(switches) < 2:
         return []
 
-    def passes(subset: list[Any]) -> bool:
+    def passes(subset: list[tuple[str, object, str]]) -> bool:
         patch = {k: v for k, v, _ in subset}
         return pool.evaluate(*minimal, patch=patch)[0] is Verdict.PASS
 
@@ -274,7 +292,11 @@ def smallest_set(
     return chosen
 
 
-def seeds_agree(pool: Any, minimal: tuple[Any, Any], chosen: list[Any]) -> dict[str, Any]:
+def seeds_agree(
+    pool: WorkerPool,
+    minimal: tuple[torch.fx.GraphModule, list[object]],
+    chosen: list[tuple[str, object, str]],
+) -> Seeds:
     """The switches checked on two other draws of the inputs (each input's values
     permuted with seed 1, then 2: the same values, ranges and special values, in other
     places): on each, the graph must fail without them and pass with them."""
@@ -298,7 +320,7 @@ def seeds_agree(pool: Any, minimal: tuple[Any, Any], chosen: list[Any]) -> dict[
     return {"draws": 2, "failure_shows": shows, "fixed": agree, "said": said}
 
 
-def permuted(inputs: list[Any], seed: int) -> list[Any]:
+def permuted(inputs: list[object], seed: int) -> list[object]:
     """Each tensor input's values in another order (seeded): ``requires_grad`` kept."""
     import torch
 
@@ -331,7 +353,9 @@ def _message(verified: bool, stopped: bool, cut: bool, repro: Path) -> str:
     return "NOT verified: the repro did not reproduce the failure in a fresh process"
 
 
-def _write_launcher(job: Job, gm: Any, inputs: list[Any], meta: dict[str, Any]) -> str:
+def _write_launcher(
+    job: Job, gm: torch.fx.GraphModule, inputs: list[object], meta: CaptureMeta
+) -> str:
     from tcompile.repro.launcher import write_launcher
 
     path, _ = write_launcher(

@@ -33,7 +33,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
@@ -48,10 +48,17 @@ from .minify_graph import minify_captured
 from .minify_target import choose_target, graphless_report
 from .minify_types import After, GraphMinifyReport, Job, Level, MinifyOptions, MinifyReport
 
+if TYPE_CHECKING:
+    from tcompile.compiler.failure import Failure
+
+    from .bisect_report import MinifyNext
+    from .classify import RunReport
+    from .minify_types import GraphJobArgs, ProgramArgs, Streams
+
 __all__ = ["Job", "MinifyReport", "minify_captured", "minify_next", "run_minify"]
 
 
-def minify_next(command: list[str], then: dict[str, Any], **kw: Any) -> MinifyReport:
+def minify_next(command: list[str], then: MinifyNext, **kw: Any) -> MinifyReport:
     """``bisect --minify`` and ``replay --minify``: go on to minify what the job found --
     a graph of the program (``then``: graph, backend), or a frame Dynamo could not
     capture (``then``: record, trust)."""
@@ -139,7 +146,7 @@ def _minify_in(
 ) -> MinifyReport:
     after, accuracy, backend, graph, match = o.after, o.accuracy, o.backend, o.graph, o.match
     jobs, timeout, level, capture = o.jobs, o.timeout, Level(o.level), o.capture
-    program = dict(
+    program: ProgramArgs = dict(
         max_time=o.max_time,
         backend=backend,
         jobs=o.for_program(),
@@ -154,8 +161,10 @@ def _minify_in(
         return minify_program(
             command, run_dir, ProgramOptions(**program, accuracy=accuracy, first=True)
         )
-    common = dict(jobs=jobs, timeout=timeout, real_inputs=o.real_inputs, accuracy=accuracy)
-    streams = {"stdout": o.stdout, "stderr": o.stderr}
+    common: GraphJobArgs = dict(
+        jobs=jobs, timeout=timeout, real_inputs=o.real_inputs, accuracy=accuracy
+    )
+    streams: Streams = {"stdout": o.stdout, "stderr": o.stderr}
     distributed = is_distributed_launch(command)
     if capture and after != After.AOT and backend is None and not distributed:
         return _from_capture(command, Path(capture), run_dir, observer, t0, common)
@@ -203,13 +212,13 @@ def _minify_in(
 
 def _graph_job(
     command: list[str],
-    target: Any,
+    target: Failure,
     run_dir: Path,
     backend: str | None,
     form: str,
     observer: Observer,
     t0: float,
-    common: dict[str, Any],
+    common: GraphJobArgs,
 ) -> MinifyReport:
     """Minify the target's graph (its ``form``: dynamo or aot) with workers that pause
     the program at its first call."""
@@ -248,7 +257,7 @@ def _from_capture(
     run_dir: Path,
     observer: Observer,
     t0: float,
-    common: dict[str, Any],
+    common: GraphJobArgs,
 ) -> MinifyReport:
     """The graph a bisect's baseline saved (HookConfig.capture), served by a launcher
     worker: the program is not run again (issue 51)."""
@@ -290,8 +299,8 @@ def _check_match(match: str | None) -> None:
 
 
 def _target_or_report(
-    report: Any, graph: int | None, match: str | None, after: str, run_dir: Path, t0: float
-) -> Any:
+    report: RunReport, graph: int | None, match: str | None, after: str, run_dir: Path, t0: float
+) -> Failure | MinifyReport:
     """The failure to minify, or the report that says there is none (and leaves no
     files behind)."""
     try:
@@ -310,13 +319,13 @@ def _target_or_report(
 
 
 def _without_graph(
-    target: Any,
+    target: Failure,
     run_dir: Path,
     t0: float,
     timeout: float | None,
     observer: Observer,
     command: list[str],
-    program: dict[str, Any],
+    program: ProgramArgs,
     asked: Level,
 ) -> MinifyReport:
     """A failure with no graph: a frame Dynamo could not capture is minified from its
@@ -360,14 +369,14 @@ def _first_worker(
     o: MinifyOptions,
     observer: Observer,
     t0: float,
-    common: dict[str, Any],
-) -> MinifyReport | _AotInstead | Any:
+    common: GraphJobArgs,
+) -> MinifyReport | _AotInstead | RunReport:
     """The minify job on the graph the first worker served, or, when it served none,
     the classified run (a RunReport)."""
     from tcompile.compiler.pool import NotServed, WorkerPool
 
     backend, graph, match, after = o.backend, o.graph, o.match, o.after
-    streams = {"stdout": o.stdout, "stderr": o.stderr}
+    streams: Streams = {"stdout": o.stdout, "stderr": o.stderr}
     from .classify import classify_result
 
     config = HookConfig(

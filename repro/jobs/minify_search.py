@@ -10,11 +10,24 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler.protocol import CAPTURE_GRAPH, CAPTURE_INPUTS, CAPTURE_META, Event
 
 from .minify_types import InputsSummary
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
+    import torch
+
+    from tcompile.compiler.pool import WorkerPool
+    from tcompile.minifier.engine import MinifyResult, Progress
+    from tcompile.repro.shrink import Shrunk
+    from tcompile.repro.writer import CaptureMeta
+
+    from .minify_types import Job
 
 
 class Interrupts:
@@ -23,7 +36,9 @@ class Interrupts:
 
     def __init__(self) -> None:
         self.event = threading.Event()
-        self._previous: dict[int, Any] = {}
+        self._previous: dict[
+            int, Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+        ] = {}
 
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
@@ -31,12 +46,12 @@ class Interrupts:
                 self._previous[sig] = signal.signal(sig, lambda *a: self.event.set())
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
 
 
-def read_capture(capture_dir: Path) -> tuple[Any, list[Any], dict[str, Any]]:
+def read_capture(capture_dir: Path) -> tuple[torch.fx.GraphModule, list[object], CaptureMeta]:
     import torch
 
     from tcompile.compiler.graph_io import load_graph
@@ -48,14 +63,19 @@ def read_capture(capture_dir: Path) -> tuple[Any, list[Any], dict[str, Any]]:
 
 
 def search_graph(
-    job: Any, pool: Any, gm: Any, inputs: list[Any], meta: dict[str, Any], stop: threading.Event
-) -> Any:
+    job: Job,
+    pool: WorkerPool,
+    gm: torch.fx.GraphModule,
+    inputs: list[object],
+    meta: CaptureMeta,
+    stop: threading.Event,
+) -> MinifyResult:
     import torch
 
     from tcompile.compiler.graph_io import from_data, to_data
     from tcompile.minifier import minify
 
-    def progress(p: Any) -> None:
+    def progress(p: Progress) -> None:
         job.observer.event(
             {
                 "event": Event.MINIFY_PROGRESS,
@@ -67,7 +87,7 @@ def search_graph(
 
     from tcompile.compiler.configs import fake_process_group
 
-    group = contextlib.nullcontext()
+    group: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if meta.get("collectives"):  # its intermediate values need the job's collectives
         group = fake_process_group(meta.get("rank", 0), meta.get("world_size", 2))
     # intermediate values lifted to inputs are computed in the program's grad mode
@@ -86,8 +106,8 @@ def search_graph(
 
 
 def shrink_minimal(
-    job: Any, pool: Any, result: Any, meta: dict[str, Any], stop: threading.Event
-) -> Any:
+    job: Job, pool: WorkerPool, result: MinifyResult, meta: CaptureMeta, stop: threading.Event
+) -> Shrunk | None:
     """The minimal graph's inputs, shrunk with the same workers (shrink.py)."""
     import torch
 
@@ -114,7 +134,7 @@ def shrink_minimal(
     return shrunk
 
 
-def inputs_json(shrunk: Any) -> InputsSummary | None:
+def inputs_json(shrunk: Shrunk | None) -> InputsSummary | None:
     if shrunk is None:
         return None
     return InputsSummary(

@@ -6,13 +6,16 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.signature import FailureKind
 
 from .minify_types import After, CaptureMinifyReport, MinifyReport
+
+if TYPE_CHECKING:
+    from .classify import RunReport
 
 
 def pick_failure(failures: list[Failure], graph: int | None, match: str | None) -> Failure | None:
@@ -51,7 +54,7 @@ def graphless_report(target: Failure, run_dir: Path, t0: float) -> MinifyReport:
 
 
 def choose_target(
-    report: Any, graph: int | None, match: str | None, after: str
+    report: RunReport, graph: int | None, match: str | None, after: str
 ) -> Failure | MinifyReport | None:
     """The failure to minify; a report when there is nothing to do (not a compiler
     bug), None when there is no failure at all.  Bad choices are UsageErrors."""

@@ -6,11 +6,15 @@ import dataclasses
 import enum
 import time
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import IO, TYPE_CHECKING, Any, TypedDict
 
 from tcompile.compiler.observer import Observer
 from tcompile.compiler.protocol import HookConfig
 from tcompile.compiler.signature import FailureSignature
+
+if TYPE_CHECKING:
+    from tcompile.compiler.pool import WorkerPool
+    from tcompile.repro.kernel_repro import KernelRepro
 
 
 class After(str, enum.Enum):
@@ -41,22 +45,61 @@ class InputsSummary(TypedDict):
 
     numel_before: int
     numel_after: int
-    values: Any
+    values: str  # random | inline | sidecar
     calls: int
     seconds: float
-    steps: Any
+    steps: list[str]
 
 
 class CaptureSummary(TypedDict):
     """``capture``: a capture failure's frame function, minified (capture_job.py)."""
 
     entry: str
-    where: Any
+    where: str  # file:line of the function
     lines_before: int
     function_lines: int
     oracle_calls: int
     history: list[str]
-    source_from: Any
+    source_from: str  # file, or decompiled bytecode (the file gone or changed)
+
+
+class SourceLine(TypedDict):
+    """A user's source line the minimal graph's nodes came from (source_level.user_lines)."""
+
+    file: str
+    line: int
+    code: str
+    ops: list[str]  # the ops of the nodes that came from it
+
+
+class Seeds(TypedDict):
+    """``switches.seeds``: the smallest set of switches checked on two other draws of
+    the inputs (minify_graph.seeds_agree)."""
+
+    draws: int
+    failure_shows: int
+    fixed: int
+    said: str
+
+
+class Switches(TypedDict):
+    """``switches``: an accuracy failure's numerics switches, each judged by a worker
+    (minify_graph.numerics_of); each as ``key=value``."""
+
+    tried: list[str]
+    passes_with: list[dict[str, str]]  # {"switch": "key=value", "means": what it does}
+    smallest: list[str]
+    seeds: Seeds | None
+    verdict: str
+
+
+class Numerics(TypedDict):
+    """An accuracy failure's report fields (minify_graph.numerics_of)."""
+
+    # the first wrong value in the "minimal" and the "full" graph, as the worker found
+    # it (child/numerics.py: node, op, source line, kernel)
+    divergence: dict[str, dict[str, Any]]
+    switches: Switches
 
 
 class ProgramSummary(TypedDict, total=False):
@@ -175,7 +218,8 @@ class GraphMinifyReport(MinifyReport):
     ops: list[str] | None = None  # the ops of the minimal graph (its culprit, for one node)
     device: str | None = None  # where the repro's tensors live
     pinned_choice: str | None = None  # the autotune choice the repro compiles with alone
-    repro_before: dict[str, Any] | None = None  # the long form with real inputs, for comparison
+    # the long form with real inputs, for comparison (artifacts.Artifacts.before)
+    repro_before: dict[str, int | bool] | None = None
     rank: int | None = None  # a distributed job: the rank whose graph was minified
     # a graph with collectives: the inputs that add back what the other ranks sent in
     # the job (compiler/collectives.py), e.g. ["from_other_ranks_0"]; [] none needed;
@@ -185,17 +229,17 @@ class GraphMinifyReport(MinifyReport):
     alone_passes: bool = False
     # an accuracy failure: the first node whose values go wrong, in the full and the
     # minimal graph (node, op, source line, kernel), and which numerics switch fixes it
-    divergence: dict[str, Any] | None = None
-    switches: dict[str, Any] | None = None
+    divergence: dict[str, dict[str, Any]] | None = None
+    switches: Switches | None = None
     # CUDA: the one Triton kernel that writes the wrong value, launched alone
     # (kernel_repro.py beside repro.py: path, kernel, output, verified; or error)
-    kernel_repro: dict[str, Any] | None = None
+    kernel_repro: KernelRepro | None = None
     # served from the graph a bisect's baseline saved: the program was not run again
     from_capture: bool = False
     # ... by the worker that bisect judged it in (report: no worker of its own started)
     worker_from_bisect: bool = False
     # the user's source lines the minimal graph's nodes came from (file, line, code, ops)
-    source_lines: list[dict[str, Any]] | None = None
+    source_lines: list[SourceLine] | None = None
     # --level source: the user-level repro made from the program (repro, verified,
     # repro_lines, calls, seconds, lines_before, lines_after, ...; or error)
     source: SourceSummary | None = None
@@ -231,7 +275,7 @@ JSON_FIELDS = (
 KINDS = (MinifyReport, GraphMinifyReport, CaptureMinifyReport, ProgramMinifyReport)
 
 
-def _default(name: str) -> Any:
+def _default(name: str) -> object:
     """A field's value in a report of a kind that does not have it."""
     for kind in KINDS[1:]:
         for f in dataclasses.fields(kind):
@@ -257,8 +301,8 @@ class MinifyOptions:
     real_inputs: bool = False
     out: str | None = None
     observer: Observer | None = None
-    stdout: Any = None
-    stderr: Any = None
+    stdout: IO[str] | None = None
+    stderr: IO[str] | None = None
     level: Level = Level.AUTO
     include: list[str] | None = None
     # the program level's candidates in parallel (None: ``jobs``); the CLI's default is
@@ -273,6 +317,36 @@ class MinifyOptions:
 
     def for_program(self) -> int:
         return self.program_jobs or self.jobs
+
+
+class GraphJobArgs(TypedDict):
+    """What every graph job of one ``tcompile minify`` shares (minify_job's ``common``:
+    :class:`Job`'s fields)."""
+
+    jobs: int
+    timeout: float | None
+    real_inputs: bool
+    accuracy: str
+
+
+class Streams(TypedDict):
+    """Where the program's own output goes (RunOptions' keywords, from MinifyOptions)."""
+
+    stdout: IO[str] | None
+    stderr: IO[str] | None
+
+
+class ProgramArgs(TypedDict):
+    """The program level's options one ``tcompile minify`` fixes (minify_job's
+    ``program``: program_job.ProgramOptions' fields)."""
+
+    max_time: float | None
+    backend: str | None
+    jobs: int
+    timeout: float | None
+    observer: Observer
+    t0: float
+    include: list[str] | None
 
 
 @dataclasses.dataclass
@@ -293,7 +367,7 @@ class Job:
     t0: float
     write_launcher: bool = True
     command_for_repro: list[str] | None = None
-    pool: Any = None  # a pool whose first worker already serves the graph
+    pool: WorkerPool | None = None  # a pool whose first worker already serves the graph
     message: str = ""  # the failure's unscrubbed text (an autotune choice: autotune.py)
     from_capture: bool = False  # the graph a bisect's baseline saved (minify_job._from_capture)
     worker_from_bisect: bool = False  # ``pool`` is the bisect's, parked for it (report)

@@ -15,11 +15,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.runner import CANCEL, write_json
+
+if TYPE_CHECKING:
+    from .classify import RunReport
 
 WAIT_SECONDS = 1800.0  # how long a node waits for the others at one step
 
@@ -69,7 +72,7 @@ class Peers:
         if self.nnodes < 2:
             raise UsageError("--peers is for a job of several nodes (torchrun --nnodes N)")
 
-    def share(self, step: str, mine: dict[str, Any]) -> list[dict[str, Any]]:
+    def share(self, step: str, mine: dict[str, object]) -> list[dict[str, Any]]:
         """Say what this node saw at ``step``; what every node saw, in node order."""
         d = self.dir / step
         d.mkdir(parents=True, exist_ok=True)
@@ -97,7 +100,9 @@ class Peers:
         return out
 
 
-def share_baseline(peers: Any, base: Any, counts: dict[str, list[str]]) -> Any:
+def share_baseline(
+    peers: Peers, base: RunReport, counts: dict[str, list[str]]
+) -> dict[str, list[str]]:
     """Several nodes: every node's baseline failures, so that all of them bisect the
     same failure (it may show on another node's rank only)."""
     shared = peers.share(

@@ -9,15 +9,24 @@ minifier_launcher.py, or the program) -> report.md (``--report``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler.exitcodes import UsageError
 from tcompile.compiler.record_format import is_record
 
+if TYPE_CHECKING:
+    from .bisect_report import BisectOptions, BisectReport
+    from .minify_types import MinifyOptions, MinifyReport
+    from .replay import ReplayOptions, ReplayReport
+
 
 def bisect_then(
-    command: list[str], o: Any, *, then_minify: bool = False, write_report: bool = False
-) -> Any:
+    command: list[str],
+    o: BisectOptions,
+    *,
+    then_minify: bool = False,
+    write_report: bool = False,
+) -> BisectReport:
     """``tcompile bisect`` (``o``: its BisectOptions): the bisection, then the culprit
     graph minified where asked (in the bisect's run folder), then report.md where asked."""
     from .bisection import run_bisect
@@ -41,11 +50,11 @@ def bisect_then(
 def minify_start(
     argv: list[str],
     program: Callable[[], list[str]],
-    o: Any,
+    o: MinifyOptions,
     *,
     trust: bool = False,
     write_report: bool = False,
-) -> Any:
+) -> MinifyReport:
     """``tcompile minify`` (``o``: its MinifyOptions): from a record (its frame's source,
     shrunk), a minifier_launcher.py (its graph), or the program (``program()`` makes its
     command, checked), then report.md where asked."""
@@ -77,12 +86,12 @@ def minify_start(
 
 def replay_then(
     record: str,
-    o: Any,
+    o: ReplayOptions,
     *,
     then_minify: bool = False,
     warn: Callable[[str], None] = lambda text: None,
     say: Callable[[str], None] = lambda text: None,
-) -> Any:
+) -> ReplayReport:
     """``tcompile replay`` (``o``: its ReplayOptions): the recorded frame run again,
     then, with ``--minify``, what it showed minified (the frame's source, or the graph
     it compiled).  ``warn`` says the replay's warnings as they come, ``say`` that there

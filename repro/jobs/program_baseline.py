@@ -14,7 +14,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler import layout
 from tcompile.compiler.collect import fails_the_same_way
@@ -29,6 +29,9 @@ from tcompile.compiler.program import (
 )
 from tcompile.compiler.protocol import HookConfig
 from tcompile.compiler.runner import ProcessResult, is_distributed_launch
+
+if TYPE_CHECKING:
+    from tcompile.repro.project import Entry
 
 OPENED = layout.OPENED  # the files the baseline's runs opened (child/opened.py)
 
@@ -67,7 +70,7 @@ class ProgramRun:
     root: Path | None = None  # the program's own imports resolve from here first
     # data files the program read (repro/project.py): (the file, its path beside repro.py)
     files: list[tuple[Path, str]] = dataclasses.field(default_factory=list)
-    entry: Any = None  # the program's Entry (repro/project.py)
+    entry: Entry | None = None  # the program's Entry (repro/project.py)
     # the record of what each candidate that failed the same way opened (its run and its
     # control run; the oracle's ``reads``): a smaller program carries only what it reads
     reads: dict[str, Path] = dataclasses.field(default_factory=dict)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
@@ -42,6 +42,9 @@ from .minify_types import ProgramMinifyReport, ProgramSummary
 from .program_baseline import OPENED, NotMinifiable, ProgramRun
 from .program_baseline import baseline as run_baseline
 from .program_output import carried, files_for, repro_text, write_repro
+
+if TYPE_CHECKING:
+    from tcompile.compiler.forkserver import ForkPool
 
 MAX_CALLS = 400  # candidate programs judged at most
 MAX_TIME = 300.0  # seconds of the program level, by default (--max-time; 0: no limit)
@@ -307,7 +310,7 @@ def _observer(oracle: ProgramOracle) -> Callable[[str], dict[str, Any] | None]:
     return observe
 
 
-def _start_pool(jobs: int) -> Future[Any] | None:
+def _start_pool(jobs: int) -> Future[ForkPool] | None:
     """``jobs`` fork servers, started in the background (None: TCOMPILE_NO_FORK=1)."""
     if os.environ.get("TCOMPILE_NO_FORK") == "1":
         return None
@@ -320,7 +323,7 @@ def _start_pool(jobs: int) -> Future[Any] | None:
         ex.shutdown(wait=False)  # at once: the servers go on starting
 
 
-def _close_pool(pool: Future[Any] | None) -> None:
+def _close_pool(pool: Future[ForkPool] | None) -> None:
     try:
         if pool is not None:
             pool.result().close()
@@ -328,7 +331,9 @@ def _close_pool(pool: Future[Any] | None) -> None:
         pass
 
 
-def _fork(oracle: ProgramOracle, source: str, pool: Future[Any] | None, observer: Observer) -> bool:
+def _fork(
+    oracle: ProgramOracle, source: str, pool: Future[ForkPool] | None, observer: Observer
+) -> bool:
     """Candidates forked from a server that imported torch already (compiler/
     forkserver.py), when the original program, run that way, still fails as the fresh
     baseline did (one candidate run); else fresh processes.  TCOMPILE_NO_FORK=1: never."""

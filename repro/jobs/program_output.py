@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler import layout
 from tcompile.compiler.program import ProgramTarget
@@ -15,6 +15,9 @@ from tcompile.repro.program_harness import program_repro
 from tcompile.repro.project import data_files, installed_versions
 
 from .program_baseline import ProgramRun
+
+if TYPE_CHECKING:
+    from .minify_types import ProgramSummary
 
 
 def repro_text(program: str, target: ProgramTarget, run: ProgramRun) -> str:
@@ -35,7 +38,7 @@ def repro_text(program: str, target: ProgramTarget, run: ProgramRun) -> str:
     )
 
 
-def carried(run: ProgramRun, best: str, repro: Path, target: ProgramTarget) -> dict[str, Any]:
+def carried(run: ProgramRun, best: str, repro: Path, target: ProgramTarget) -> ProgramSummary:
     """What the repro carries and needs, and how to run it (``program`` in --json)."""
     files = files_for(run, best)
     return {

@@ -14,7 +14,7 @@ import json
 import os
 import shlex
 import sys
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode, InternalError, UsageError
@@ -34,6 +34,10 @@ from tcompile.compiler.signature import FailureSignature
 
 from .classify import RunOptions, RunReport, run_and_classify
 
+if TYPE_CHECKING:
+    from .bisect_report import MinifyNext
+    from .minify_types import MinifyReport
+
 
 @dataclasses.dataclass
 class ReplayReport:
@@ -49,11 +53,11 @@ class ReplayReport:
     seconds: float
     original_seconds: float | None  # how far into the program the frame failed
     warnings: list[str]
-    compile: dict[str, Any]
+    compile: dict[str, object]  # how the frame was compiled (fullgraph, dynamic, ...)
     run_dir: str
     command: list[str]
     run: dict[str, Any] | None = None
-    minify: Any = None  # `replay --minify`: the minify job's report
+    minify: MinifyReport | None = None  # `replay --minify`: the minify job's report
     next_command: str | None = None  # what to type next: minify what the replay showed
 
     def to_json(self) -> dict[str, Any]:
@@ -65,7 +69,7 @@ class ReplayReport:
             out.pop("minify")
         return out
 
-    def minify_args(self, trust: bool = False) -> dict[str, Any] | None:
+    def minify_args(self, trust: bool = False) -> MinifyNext | None:
         """``replay --minify``: the first replayed failure that is in a graph; or, when
         the recorded capture failure reproduced, the record itself (its frame's source
         is minified); None when there is nothing to minify."""

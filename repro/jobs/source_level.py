@@ -21,12 +21,17 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler.observer import NullObserver
 from tcompile.repro.program_harness import prelude_for
 
 from .minify_types import GraphMinifyReport, MinifyOptions, MinifyReport, SourceSummary
+
+if TYPE_CHECKING:
+    import torch
+
+    from .minify_types import SourceLine
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>.*)')
 
@@ -38,11 +43,11 @@ def _library(path: str) -> bool:
     return path.startswith("<") or owner(path) in (Owner.TORCH, Owner.INSTALLED)
 
 
-def user_lines(gm: Any) -> list[dict[str, Any]]:
+def user_lines(gm: torch.fx.GraphModule) -> list[SourceLine]:
     """The user's source lines of a graph's nodes: for each node, the innermost frame of
     its stack trace outside installed packages; in order of file and line, each once,
     with the ops of the nodes that came from it."""
-    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    seen: dict[tuple[str, int], SourceLine] = {}
     for node in gm.graph.nodes:
         trace = str(node.meta.get("stack_trace") or "")
         frames = [m for m in _FRAME.finditer(trace) if not _library(m["file"])]
@@ -60,7 +65,7 @@ def user_lines(gm: Any) -> list[dict[str, Any]]:
     return [seen[k] for k in sorted(seen)]
 
 
-def anchors(lines: list[dict[str, Any]], source: str) -> list[frozenset[str]]:
+def anchors(lines: list[SourceLine], source: str) -> list[frozenset[str]]:
     """For each user line in ``source``, the library names its statement calls (the
     program's own functions, classes and attributes excluded: inlining may remove
     those)."""
@@ -114,7 +119,7 @@ def with_source_level(
         report.source = SourceSummary(error=str(exc))
         return report
     keep: list[frozenset[str]] = []
-    lines: list[dict[str, Any]] = []
+    lines: list[SourceLine] = []
     for f in files:  # the anchors of each file, on its own text (its line numbers)
         mine = [
             e

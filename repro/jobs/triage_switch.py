@@ -29,12 +29,15 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.runner import write_json
 from tcompile.repro.triage_records import Cluster, Doc, ScriptResult
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 PER_CLUSTER = 3  # checks of one cluster against others (the most alike first)
 
@@ -105,7 +108,7 @@ def check(base: Path, r: ScriptResult, off: str, timeout: float, python: str | N
         code: int | None = done.returncode
     except subprocess.TimeoutExpired:
         code = None
-    res = {"without": off, "exit_code": code, "passes": code == ExitCode.OK}
+    res: Doc = {"without": off, "exit_code": code, "passes": code == ExitCode.OK}
     res["seconds"] = round(time.monotonic() - t0, 2)
     if code is not None:  # a check its budget cut is asked again next time (issue 62)
         write_json(cached, res)
@@ -119,7 +122,7 @@ def merge(
     *,
     jobs: int = 1,
     timeout: float = 300.0,
-    run: Any = None,
+    run: Callable[[ScriptResult, str], Doc] | None = None,
 ) -> list[Cluster]:
     """The clusters after the checks: a cluster whose representative passes with
     another's culprit off joins it (its members with it).  ``run``: the check (tests

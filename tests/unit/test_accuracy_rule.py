@@ -58,6 +58,7 @@ def test_the_rule_is_portable_text_that_runs_with_torch_and_math_alone():
     assert {"compare_tensor", "differs_loose", "differs_strict", "eager_tolerance"} <= set(ns)
     text = accuracy_rule.portable_source("differs_loose")
     assert "Any" not in text and '"""' not in text  # no annotations, no docstrings
+    assert "Tensor" not in text and "def differs_loose(ref, res, ref64, coarse=None):" in text
     assert "import torch" not in text  # a repro.py imports it once, at its top
 
 
