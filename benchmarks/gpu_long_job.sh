@@ -8,7 +8,8 @@
 # the same steps.  Each run gets its own empty inductor cache (no warm compile).
 #   OUT=/tmp/out bash benchmarks/gpu_long_job.sh [SECONDS] [LEFT]
 # LEFT: seconds this call may still spend; (a) is skipped when too few are left for it.
-# DEVICE=cpu runs it on the CPU (the bug shows there too on torch 2.13).
+# DEVICE=cpu runs it on the CPU (the bug shows there too on torch 2.13).  WHICH="a": only
+# that report (after the plain run).
 # Writes $OUT/gpu_long_job.tgz: each run's stdout/stderr, each report's --json, times.txt.
 # On a fresh device machine (no network), tcompile's own dependencies travel as wheels:
 #   here:  pip download -d .wheels --no-deps click rich markdown-it-py mdurl pygments dill
@@ -31,7 +32,7 @@ t1=$(now)
 plain=$(took "$t0" "$t1")
 steps=$(grep -o 'trained [0-9]*' "$w/plain.out" | grep -o '[0-9]*')
 echo "plain rc=$rc seconds=$plain steps=$steps" | tee "$w/times.txt"
-for which in b a; do
+for which in ${WHICH:-b a}; do
   spent=$(took "$start" "$(now)")
   if [ "$which" = a ] && python -c "import sys; sys.exit(0 if $spent + 1.6 * $plain > $left else 1)"; then
     echo "report (a) skipped: ${spent} s spent of ${left}" | tee -a "$w/times.txt"

@@ -6,7 +6,7 @@ times its steps after a warm-up), plain and under `tcompile run`, interleaved
 ``--repeat`` times; with ``TCOMPILE_KEEP_MB=0`` too (no call kept: the bookkeeping
 alone); and the same under an earlier commit (``--old``), each as microseconds per step.
 
-    python benchmarks/step_overhead.py [--steps 3000] [--repeat 3] [--old COMMIT]
+    python benchmarks/step_overhead.py [--steps 3000] [--repeat 3] [--old COMMIT] [--device cuda]
 """
 
 from __future__ import annotations
@@ -29,18 +29,23 @@ import sys, time, torch
 from torch import nn
 torch.set_num_threads(1)
 torch.manual_seed(0)
+dev = sys.argv[2]
 net = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 10))
+net = net.to(dev)
+sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 opt = torch.optim.SGD(net.parameters(), lr=0.01)
 model = torch.compile(net)
 def step():
-    x, y = torch.randn(64, 64), torch.randint(0, 10, (64,))
+    x, y = torch.randn(64, 64, device=dev), torch.randint(0, 10, (64,), device=dev)
     loss = nn.functional.cross_entropy(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()
 for _ in range(20):
     step()
+sync()
 t0 = time.perf_counter()
 for _ in range(int(sys.argv[1])):
     step()
+sync()
 print(f"LOOP {time.perf_counter() - t0:.6f}")
 """
 MAIN = "import sys; from tcompile.cli.main import main; sys.argv[0] = 'tcompile'; main()"
@@ -59,6 +64,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--old", help="an earlier commit, measured the same way")
+    ap.add_argument("--device", default="cpu", help="where the MLP trains (cuda: the GPU)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="step-overhead-"))
     script = work / "loop.py"
@@ -71,12 +77,12 @@ def main() -> int:
                         args.old], check=True, capture_output=True)  # fmt: skip
         sites["old"] = package_folder(tree, work / "site-old")
     variants: dict[str, tuple[list[str], dict[str, str]]] = {
-        "plain": ([sys.executable, str(script), str(args.steps)], base)
+        "plain": ([sys.executable, str(script), str(args.steps), args.device], base)
     }
     for name, site in sites.items():
         env = {**base, "PYTHONPATH": str(site)}
         run = [sys.executable, "-c", MAIN, "run", "--out", str(work / f"out-{name}"),
-               str(script), str(args.steps)]  # fmt: skip
+               str(script), str(args.steps), args.device]  # fmt: skip
         variants[f"tcompile run ({name})"] = (run, env)
         variants[f"tcompile run ({name}), TCOMPILE_KEEP_MB=0"] = (
             run,
@@ -87,7 +93,7 @@ def main() -> int:
         for name, (cmd, env) in variants.items():
             seconds[name].append(loop_seconds(cmd, env, work))
     plain = statistics.median(seconds["plain"])
-    print(f"{args.steps} steps, medians of {args.repeat} interleaved runs")
+    print(f"{args.steps} steps on {args.device}, medians of {args.repeat} interleaved runs")
     print("| variant | us per step | added per step | ratio |")
     print("|---|---:|---:|---:|")
     for name, values in seconds.items():

@@ -22,8 +22,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.minifier.verdict import Verdict
 
@@ -32,6 +33,11 @@ from .graph_io import save_graph
 from .protocol import HookConfig, read_events, read_markers
 from .runner import PARENT_ENV, STDIN, ProcessResult, child_env, parent_identity
 from .signature import FailureKind, FailureSignature
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    import torch
 
 
 # ---- parent side -----------------------------------------------------------------
@@ -60,6 +66,8 @@ class _Worker:
         log: Path,
         env: dict[str, str],
         fds_env: str | None = None,
+        *,
+        stdin_devnull: bool = False,
     ) -> None:
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
@@ -73,7 +81,9 @@ class _Worker:
             full_env[fds_env or "TCOMPILE_FDS"] = f"{p2c_r},{c2p_w}"
         self.log = log
         self._logf = open(log, "wb")
-        stdin, feed = STDIN.for_run()  # the program's stdin, as its first run read it
+        # the program's stdin, as its first run read it (a standby starts while that run
+        # reads it: it gets none, and needs none)
+        stdin, feed = (subprocess.DEVNULL, None) if stdin_devnull else STDIN.for_run()
         self.proc = subprocess.Popen(
             command,
             env=full_env,
@@ -83,7 +93,8 @@ class _Worker:
             pass_fds=(p2c_r, c2p_w),
             start_new_session=True,
         )
-        feed(self.proc)
+        if feed is not None:
+            feed(self.proc)
         os.close(p2c_r)
         os.close(c2p_w)
         self.to_child = os.fdopen(p2c_w, "w", buffering=1)
@@ -152,8 +163,12 @@ class WorkerPool:
         target: FailureSignature,
         startup_timeout: float = 900.0,
         env: dict[str, str] | None = None,
+        standby: Callable[[list[str], HookConfig, dict[str, str], float], _Worker | None]
+        | None = None,
     ) -> None:
+        """``standby``: gives a worker started ahead (compiler/standby.take), or None."""
         self.command = command
+        self.standby = standby
         self.config = config
         self.jobs = max(1, jobs)
         self.dir = Path(work_dir)
@@ -171,12 +186,18 @@ class WorkerPool:
         self.retried = 0  # candidates judged again after running past the limit
         self._durations: list[float] = []
         self.ready: dict[str, Any] = {}
+        self.from_standby = 0  # workers that were standbys (started ahead)
 
     def _spawn(self) -> _Worker:
         with self._lock:
             self._spawned += 1
             n = self._spawned
-        w = _Worker(self.command, self.config, self.dir / f"worker-{n}.log", self.env)
+        w = None
+        if self.standby is not None:
+            w = self.standby(self.command, self.config, self.env, self.startup_timeout)
+            self.from_standby += w is not None
+        if w is None:
+            w = _Worker(self.command, self.config, self.dir / f"worker-{n}.log", self.env)
         with self._lock:
             self._all.append(w)
         t0 = time.monotonic()
@@ -237,7 +258,7 @@ class WorkerPool:
             return self._spawn()
         return self._idle.get()
 
-    def analyze(self, gm: Any, inputs: list[Any]) -> dict[str, Any]:
+    def analyze(self, gm: torch.fx.GraphModule, inputs: Sequence[object]) -> dict[str, Any]:
         """Where ``gm``'s values first go wrong, in which kernel, and the numerics
         switches the worker's torch has (child/numerics.py)."""
         import torch
@@ -267,12 +288,12 @@ class WorkerPool:
 
     def evaluate(
         self,
-        gm: Any,
-        inputs: list[Any],
-        patch: dict[str, Any] | None = None,
+        gm: torch.fx.GraphModule,
+        inputs: Sequence[object],
+        patch: Mapping[str, object] | None = None,
         *,
-        request: dict[str, Any] | None = None,
-        reply_out: dict[str, Any] | None = None,
+        request: Mapping[str, object] | None = None,
+        reply_out: dict[str, object] | None = None,
     ) -> tuple[Verdict, dict[str, Any] | None]:
         """The verdict on ``gm``; ``request``: more of the request (a bisect's
         ``stage`` and ``bisect``), ``reply_out``: filled with the whole reply.
@@ -290,11 +311,11 @@ class WorkerPool:
 
     def _evaluate(
         self,
-        gm: Any,
-        inputs: list[Any],
-        patch: dict[str, Any] | None,
-        request: dict[str, Any] | None,
-        reply_out: dict[str, Any] | None,
+        gm: torch.fx.GraphModule,
+        inputs: Sequence[object],
+        patch: Mapping[str, object] | None,
+        request: Mapping[str, object] | None,
+        reply_out: dict[str, object] | None,
         timeout: float,
     ) -> tuple[Verdict, dict[str, Any] | None]:
         import torch

@@ -25,6 +25,7 @@ capture files and the worker's pipes.
   judge.py            a minifier worker's verdict on one candidate
   serve.py            a minifier worker's serve loop (and a launcher's worker)
   forkserve.py        the fork server's own side: import torch, fork candidates
+  standby.py          a worker started ahead: imports torch, waits to become one
   capture_worker.py   a worker that judges candidate source for a capture failure
   capture_entries.py  the capture worker's entries, called by the source minifier
   capture_info.py     what the capture worker tells the source minifier and writer

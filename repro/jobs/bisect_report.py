@@ -5,10 +5,27 @@ fields are only ever added."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, TypedDict
 
 from tcompile.compiler.culprit import Culprit
 from tcompile.compiler.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from tcompile.compiler.observer import Observer
+
+
+class MinifyNext(TypedDict, total=False):
+    """What a job found, to minify next (``bisect --minify``, ``replay --minify``;
+    minify_job.minify_next): a graph of the program, or a frame's record; as
+    minify_types.MinifyOptions' keywords (report adds ``level`` and ``max_time``)."""
+
+    graph: int
+    backend: str | None  # the culprit stage, when it is not inductor
+    capture: str  # the graph the bisect's baseline saved: minified from there
+    record: str  # a frame Dynamo could not capture
+    trust: bool  # ... a record this tcompile did not sign, run anyway
+    level: str
+    max_time: float
 
 
 @dataclasses.dataclass
@@ -21,9 +38,9 @@ class BisectOptions:
     timeout: float | None = None
     jobs: int = 1
     out: str | None = None
-    observer: Any = None
-    stdout: Any = None
-    stderr: Any = None
+    observer: Observer | None = None
+    stdout: IO[str] | None = None
+    stderr: IO[str] | None = None
     repeat: int | None = None  # runs a configuration gets before it counts as passing
     peers: str | None = None  # several nodes bisect one job together (peers.py)
     guided: bool = True  # the first divergent node's op guides the search (guided.py)
@@ -48,8 +65,9 @@ class BisectReport:
     flaky: bool = False
     flaky_detail: str | None = None  # how often the failure showed when results flipped
     signature: str | None = None
-    good: dict[str, Any] | None = None
-    bad: dict[str, Any] | None = None
+    # TORCH_BISECT_* to run the program by hand: the culprit off (good), on (bad)
+    good: dict[str, str] | None = None
+    bad: dict[str, str] | None = None
     next_command: str | None = None
     steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     run_dir: str | None = None
@@ -64,7 +82,7 @@ class BisectReport:
     rank_only: bool = False
     # an accuracy failure: the first node whose values go wrong, in the baseline run
     divergence: dict[str, Any] | None = None
-    forked: dict[str, Any] | None = None  # forked probes, and the check run (probe.py)
+    forked: dict[str, int] | None = None  # forked probes, and the check run (probe.py)
     command: list[str] | None = None  # the program's command (good/bad run it by hand)
     # an inductor pattern the failure's own text names (randperm_index_pattern,
     # _sfdp_replacement_28): the culprit in words where bisect names only a stage
@@ -81,6 +99,8 @@ class BisectReport:
     confirmed: str | None = None
     fallback: str | None = None
     capture: str | None = None  # the saved graph it was found on (minify starts there)
+    # its first worker was a standby started with the baseline (compiler/standby.py)
+    worker_from_standby: bool = False
     # the culprit as ``tcompile run --without``'s argument, for any program: does it
     # make another script's failure go away too?  (triage's membership check)
     without: str | None = None
@@ -106,7 +126,7 @@ class BisectReport:
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def minify_args(self) -> dict[str, Any] | None:
+    def minify_args(self) -> MinifyNext | None:
         """``bisect --minify``: what to minify next (the culprit graph, compiled with the
         culprit stage when it is not inductor; or the record of a frame Dynamo could
         not capture), or None when there is nothing to."""
@@ -115,7 +135,7 @@ class BisectReport:
         if self.graph is None:  # a frame Dynamo could not capture: its record
             return {"record": self.record} if self.record else None
         backend = self.stage if self.stage != "inductor" else None
-        args: dict[str, Any] = {"graph": self.graph, "backend": backend}
+        args: MinifyNext = {"graph": self.graph, "backend": backend}
         if self.capture and backend is None:  # minified from the saved graph
             args["capture"] = self.capture
         return args

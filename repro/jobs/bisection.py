@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from tcompile.compiler import layout
+from tcompile.compiler import layout, standby
 from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
@@ -78,6 +78,8 @@ def run_bisect(
         report = job.run(baseline)
     finally:
         b.close()
+        if baseline is None:  # its own baseline's standby, if nothing took it
+            standby.close()
     report.repeat = b.tries_for() if b.target is not None else None
     report.forked = {"probes": b.forked_runs, "check_runs": int(b.fork_checked)}
     return report
@@ -89,14 +91,16 @@ def baseline_run(
     out: str,
     accuracy: str,
     timeout: float | None,
-    stdout: Any,
-    stderr: Any,
+    stdout: IO[str] | None,
+    stderr: IO[str] | None,
     trace: str | None = None,
 ) -> RunReport:
     """The program as it is, counting inductor's subsystem applications as it goes
     (no limits: it runs exactly as a plain run); ``localize``: where an accuracy
     failure's values first go wrong, once, here; each failing graph saved with its
-    inputs (capture_bisect.py bisects it without running the program again)."""
+    inputs (capture_bisect.py bisects it without running the program again); a
+    standby worker beside it, for the bisect's first (compiler/standby.py)."""
+    standby.prewarm(Path(out) / "standby")
     return run_and_classify(command, RunOptions(
         out=out, accuracy=accuracy, timeout=timeout, observer=NullObserver(),
         stdout=stdout, stderr=stderr, bisect={"limits": {}, "toggles": {}}, trace=trace,
@@ -113,15 +117,15 @@ class _Bisection:
         command: list[str],
         accuracy: str,
         match: str | None,
-        stdout: Any,
-        stderr: Any,
+        stdout: IO[str] | None,
+        stderr: IO[str] | None,
     ) -> None:
         self.b, self.command, self.accuracy, self.match = b, command, accuracy, match
         self.stdout, self.stderr = stdout, stderr
         self.t0 = time.monotonic()
         self.base_dir: str | None = None  # the baseline's run (what each application did)
         # what is known so far, for a report when interrupted
-        self.partial: dict[str, Any] = {}
+        self.partial: dict[str, object] = {}
         self.track: dict[str, int] = {}
         self.items: list[Item] = []
         self.from_capture = True  # capture_bisect.py first; False: --whole-program
@@ -467,7 +471,7 @@ class _Bisection:
         return self.inside_stage(culprit_stage, stage_arg, None, counts, guide=op)
 
     def culprit(
-        self, items: list[Any], k: int, culprit_stage: str, found: dict[str, Any]
+        self, items: list[Item], k: int, culprit_stage: str, found: dict[str, Any]
     ) -> dict[str, Any]:
         """The result for culprit items[k-1] (the applications' TORCH_BISECT_* hooks)."""
         item = items[k - 1]

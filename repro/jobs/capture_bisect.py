@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
@@ -45,6 +45,12 @@ from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
 from .bisect_report import effect_words, effects_besides, pattern_named
+
+if TYPE_CHECKING:
+    from tcompile.compiler.probe import Bisector
+
+    from .bisect_report import BisectReport
+    from .bisection import _Bisection
 
 # a program whose baseline ran longer than this is not run again to confirm the culprit
 # by default (``--confirm`` does): the graph's answer is given as not confirmed
@@ -94,7 +100,7 @@ class CaptureBisect:
     """Steps 1-5 above for one target; ``run`` returns the result fields, or None with
     ``self.why`` set (the program bisect takes over)."""
 
-    def __init__(self, job: Any, target: Failure, cap: Path) -> None:
+    def __init__(self, job: _Bisection, target: Failure, cap: Path) -> None:
         self.job, self.b, self.target, self.cap = job, job.b, target, cap
         self.meta = json.loads((cap / layout.CAPTURE_META).read_text())
         self.why = ""
@@ -108,6 +114,7 @@ class CaptureBisect:
 
     def start(self) -> None:
         from tcompile.compiler.pool import WorkerPool
+        from tcompile.compiler.standby import take
 
         from .launcher_job import capture_data
         from .minify_search import read_capture
@@ -132,6 +139,7 @@ class CaptureBisect:
             jobs=self.b.jobs,  # --jobs N: N workers, N points of the search at once
             work_dir=str(work / "workers"),
             target=self.target.signature,
+            standby=take,  # the baseline's standby (bisection.baseline_run), if it waits
         )
         self.pool.start()
         self.gm, self.inputs, _ = read_capture(self.cap)
@@ -213,6 +221,7 @@ class CaptureBisect:
         self.stage_arg = None if stage == top and top not in LADDER else stage
         found = self.inside(stage, counts)
         found.update(stage=stage, counts=counts, effects_all=effects, cap=str(self.cap))
+        found["from_standby"] = self.pool.from_standby > 0
         self.one_pattern(found)
         return found
 
@@ -278,7 +287,7 @@ class CaptureBisect:
         return {"limits": {item.name: item.index}, "toggles": {}, "graph": self.target.graph}
 
 
-def from_capture(job: Any, target: Failure) -> Any:
+def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
     """The bisect from the capture, or None (``job.fallback`` says why): the result
     for bisection._Bisection.done."""
     b = job.b
@@ -344,7 +353,11 @@ def fired_pattern(target: Failure, did: dict[str, int] | None) -> str | None:
 
 
 def one_pattern(
-    b: Any, target: Failure, did: dict[str, int] | None, stage: str | None, gate: Any
+    b: Bisector,
+    target: Failure,
+    did: dict[str, int] | None,
+    stage: str | None,
+    gate: list[int] | None,
 ) -> tuple[str, str | None] | None:
     """For the program bisect: the inductor pattern its culprit application is about
     (``fired_pattern``) and its switch, ``pattern:NAME``, where the program passes with
@@ -358,7 +371,7 @@ def one_pattern(
     return name, f"pattern:{name}" if verdict is Verdict.PASS else None
 
 
-def work_seconds(job: Any) -> float:
+def work_seconds(job: _Bisection) -> float:
     """How long the baseline's run was, by its work -- the CPU seconds it used -- not by
     the wall clock a busy machine stretches: whether a job is too long to run again for
     a confirmation is the same on a quiet machine and a loaded one (issue 64)."""
@@ -366,13 +379,13 @@ def work_seconds(job: Any) -> float:
 
 
 def _result(
-    job: Any,
+    job: _Bisection,
     target: Failure,
     found: dict[str, Any],
     judged: int,
     verdict: Verdict | None,
     unconfirmed: str = "",
-) -> Any:
+) -> BisectReport:
     stage, item = found["stage"], found["item"]
     where = f"stage {stage}, graph {target.graph} ({target.graph_kind})"
     fields: dict[str, Any] = {}
@@ -414,11 +427,14 @@ def _result(
         stage=stage, graph=target.graph, graph_kind=target.graph_kind,
         signature=target.text, divergence=target.divergence, flaky=None,
         from_capture=True, graph_judgements=judged, switch=found["switch"], capture=found["cap"],
+        worker_from_standby=bool(found.get("from_standby")),
         confirmed=verdict.value if verdict is not None else None, **fields,
     )  # fmt: skip
 
 
-def _torch_envs(job: Any, target: Failure, stage: str, item: Item) -> dict[str, Any]:
+def _torch_envs(
+    job: _Bisection, target: Failure, stage: str, item: Item
+) -> dict[str, dict[str, str]]:
     """TORCH_BISECT_* for the whole program (bad: the culprit on, good: off), where the
     culprit's place among the program's applications is known: the baseline ran at
     this stage and tagged each application with its graph."""

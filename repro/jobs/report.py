@@ -25,7 +25,7 @@ from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import new_run_dir
 from tcompile.compiler.signature import FailureKind, FailureSignature
 
-from .bisect_report import BisectOptions
+from .bisect_report import BisectOptions, MinifyNext
 from .bisection import baseline_run, run_bisect
 
 GITHUB_LIMIT = 65_536  # characters in an issue body
@@ -77,6 +77,7 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
     out, observer, stdout, stderr, trace = o.out, o.observer, o.stdout, o.stderr, o.trace
     confirm, max_time = o.confirm, o.max_time
     from tcompile.compiler.pool import close_parked
+    from tcompile.compiler.standby import close as close_standby
 
     from .minify_job import run_minify
 
@@ -94,6 +95,7 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
         trace=trace,
     )
     if base.exit_code != ExitCode.COMPILER_FAILURE:
+        close_standby()
         return Report(
             base.exit_code, base.explanation, run_dir=str(run_dir), seconds=time.monotonic() - t0
         )
@@ -118,7 +120,7 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
                 "tlparse": base.trace.get("tlparse"),
                 "page": page,
             }
-        args: dict[str, Any] = {}
+        args: MinifyNext = {}
         if first.kind == FailureKind.CAPTURE and first.graph is None:
             # a frame Dynamo could not capture: no graph, no bisect; its record's
             # function minified to a capture-level repro (capture_job.py), the program
@@ -157,6 +159,7 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
         close_parked()  # a bisect's worker no minify took (none, or another capture)
         bug["minify"] = mini.to_json()
         bugs.append(bug)
+    close_standby()  # the baseline's, if no bisect took it
     return write_report(
         run_dir, bugs, base_seconds=time.monotonic() - t0, program_dirs=_program_dirs(command)
     )

@@ -69,6 +69,7 @@ def test_backward_only_bug(tmp_path):
     # a gradient found wrong in the backward: the checked call's own inputs were saved
     # (the graph is called once) and the bisect ran on them (capture_bisect.py)
     assert doc["from_capture"] and doc["runs"] == 2, doc["fallback"]
+    assert doc["worker_from_standby"]  # started beside its own baseline
 
 
 def test_multi_graph_names_the_graph_both_ways(tmp_path):

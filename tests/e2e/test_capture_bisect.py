@@ -104,6 +104,8 @@ def test_a_long_jobs_report_runs_it_once(tmp_path):
     (bug,) = doc["bugs"]
     bis, mini = bug["bisect"], bug["minify"]
     assert bis["from_capture"] and bis["runs"] == 1, bis  # + the shared baseline: 2
+    # its worker was started beside the baseline; the minify had it next (issue 61)
+    assert bis["worker_from_standby"] and mini["worker_from_bisect"], bis
     assert (bis["graph"], bis["subsystem"], bis["detail"]) == (
         1,
         "post_grad_passes",
