@@ -8,7 +8,9 @@ checked (which graph computed the wrong value?).  A long job paid three runs.
 Now the classification run keeps each graph's most recent call -- an exact snapshot of
 its inputs (snapshot.py), taken before the call, as the accuracy check takes one --
 within a memory budget (``BUDGET_SHARE`` of the memory available when the graph is
-first called, host and device alike; ``TCOMPILE_KEEP_MB`` sets it).  When the program
+first called, host and device alike; ``TCOMPILE_KEEP_MB`` sets it) and a share of its
+time (``TIME_SHARE``: a graph called every millisecond keeps a call at most a few
+milliseconds older than its last, and a graph called rarely, its last).  When the program
 dies of an uncaught exception outside every graph, each kept graph is judged on fresh
 copies of its inputs: the compiled graph called again, eager and float64 as the check
 runs them (observe.Watch).  A graph whose values differ is an accuracy failure of that
@@ -26,6 +28,7 @@ gradient is judged by ``run --accuracy`` and the locating run.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING
 
 import torch
@@ -41,6 +44,11 @@ if TYPE_CHECKING:
 
 BUDGET_SHARE = 0.1  # of the memory available at the first keep
 KEEP_ENV = "TCOMPILE_KEEP_MB"
+# of the program's time the copies may take: a graph called faster than its copy's cost
+# allows keeps the most recent call at most cost / TIME_SHARE old (a training step's
+# parameters: every few steps, not every step); a graph called rarely, every call
+TIME_SHARE = 0.02
+CUDA_BYTES_PER_S = 2e11  # a copy on the GPU runs after the host returns: its bytes' time
 
 
 def _available(device: str) -> int:
@@ -78,6 +86,7 @@ class LastCalls:
         self.budget: dict[str, int] = {}
         self.skipped: dict[int, str] = {}  # graph -> why its calls are not kept
         self.checked: set[int] = set()  # graphs whose kind was looked at (once each)
+        self.next_at: dict[int, float] = {}  # graph -> when its next call may be kept
         self.judging = False
 
     def _limit(self, device: str) -> int:
@@ -101,6 +110,9 @@ class LastCalls:
                 self.skipped[index] = "it draws random numbers (compiled code draws others)"
             if index in self.skipped:
                 return
+        now = time.perf_counter()
+        if index in self.kept and now < self.next_at.get(index, 0.0):
+            return  # the call kept a moment ago stands for this one (TIME_SHARE)
         previous = self.kept.pop(index, None)  # its previous call's copy goes first
         need = _bytes(args)
         used: dict[str, int] = {}
@@ -118,6 +130,9 @@ class LastCalls:
         try:
             # into the previous copy's memory where the same storages come again
             self.kept[index] = (runner, Snapshot(args, previous[1] if previous else None), need)
+            cost = time.perf_counter() - now
+            cost += sum(n for d, n in need.items() if d.startswith("cuda")) / CUDA_BYTES_PER_S
+            self.next_at[index] = now + cost / TIME_SHARE
         except Exception as exc:  # a tensor a snapshot cannot copy: never the program's
             self.skipped[index] = f"its inputs could not be copied ({type(exc).__name__})"
 

@@ -67,7 +67,9 @@ class Recorder:
             self._marker = mmap.mmap(fd, MARKER_SIZE + SITE_SIZE)
         finally:
             os.close(fd)
-        self._site: list[int | CodeType] = []  # (f_lasti, f_code) of each frame
+        self._site: tuple[int, ...] = ()  # (f_lasti, id(f_code)) of each frame
+        # each place seen: its frames' code (kept alive) and the marker's text of it
+        self._sites: dict[tuple[int, ...], tuple[list[CodeType], bytes]] = {}
         self._user_code: dict[int, tuple[CodeType, bool]] = {}
         self.mark(-1, PHASE_IDLE)
 
@@ -94,19 +96,36 @@ class Recorder:
         training loop calls its graphs from one place: one walk up the stack, a few
         microseconds).  A process a compiled kernel kills (a C++ throw aborts it) has
         said where it was (protocol.read_site; crash.fatal_stack)."""
-        raw: list[int | CodeType] = []
+        raw: list[int] = []
         f: FrameType | None = sys._getframe(depth)
         while f is not None:
             raw.append(f.f_lasti)
-            raw.append(f.f_code)
+            raw.append(id(f.f_code))
             f = f.f_back
-        if raw == self._site:
+        key = tuple(raw)
+        if key == self._site:
             return
-        self._site = raw
+        self._site = key
+        # a step calls its forward from the loop and its backward from autograd: two
+        # places, one after the other -- each one's text made once (the entry keeps its
+        # code objects alive, so their ids are not reused while it is kept)
+        known_site = self._sites.get(key)
+        if known_site is None:
+            if len(self._sites) > 256:
+                self._sites.clear()
+            known_site = self._sites[key] = self._site_text(depth + 1)
+        data = known_site[1]
+        self._marker[MARKER_SIZE + 4 : MARKER_SIZE + 4 + len(data)] = data
+        struct.pack_into("<i", self._marker, MARKER_SIZE, len(data))
+
+    def _site_text(self, depth: int) -> tuple[list[CodeType], bytes]:
+        """The program's own frames of the stack ``depth`` up, as the marker holds them."""
+        codes: list[CodeType] = []
         frames = []
         f = sys._getframe(depth)
         while f is not None:
             code = f.f_code
+            codes.append(code)
             # keyed by identity: a code object Dynamo made (a resume function with a
             # dict among its constants: #91468) cannot be hashed; the entry keeps the
             # code alive, so its id is not reused
@@ -124,8 +143,7 @@ class Recorder:
         while len(data) > SITE_SIZE - 4 and frames:
             frames = frames[1:]  # the innermost frames matter most
             data = json.dumps(frames).encode()
-        self._marker[MARKER_SIZE + 4 : MARKER_SIZE + 4 + len(data)] = data
-        struct.pack_into("<i", self._marker, MARKER_SIZE, len(data))
+        return codes, data
 
     def mark(self, graph: int, phase: int, graph_kind: str = "dynamo") -> None:
         """Cheap (a few hundred ns): called around every compiled-graph call."""

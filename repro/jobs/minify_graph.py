@@ -6,8 +6,11 @@ graph and its inputs (minify_search.py), write repro.py and verify it
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from tcompile.compiler import layout
 from tcompile.compiler.accuracy import AccuracyMode
@@ -25,11 +28,16 @@ if TYPE_CHECKING:
     import torch
 
     from tcompile.compiler.pool import WorkerPool
+    from tcompile.minifier.engine import MinifyResult
     from tcompile.repro.artifacts import Artifacts
     from tcompile.repro.kernel_repro import KernelRepro
+    from tcompile.repro.shrink import Shrunk
     from tcompile.repro.writer import CaptureMeta
 
     from .minify_types import Numerics, Seeds
+
+
+T = TypeVar("T")
 
 
 def _why_alone(exc: Exception, job: Job) -> str:
@@ -71,6 +79,7 @@ def minify_captured(job: Job) -> GraphMinifyReport:
         if job.write_launcher:
             launcher = _write_launcher(job, gm, inputs, meta)
         with Interrupts() as interrupts:
+            t = time.monotonic()
             try:
                 result = search_graph(job, pool, gm, inputs, meta, interrupts.event)
             except MinifyError as exc:
@@ -82,37 +91,40 @@ def minify_captured(job: Job) -> GraphMinifyReport:
                     launcher=launcher,
                     alone_passes=bool(alone),
                 )
-            shrunk = None
+            phases = {"search": time.monotonic() - t}
+            shrunk, t = None, time.monotonic()
             if not result.stopped and not job.real_inputs:
                 shrunk = shrink_minimal(job, pool, result, meta, interrupts.event)
-            numerics: Mapping[str, object] | None = None
-            if job.signature.kind == FailureKind.ACCURACY and not result.stopped:
-                numerics = numerics_of(job, pool, (gm, inputs), (result.gm, result.inputs))
+            phases["inputs"] = time.monotonic() - t
+        # an accuracy failure's numerics (in the worker) beside repro.py's verification
+        # (fresh interpreters): neither uses the other's answer, and on the GPU each
+        # took 10-20 s of a minify's fixed cost one after the other (issue 61 item 3)
+        numerics: Future[Numerics] | None = None
+        if job.signature.kind == FailureKind.ACCURACY and not result.stopped:
+            side = ThreadPoolExecutor(1)
+            numerics = side.submit(
+                _timed, phases, "numerics", numerics_of, job, pool, (gm, inputs),
+                (result.gm, result.inputs),
+            )  # fmt: skip
+            side.shutdown(wait=False)
+        job.observer.status(
+            f"minified {result.nodes_before} -> {result.nodes_after} nodes in {result.calls} "
+            "calls; writing and verifying repro.py"
+        )
+        art = _timed(phases, "verify", _write, job, result, shrunk, meta)
+        found: Mapping[str, object] = {}
+        if numerics is not None and not art.interrupted:  # Ctrl-C: the worker goes now
+            found = numerics.result()
     finally:
         pool.close()
-    job.observer.status(
-        f"minified {result.nodes_before} -> {result.nodes_after} nodes in {result.calls} "
-        "calls; writing and verifying repro.py"
-    )
-    from tcompile.compiler.autotune import pinned_choice
-    from tcompile.repro.artifacts import write_verified
     from tcompile.repro.kernel import graph_ops
 
     from .source_level import user_lines
 
-    art = write_verified(
-        job.run_dir,
-        gm=result.gm,
-        inputs=result.inputs,
-        shrunk=shrunk,
-        signature=job.signature,
-        accuracy=job.accuracy,
-        meta={**meta, "graph_kind": job.graph_kind},
-        real_only=job.real_inputs,
-        pin=pinned_choice(job.message or meta.get("message") or "", job.signature.stage),
-    )
     repro, verified, cut = art.repro, art.verified, art.interrupted
-    kernel_repro = _kernel_repro(job, repro, art.device, meta) if verified and not cut else None
+    kernel_repro = None
+    if verified and not cut:
+        kernel_repro = _timed(phases, "kernel_repro", _kernel_repro, job, repro, art.device, meta)
     report = job.report(
         ExitCode.INTERRUPTED if result.stopped or cut else ExitCode.COMPILER_FAILURE,
         _message(verified, result.stopped, cut, repro),
@@ -131,12 +143,39 @@ def minify_captured(job: Job) -> GraphMinifyReport:
         passes=result.passes,
         kernel_repro=kernel_repro,
         source_lines=user_lines(result.gm),
+        phases={k: round(v, 2) for k, v in phases.items()},
         **artifact_fields(art),
-        **(numerics or {}),
+        **found,
     )
     doc = report.to_json()
     write_json(job.run_dir / layout.MINIFY, {k: doc[k] for k in MINIFY_JSON_FIELDS})
     return report
+
+
+def _timed(phases: dict[str, float], name: str, fn: Callable[..., T], *args: object) -> T:
+    t = time.monotonic()
+    try:
+        return fn(*args)
+    finally:
+        phases[name] = time.monotonic() - t
+
+
+def _write(job: Job, result: MinifyResult, shrunk: Shrunk | None, meta: CaptureMeta) -> Artifacts:
+    """repro.py written and verified (artifacts.write_verified)."""
+    from tcompile.compiler.autotune import pinned_choice
+    from tcompile.repro.artifacts import write_verified
+
+    return write_verified(
+        job.run_dir,
+        gm=result.gm,
+        inputs=result.inputs,
+        shrunk=shrunk,
+        signature=job.signature,
+        accuracy=job.accuracy,
+        meta={**meta, "graph_kind": job.graph_kind},
+        real_only=job.real_inputs,
+        pin=pinned_choice(job.message or meta.get("message") or "", job.signature.stage),
+    )
 
 
 def artifact_fields(art: Artifacts) -> dict[str, object]:

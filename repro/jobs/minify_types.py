@@ -238,6 +238,9 @@ class GraphMinifyReport(MinifyReport):
     from_capture: bool = False
     # ... by the worker that bisect judged it in (report: no worker of its own started)
     worker_from_bisect: bool = False
+    # seconds of each part (search, inputs, numerics, verify, kernel_repro); numerics
+    # runs beside the verification, so the parts add up to more than the whole
+    phases: dict[str, float] | None = None
     # the user's source lines the minimal graph's nodes came from (file, line, code, ops)
     source_lines: list[SourceLine] | None = None
     # --level source: the user-level repro made from the program (repro, verified,
@@ -270,7 +273,7 @@ JSON_FIELDS = (
     "device", "repro_output", "pinned_choice", "report", "repro_before", "capture", "rank",
     "replayed_collectives", "level", "program", "alone_passes", "divergence", "switches",
     "kernel_repro", "source_lines", "source", "not_verified", "from_capture", "signature_fields",
-    "worker_from_bisect",
+    "worker_from_bisect", "phases",
 )  # fmt: skip
 KINDS = (MinifyReport, GraphMinifyReport, CaptureMinifyReport, ProgramMinifyReport)
 

@@ -112,3 +112,27 @@ def test_a_snapshot_taken_into_the_last_calls_memory_is_exact():
             assert torch.equal(x.detach(), y) and y.stride() == x.stride()
         assert copies[3] == 7
     assert snap.sources  # the parameter's storage, seen call after call, was reused
+
+
+def test_a_graph_called_faster_than_its_copy_allows_keeps_a_recent_call():
+    """postmortem.LastCalls: copying every call of a training step's graph cost 120-180
+    us a step; a call kept a moment ago stands for the next ones until its copy's cost
+    is TIME_SHARE of the time since -- then the newest call is kept again."""
+    from types import SimpleNamespace
+
+    from tcompile.compiler.child import postmortem
+
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    runner = SimpleNamespace(index=0, collective=False, reference=gm)
+    calls = postmortem.LastCalls(SimpleNamespace())
+    calls.budget["cpu"] = 1 << 30
+    first, second = torch.ones(4), torch.zeros(4)
+    calls.keep(runner, [first])
+    calls.keep(runner, [second])  # at once: the first stands for it
+    (values, _) = calls.kept[0][1].materialize(grads=False)
+    assert torch.equal(values[0], first)
+    calls.next_at[0] = 0.0  # its time came
+    calls.keep(runner, [second])
+    (values, _) = calls.kept[0][1].materialize(grads=False)
+    assert torch.equal(values[0], second)
+    assert calls.next_at[0] > 0.0
