@@ -40,6 +40,7 @@ The parent, tcompile's own process (never importing child/):
   procs.py           every process of one run: found, asked, killed
   pool.py            persistent isolated workers that judge candidate graphs
   standby.py         workers started ahead, while the baseline runs; taken by a pool
+  pycache.py         bytecode of tcompile's own interpreters, where the env forbids it
   forkserver.py      candidate programs forked from a process with torch imported
   capture_pool.py    the worker that judges candidate sources of a recorded frame
   probe.py           one run of the program under a configuration: does it fail?

@@ -31,6 +31,7 @@ from tcompile.minifier.verdict import Verdict
 from .crash import crash_signature
 from .graph_io import save_graph
 from .protocol import HookConfig, read_events, read_markers
+from .pycache import helper_env
 from .runner import PARENT_ENV, STDIN, ProcessResult, child_env, parent_identity
 from .signature import FailureKind, FailureSignature
 
@@ -79,6 +80,7 @@ class _Worker:
             full_env = dict(env)
             full_env[PARENT_ENV] = parent_identity()
             full_env[fds_env or "TCOMPILE_FDS"] = f"{p2c_r},{c2p_w}"
+        full_env = helper_env(full_env)  # its bytecode cached where the env forbids writing it
         self.log = log
         self._logf = open(log, "wb")
         # the program's stdin, as its first run read it (a standby starts while that run

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from tcompile.compiler import layout
+from tcompile.compiler.pycache import helper_env
 from tcompile.compiler.signature import FailureKind, FailureSignature
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def repro_output(
     env.update(env_extra or {})
     if cache_dir is not None:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+    env = helper_env(env)  # bytecode cached where the environment forbids writing it
     head = [sys.executable, "-c", _NO_TCOMPILE]
     if launcher:  # torchrun runs a script file: the same guard, written beside the repro
         from tcompile.compiler.program import launch_on_free_port
