@@ -105,7 +105,7 @@ def build_report(
         )
         | ({"ranks": sorted(ranks[(r, f, ln)])} if (r, f, ln) in ranks else {})
         for (r, f, ln), c in sorted(
-            breaks.items(), key=lambda kv: (-kv[1], kv[0][1], kv[0][2] or 0)
+            breaks.items(), key=lambda kv: (-kv[1], kv[0][1] or "", kv[0][2] or 0)
         )
     ]
     recompilations = [
