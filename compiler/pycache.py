@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .owners import torch_folder
+
 ENV = "TCOMPILE_PYCACHE"
 
 
@@ -38,15 +40,8 @@ def _folder() -> str | None:
 def _torch_has_bytecode() -> bool:
     """Whether torch's own bytecode lies beside its sources (pip compiles it at install;
     uv does not): then those are read, and a prefix would only compile them again."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        return True
-    if spec is None or not spec.origin:
-        return True
-    return (Path(spec.origin).parent / "__pycache__").is_dir()
+    folder = torch_folder()
+    return folder is None or (Path(folder) / "__pycache__").is_dir()
 
 
 def helper_env(env: dict[str, str]) -> dict[str, str]:
