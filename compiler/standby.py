@@ -10,7 +10,7 @@ fresh worker would have had and becomes one.
 
 A standby is used only where it is the same as a fresh worker: the variables torch,
 inductor, Dynamo and Triton read at import must be those the worker would have had;
-otherwise it is stopped and a fresh worker starts.  Standbys nobody took are stopped
+otherwise it is killed and a fresh worker starts.  Standbys nobody took are killed
 (:func:`close`), and each dies with tcompile (child/hooks.watch_parent).
 ``TCOMPILE_NO_STANDBY=1`` turns the mechanism off.
 """
@@ -40,7 +40,9 @@ _LOCK = threading.Lock()
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TCOMPILE_CONFIG", "PYTHONPATH")}
+    # the user's PYTHONPATH stays (a fresh worker has it on sys.path too, after the
+    # start-up hook's folder: this one installs the hooks itself)
+    env = {k: v for k, v in os.environ.items() if k != "TCOMPILE_CONFIG"}
     env.update(SAFE_CACHE_ENV)
     return env
 
