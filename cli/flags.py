@@ -25,6 +25,7 @@ class RunFlags:
     record_all: bool
     localize: bool
     without: tuple[str, ...]
+    capture: bool
     argv: tuple[str, ...]
 
 
@@ -98,6 +99,7 @@ class ReportFlags:
     trace: str | None
     confirm: bool | None
     max_time: float | None
+    baseline: str | None
     as_json: bool
     out: str | None
     argv: tuple[str, ...]

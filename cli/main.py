@@ -8,6 +8,7 @@ shared options are options.py.  torch is imported lazily inside commands so that
 
 from __future__ import annotations
 
+import os
 import signal
 from typing import Any
 
@@ -31,6 +32,9 @@ from .options import (
     report_option,
     timeout_option,
 )
+
+# the bisection configuration that counts inductor's applications and changes none
+_COUNT: dict[str, Any] = {"limits": {}, "toggles": {}}
 
 
 @click.group(cls=app.Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -99,6 +103,13 @@ def main() -> None:
     "pattern-matcher pass), config:fallback_random "
     "(bisect's `without`). Does the failure go away with it?",
 )
+@click.option(
+    "--capture",
+    is_flag=True,
+    help="Run as report's first run does: each failing graph saved with its failing "
+    "call's inputs, inductor's applications counted; `report --baseline` then starts "
+    "from this run instead of running the program again.",
+)
 @program_argument
 @app.flags(RunFlags)
 def run(f: RunFlags) -> None:
@@ -122,7 +133,9 @@ def run(f: RunFlags) -> None:
                 record="all" if f.record_all else "failures",
                 trace=args.abs_dir(f.trace),
                 localize=f.localize,
-                bisect=args.without(f.without),
+                # --capture counts applications as report's baseline does (none changed)
+                bisect=args.without(f.without) or (_COUNT if f.capture else None),
+                capture=f.capture,
                 **app.common(f.out, f.timeout, f.as_json),
             ),
         )
@@ -383,6 +396,13 @@ if __name__ == "__main__":  # pragma: no cover
     help="A program-level minify stops this many seconds after the report's start (less "
     "what verifying takes) and keeps the best program so far (default: minify's 300 s).",
 )
+@click.option(
+    "--baseline",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="The run folder of a `tcompile run --capture` of the same command: the report "
+    "starts from it (its failures, its saved graphs) and does not run the program first.",
+)
 @json_option
 @out_option
 @program_argument
@@ -407,6 +427,7 @@ def report(f: ReportFlags) -> None:
                 trace=args.abs_dir(f.trace),
                 confirm=f.confirm,
                 max_time=f.max_time,
+                baseline=f.baseline and os.path.abspath(f.baseline),
                 **app.common(f.out, f.timeout, f.as_json),
             ),
         )

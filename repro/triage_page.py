@@ -81,7 +81,8 @@ def _how(r: dict[str, Any]) -> str:
     j = r.get("joined") or {}
     if r.get("member_of") and j.get("without"):
         at = f" at {j['backend']}" if j.get("backend") else ""
-        return f"joined: passes with `{j['without']}` off{at}, fails with it on"
+        where = " (its captured graph: no run of it)" if j.get("on_capture") else ""
+        return f"joined: passes with `{j['without']}` off{at}, fails with it on{where}"
     if r.get("same_as"):
         return "its report; joined by the same check"
     return "its own report" if r.get("raw_bug") or r.get("reported") else "-"

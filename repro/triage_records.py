@@ -87,7 +87,7 @@ class Check:
     stage is below inductor; ``passes`` when it passed off and failed on.  ``rep``: the
     representative whose switch it was, once kept in a script's ``checks``."""
 
-    OMIT_NONE: ClassVar[tuple[str, ...]] = ("rep",)
+    OMIT_NONE: ClassVar[tuple[str, ...]] = ("rep", "capture_why")
 
     without: str
     backend: str | None = None
@@ -98,6 +98,9 @@ class Check:
     seconds: float = 0.0
     steps: list[Step] = dataclasses.field(default_factory=list)
     rep: str | None = None
+    # answered on the failing graph the script's run saved, not by running it (issue 62)
+    on_capture: bool = False
+    capture_why: str | None = None  # why the capture gave no answer (then: by running)
     extra: Doc = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -113,6 +116,8 @@ class Check:
             seconds=float(d.get("seconds") or 0.0),
             steps=[Step.from_json(s) for s in d.get("steps") or []],
             rep=d.get("rep"),
+            on_capture=bool(d.get("on_capture")),
+            capture_why=d.get("capture_why"),
             extra={k: v for k, v in d.items() if k not in known},
         )
 
@@ -151,6 +156,10 @@ class ScriptResult:
     device: str | None = None
     wrong_op: str | None = None
     pattern: str | None = None
+    # its run's folder (``run --capture``), where the failing graph was saved: the
+    # report's baseline and the membership checks' graph (issue 62)
+    baseline: str | None = None
+    capture: str | None = None  # the failing graph it saved (None: not graph-tied, not saved)
     # its report: bisect and minify (triage_one.report_one)
     reported: bool | None = None
     raw_bug: Doc | None = None  # the report's bug, whole: culprit and minimal graph from it

@@ -231,6 +231,7 @@ def counting(bisect: dict[str, Any] | None) -> Iterator[Counter | None]:
     toggles = dict(bisect.get("toggles") or {})
     inductor = {k: v for k, v in toggles.items() if not k.startswith("functorch.")}
     functorch = {k.split(".", 1)[1]: v for k, v in toggles.items() if k.startswith("functorch.")}
+    isa_probe_in_normal_cache()
     with inductor_config.patch({**inductor, "force_disable_caches": True}):
         with functorch_config.patch(functorch):
             c = install({**bisect, "toggles": {}})
@@ -239,6 +240,43 @@ def counting(bisect: dict[str, Any] | None) -> Iterator[Counter | None]:
             finally:
                 c.effects()
                 uninstall(previous)
+
+
+def isa_probe_in_normal_cache() -> None:
+    """Inductor's probe of the CPU's vector instructions (a C++ test build and a load of
+    each ISA: 7.5 s on the 2-core CI machine) runs at a process's first CPU compile, in
+    the inductor cache in force.  Under ``force_disable_caches`` that is each compile's
+    fresh folder, so every worker paid it at its first judgement (a triage membership
+    check: 11 s of its 16).  What it finds is the machine's, not a compile's: made in
+    the normal cache, where the program's own run left it (once per process; nothing
+    changes where the torch has no such probe)."""
+    try:
+        import torch._inductor.cpu_vec_isa as isa
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:
+        return
+    probe = getattr(isa, "valid_vec_isa_list", None)
+    if probe is None or getattr(probe, "tcompile_normal_cache", False):
+        return
+    if not callable(getattr(probe, "cache_info", None)):
+        return  # not the functools.cache'd probe this was written for
+    normal = cache_dir()
+
+    def valid_vec_isa_list() -> Any:
+        if probe.cache_info().currsize:
+            return probe()
+        saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = normal
+        try:
+            return probe()
+        finally:
+            if saved is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+
+    valid_vec_isa_list.tcompile_normal_cache = True  # type: ignore[attr-defined]
+    isa.valid_vec_isa_list = valid_vec_isa_list
 
 
 def op_name(info: str) -> str:

@@ -9,7 +9,8 @@ pipelines.py, not by the CLI.
 
 ``tcompile run`` and ``tcompile bisect``:
 
-  classify.py           ``tcompile run``: every graph, every failure (RunReport)
+  classify.py           ``tcompile run``: every graph, every failure
+  run_record.py         a run's record (RunReport), read back for ``report --baseline``
   flaky.py              a failure that does not come back: what each run showed
   bisection.py          ``tcompile bisect``: stage, graph, pass, application
   capture_bisect.py     bisect on the failing graph the baseline saved; one run confirms
@@ -45,6 +46,8 @@ capture, a launcher, a record, the program):
   triage.py             many scripts, cached, on a local pool or Ray
   triage_loop.py        bisect and minify once per cluster: who is reported, who checked
   triage_one.py         one script of a triage: its runs, its report, a membership check
+  triage_capture.py     a membership check on the script's captured graph (capture_check.py)
+  capture_check.py      the two compiles of that check, in a child interpreter
   triage_ray.py         triage's pieces as Ray tasks: a shared filesystem, a node lost
   triage_switch.py      duplicates checked by running: another cluster's culprit off
   pipelines.py          what bisect and minify run after their first job (the CLI composes nothing)

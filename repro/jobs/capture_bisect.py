@@ -313,7 +313,6 @@ def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
         if item is not None
         else f"with --backend below {stage}"
     )
-    b.observer.status(label)
     confirm_stage = search.stage_arg
     if item is None:  # the stage itself: the stage below must make the program pass
         confirm_stage, switch = search.passing, None
@@ -332,6 +331,7 @@ def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
             )
         )
         return _result(job, target, found, search.judged, None, why)
+    b.observer.status(label)  # said only where it runs (a long job's is not confirmed)
     verdict, _ = b.probe(label, stage=confirm_stage, bisect=switch, reuse=False)
     if verdict is Verdict.SAME_FAILURE:
         job.fallback = (

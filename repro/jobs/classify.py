@@ -27,7 +27,7 @@ from tcompile.compiler.collect import (
     ranks_that_raised,
 )
 from tcompile.compiler.exitcodes import ExitCode, InternalError
-from tcompile.compiler.failure import Failure, dist_of, group, rank_summary
+from tcompile.compiler.failure import Failure, dist_of, group
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.protocol import MORE_PRECISE, STOP_EXIT, Event, HookConfig, read_events
 from tcompile.compiler.runner import (
@@ -41,64 +41,7 @@ from tcompile.compiler.signature import FailureKind, FailureSignature
 
 from .flaky import Flaky, RunIO, flaky_outcome, passed
 from .peers import one_node_of
-
-
-@dataclasses.dataclass
-class RunReport:
-    graphs: list[dict[str, Any]]
-    failures: list[Failure]
-    notes: list[dict[str, Any]]
-    exit_code: int
-    verdict: str  # "clean" | "compiler-failure" | "not-a-compiler-bug" | "flaky"
-    explanation: str
-    returncode: int | None
-    seconds: float
-    run_dir: str | None  # None: nothing was kept (a clean run in a temporary directory)
-    command: list[str]
-    stage: str | None
-    accuracy: str
-    debug_index: list[dict[str, Any]] | None = None
-    # frames that failed in Dynamo, recorded for `tcompile replay` (child/frames.py)
-    records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    next_command: str | None = None  # what to type next (next_step)
-    trace: dict[str, Any] | None = None  # --trace: the trace, tlparse's pages (trace.py)
-    interrupted: bool = False  # Ctrl-C / SIGTERM: what the run showed until then (exit 130)
-    # how the program itself ended, as a plain run shows it: {returncode, exception,
-    # last_line} (runner.program_outcome); the checked run's, not a passive one's
-    program: dict[str, Any] | None = None
-    # the command failed once and passed when run again, with torch.compile and without
-    # (verdict "flaky", exit 5): {"first", "again", "plain", "at_teardown"}
-    flaky: Flaky | None = None
-    # a launched job: how each rank's code ended (invariant.rank_endings): returned,
-    # raised ..., exit N, no exit seen
-    ranks_ended: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    # ranks hung in their backend's teardown after every rank's code returned: tcompile
-    # ended them (the one named exception that keeps a clean verdict; the notes say it)
-    teardown_hang: bool = False
-    # the CPU seconds the run used (its work: a busy machine stretches ``seconds``, not
-    # this), where known; what decides "a long job" (capture_bisect.CONFIRM_WITHIN)
-    cpu_seconds: float | None = None
-
-    def contradiction(self) -> str | None:
-        """Why this report's clean verdict would contradict how the program ended
-        (invariant.py); None when it would not or the verdict is not clean."""
-        if self.exit_code != ExitCode.OK or self.interrupted:
-            return None
-        if self.failures:
-            return f"it says exit 0 with {len(self.failures)} failure(s)"
-        program = self.program or {}
-        passive = program.get("passive")  # a passive run decided: its ending stands
-        returncode = (passive or program).get("returncode", self.returncode)
-        return invariant.contradiction(returncode, False, self.teardown_hang, self.ranks_ended)
-
-    def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(dataclasses.replace(self, failures=[]))
-        out["failures"] = [f.to_json() for f in self.failures]
-        out["groups"] = group(self.failures)
-        summary = rank_summary(self.failures)
-        if summary is not None:  # a distributed job: all ranks alike, or some only
-            out["ranks"] = summary
-        return out
+from .run_record import RunReport
 
 
 @dataclasses.dataclass
@@ -280,6 +223,7 @@ def classify_result(
         ranks_ended=invariant.rank_endings(result.events, result.stuck_pids),
         teardown_hang=result.teardown_hang,
         cpu_seconds=result.cpu_seconds,
+        captured=o.capture,
     )
     if exit_code == ExitCode.OK and confirm:  # a verdict never contradicts the processes
         invariant.check_clean(

@@ -27,6 +27,7 @@ from tcompile.compiler.signature import FailureKind, FailureSignature
 
 from .bisect_report import BisectOptions, MinifyNext
 from .bisection import baseline_run, run_bisect
+from .run_record import given_baseline
 
 GITHUB_LIMIT = 65_536  # characters in an issue body
 _TAGS = {
@@ -53,6 +54,9 @@ class ReportOptions:
     trace: str | None = None  # torch's structured trace of the first run
     confirm: bool | None = None
     max_time: float | None = None  # a program-level minify's seconds from the report's start
+    # the run folder of a ``run --capture`` of the same command: the report's first run
+    # (triage classifies a script with it, then reports from it: no second baseline)
+    baseline: str | None = None
 
 
 @dataclasses.dataclass
@@ -84,30 +88,23 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
     observer = observer or NullObserver()
     t0 = time.monotonic()
     run_dir = Path(new_run_dir(out, "report"))
-    observer.status("running the program once: every graph, every failure")
-    base = baseline_run(
-        command,
-        out=str(run_dir),
-        accuracy=accuracy,
-        timeout=timeout,
-        stdout=stdout,
-        stderr=stderr,
-        trace=trace,
-    )
+    if o.baseline:
+        base = given_baseline(o.baseline, command, accuracy)
+        observer.status(f"starting from the run in {o.baseline} (the program is not run first)")
+    else:
+        observer.status("running the program once: every graph, every failure")
+        base = baseline_run(
+            command, out=str(run_dir), accuracy=accuracy, timeout=timeout, stdout=stdout,
+            stderr=stderr, trace=trace,
+        )  # fmt: skip
     if base.exit_code != ExitCode.COMPILER_FAILURE:
         close_standby()
         return Report(
             base.exit_code, base.explanation, run_dir=str(run_dir), seconds=time.monotonic() - t0
         )
     bugs = []
-    common = dict(
-        accuracy=accuracy,
-        timeout=timeout,
-        jobs=jobs,
-        out=str(run_dir),
-        stdout=stdout,
-        stderr=stderr,
-    )
+    common = dict(accuracy=accuracy, timeout=timeout, jobs=jobs, out=str(run_dir), stdout=stdout)
+    common["stderr"] = stderr
     for g in group(base.failures)[:max_bugs]:
         bug = dict(g)
         first = next(f for f in base.failures if f.text == g["signature"])

@@ -43,6 +43,7 @@ from tcompile.compiler.runner import write_json
 from tcompile.repro.triage_records import Check, Cluster, Flaky, ScriptResult
 from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
+from .triage_capture import capture_check_one
 from .triage_one import check_one, classify_one, report_one
 from .triage_switch import _whole_pass, without_of
 
@@ -306,8 +307,12 @@ class Scheduler:
                 f = Future()
                 f.set_result(Check.from_json(json.loads(cached.read_text())))
             else:
-                budget = max(30.0, float(task["timeout"]) - self.results[path].seconds)
-                f = self.submit(check_one, task, off, budget, backend)
+                r = self.results[path]
+                budget = max(30.0, float(task["timeout"]) - r.seconds)
+                if r.capture:  # on the graph its run saved: no run of the program
+                    f = self.submit(capture_check_one, task, r, off, budget, backend)
+                else:
+                    f = self.submit(check_one, task, off, budget, backend)
         self.inflight[f] = (kind, path, rep)
 
     def _check_cache(self, path: str, off: str) -> Path:
@@ -346,7 +351,8 @@ class Scheduler:
         if got.passes:
             r.member_of = rep
             r.joined = {"representative": rep, "without": got.without,
-                        "checked_by_running": True, "off_exit": got.off, "on_exit": got.on,
+                        "checked_by_running": not got.on_capture, "on_capture": got.on_capture,
+                        "off_exit": got.off, "on_exit": got.on,
                         "backend": got.backend}  # fmt: skip
             self.done(path, r)
         elif got.flaky:  # passed with the switch off and as it is: no failure to join

@@ -93,14 +93,14 @@ def _die_with_parent() -> None:
 def _tcompile(
     python: str, argv: list[str], budget: float, log: Path, cwd: str, env: dict[str, str]
 ) -> tuple[int | None, dict[str, Any], float]:
-    """``python -m tcompile ARGV --json``: (exit code or None past the budget, its
-    document, seconds)."""
+    """``python -m tcompile ARGV --json`` (``-m MODULE ARGS``: another of tcompile's
+    entry points): (exit code or None past the budget, its document, seconds)."""
     t0 = time.monotonic()
     with open(log, "ab") as err, _LOCK:
         if _STOPPING.is_set():
             raise Interrupted
         proc = subprocess.Popen(
-            [python, "-m", "tcompile", *argv],
+            [python, *(argv if argv[0] == "-m" else ["-m", "tcompile", *argv])],
             stdout=subprocess.PIPE,
             stderr=err,
             cwd=cwd,
@@ -193,6 +193,7 @@ def classify_one(task: dict[str, Any]) -> ScriptResult:
 
     # the program's own limit inside a run: below the budget, so a hang is the run's finding
     run_argv = ["run", "--json", *acc, "--timeout", str(max(10, int(task["timeout"] * 0.8)))]
+    run_argv.append("--capture")  # as report's baseline: report_one and checks start from it
     failed = 0
     for k in range(max(1, int(task.get("repeat") or 2))):
         code, doc = step(
@@ -225,6 +226,8 @@ def classify_one(task: dict[str, Any]) -> ScriptResult:
         if code == ExitCode.COMPILER_FAILURE:
             failed += 1
             _from_run(res, doc)
+            if k == 0:
+                _captured(res, doc)
     runs = k + 1
     res.runs = runs
     if not failed:
@@ -250,12 +253,15 @@ def report_one(task: dict[str, Any], res: ScriptResult) -> ScriptResult:
     def finish(verdict: Verdict, message: str) -> ScriptResult:
         return _finish(res, verdict, message, t0)
 
+    # its classification's run is the report's first (no second baseline)
+    base = ["--baseline", res.baseline] if res.baseline and Path(res.baseline).is_dir() else []
     code, doc = step(
         "report",
         [
             "report",
             "--json",
             *acc,
+            *base,
             "--max-bugs",
             "1",
             "--timeout",
@@ -333,6 +339,22 @@ def check_one(
         seconds=round(time.monotonic() - t0, 2),
         steps=steps,
     )
+
+
+def _captured(res: ScriptResult, doc: dict[str, Any]) -> None:
+    """Its run's folder (``run --capture``: report_one's ``--baseline``) and, where that
+    run saved the failing graph, its folder (triage_capture.py checks membership on it)."""
+    from .capture_check import captured_failure
+
+    run_dir = doc.get("run_dir")
+    if not (run_dir and doc.get("captured")):
+        return
+    res.baseline = run_dir
+    try:
+        cap = captured_failure(run_dir)[2]
+    except (OSError, ValueError, KeyError):
+        return
+    res.capture = str(cap) if cap else None
 
 
 def _take_bug(res: ScriptResult, bug: dict[str, Any]) -> None:

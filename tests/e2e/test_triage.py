@@ -102,12 +102,15 @@ def test_verdicts_culprit_one_cluster_and_a_verified_repro(corpus):
         for field in ("path", "verdict", "culprit", "cluster", "repro", "seconds"):
             assert field in r
     # one bug written two ways: one cluster; bisected and minified once, on one script
-    # (its repro), the other joined by running with the culprit's switch off
+    # (its repro), the other joined by a check with the culprit's switch off
     assert by["relu_fn.py"]["cluster"] == by["relu_module.py"]["cluster"]
     (rep,) = [r for r in by.values() if r.get("reported") and r["verdict"] == "bug"]
     (member,) = [r for r in by.values() if r.get("member_of")]
     assert rep["repro"] and rep["repro_lines"] > 0 and member["repro"] is None
-    assert member["joined"]["checked_by_running"] and member["joined"]["on_exit"] == 1
+    # issue 62: joined on the graph its one run saved (two compiles of it), not by running
+    assert member["joined"]["on_capture"] and member["joined"]["on_exit"] == 1
+    assert [s["what"].split()[0] for s in member["steps"]] == ["run", "captured"], member["steps"]
+    assert not member["joined"]["checked_by_running"]
     assert member["joined"]["without"] and member["culprit"]["of"] == rep["path"]
     (c,) = doc["clusters"]
     assert set(c) >= {"id", "culprit", "members", "repro", "versions"} and len(c["members"]) == 2

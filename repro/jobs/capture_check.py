@@ -1,0 +1,141 @@
+"""Membership on the captured graph (issue 62): does a culprit's switch, turned off, make
+a script's failure go away -- asked of the failing graph its ``run --capture`` saved,
+one compile each, the program not run again.
+
+Two judgements in one worker (capture_bisect.py's worker: it serves the saved graph
+with its failing call's inputs):
+
+1. the graph as it is, at the culprit's stage (``--backend``: a decomposition's
+   culprit is judged where it applies): the script's failure must show.  That is the
+   script's second sample, as a second run of it was, and what ties the failure to
+   this graph;
+2. the graph with the switch off (``stack.without``'s configuration, the words of
+   ``run --without``): it must pass.
+
+``member``: 1 showed the failure and 2 passed.  ``no``: 2 failed (the same way or
+another).  ``unknown``: no answer here -- the graph does not fail alone (the failure
+needs the program around it), or a judgement ran out of time twice or lost its worker
+(issue 64: timing never decides an answer).  Triage checks an unknown by running the
+program (triage_one.check_one).
+
+    python -m tcompile.repro.jobs.capture_check RUN_DIR --without W [--without W]
+        [--backend STAGE]
+
+prints one JSON document (``answer``, ``unchanged``, ``off``, ``why``, ``seconds``,
+``capture``) and exits 0; 4 when tcompile itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from tcompile.compiler import layout
+from tcompile.compiler.exitcodes import ExitCode
+from tcompile.compiler.failure import Failure
+from tcompile.compiler.protocol import LAUNCHER_WORKER, HookConfig, ServeSpec
+from tcompile.compiler.stack import without as switch_config
+from tcompile.minifier.verdict import Verdict
+
+from .capture_bisect import capture_of
+from .run_record import RunReport
+
+MEMBER, NO, UNKNOWN = "member", "no", "unknown"
+_UNFINISHED = (Verdict.TIMEOUT, Verdict.CRASH)
+
+
+def captured_failure(run_dir: str) -> tuple[RunReport, Failure, Path | None, str]:
+    """A ``run --capture``'s first failure (the one triage classified the script by),
+    its saved graph's folder, or None and why there is none."""
+    base = RunReport.from_json(json.loads((Path(run_dir) / layout.RESULT).read_text()))
+    if not base.failures:
+        return base, Failure.from_json({}), None, "the run found no failure"
+    first = base.failures[0]
+    cap, why = capture_of(run_dir, first)
+    return base, first, cap, why
+
+
+def check(run_dir: str, words: list[str], backend: str | None) -> dict[str, Any]:
+    """The two judgements above: the answer, each verdict, why there is no answer."""
+    from tcompile.compiler.pool import WorkerPool
+
+    from .launcher_job import capture_data
+    from .minify_search import read_capture
+
+    t0 = time.monotonic()
+    base, target, cap, why = captured_failure(run_dir)
+    out: dict[str, Any] = {"answer": UNKNOWN, "unchanged": None, "off": None, "why": why}
+    out["capture"] = str(cap) if cap else None
+    if cap is None or not base.captured:
+        out["why"] = why or "the run was not made with --capture"
+        return out
+    meta = json.loads((cap / layout.CAPTURE_META).read_text())
+    sig = target.signature.to_json()
+    data = capture_data(meta, sig, base.accuracy, base.command)
+    work = Path(run_dir) / "capture-checks" / f"{time.time_ns()}"
+    config = HookConfig(
+        dir=str(work / "events"),
+        accuracy=base.accuracy,
+        serve=ServeSpec(
+            graph=0,
+            capture_dir=str(cap),  # already written: the worker leaves it be
+            signature=sig,
+            launcher={"dir": str(cap), "data": data},
+        ),
+    )
+    pool = WorkerPool(
+        [sys.executable, "-c", LAUNCHER_WORKER], config, jobs=1, work_dir=str(work / "workers"),
+        target=target.signature,
+    )  # fmt: skip
+    try:
+        pool.start()
+        gm, inputs, _ = read_capture(cap)
+        stage = {"stage": backend} if backend else {}
+        asked = {"limits": {}, "toggles": {}}
+        unchanged, _ = pool.evaluate(gm, inputs, request={**stage, "bisect": asked})
+        out["unchanged"] = unchanged.value
+        if unchanged is not Verdict.SAME_FAILURE:
+            out["why"] = (
+                f"judging the captured graph ended {unchanged.value}"
+                if unchanged in _UNFINISHED
+                else f"the captured graph does not fail alone ({unchanged.value})"
+            )
+        else:
+            off, _ = pool.evaluate(gm, inputs, request={**stage, "bisect": switch_config(words)})
+            out["off"] = off.value
+            if off is Verdict.PASS:
+                out["answer"], out["why"] = MEMBER, ""
+            elif off in _UNFINISHED:
+                out["why"] = f"judging the graph with the switch off ended {off.value}"
+            else:
+                out["answer"], out["why"] = NO, f"with the switch off it ends {off.value}"
+    finally:
+        pool.close()
+    out["seconds"] = round(time.monotonic() - t0, 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tcompile.repro.jobs.capture_check")
+    p.add_argument("run_dir")
+    p.add_argument("--without", action="append", default=[])
+    p.add_argument("--backend", default=None)
+    a = p.parse_args(argv)
+    try:
+        doc = check(a.run_dir, a.without, a.backend)
+    except Exception as exc:  # noqa: BLE001 -- tcompile's own failure: said, never an answer
+        doc = {"answer": UNKNOWN, "why": f"tcompile failed: {type(exc).__name__}: {exc}"[:300]}
+        doc["traceback"] = traceback.format_exc()[-4000:]
+        print(json.dumps(doc))
+        return int(ExitCode.INTERNAL)
+    print(json.dumps(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Issue 62, item 1: a script's classification run is its report's baseline, and a
+membership check is answered on the graph that run saved -- no second baseline, no run
+of the program for a check.
+
+``tcompile run --capture`` saves the failing graph with its failing call's inputs and
+counts inductor's applications, as report's first run does; ``report --baseline`` starts
+from it; ``capture_check`` compiles the saved graph as it is and with a switch off."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import FIXTURES, run_tcompile
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = FIXTURES / "cpp_relu_compile_error.py"  # relu's C++ lowering fails to compile
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    out = tmp_path_factory.mktemp("capture")
+    r = run_tcompile("run", "--json", "--capture", "--out", str(out / "run"), str(SCRIPT))
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["captured"], r.stderr[-2000:]
+    return out, doc
+
+
+def test_run_capture_saves_the_failing_graph(captured):
+    _, doc = captured
+    (fail,) = doc["failures"]
+    from pathlib import Path
+
+    cap = Path(doc["run_dir"]) / "captures" / f"graph-{fail['graph']}"
+    assert (cap / "graph.pt").is_file() and (cap / "capture.json").is_file()
+
+
+def test_report_from_the_baseline_runs_no_baseline_of_its_own(captured):
+    out, doc = captured
+    r = run_tcompile(
+        "report", "--json", "--baseline", doc["run_dir"], "--out", str(out / "report"), str(SCRIPT)
+    )
+    rep = json.loads(r.stdout)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "the program is not run first" in r.stderr
+    (bug,) = rep["bugs"]
+    bis = bug["bisect"]
+    assert bis["without"] == "lowerings:relu", bis["message"]
+    first = bis["steps"][0]
+    assert first["run"] == 0 and "shared" in first["what"]  # the run's, not a new one
+    assert bug["minify"]["verified"]
+
+
+def test_a_baseline_of_another_command_is_a_usage_error(captured, tmp_path):
+    _, doc = captured
+    other = FIXTURES / "cpp_relu_accuracy.py"
+    r = run_tcompile("report", "--baseline", doc["run_dir"], "--out", str(tmp_path), str(other))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--baseline" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = run_tcompile("report", "--baseline", str(tmp_path), "--out", str(tmp_path), str(SCRIPT))
+    assert r.returncode == 2 and "no run's result there" in r.stderr, r.stderr
+
+
+def test_membership_on_the_captured_graph(captured):
+    """The culprit's switch off makes the saved graph pass (member); another lowering's
+    does not (no); each answer from two compiles of the graph, the program not run."""
+    _, doc = captured
+
+    def check(*words):
+        argv = [a for w in words for a in ("--without", w)]
+        proc = subprocess.run(
+            [sys.executable, "-m", "tcompile.repro.jobs.capture_check", doc["run_dir"], *argv],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    got = check("lowerings:relu")
+    assert got["answer"] == "member" and got["unchanged"] == "same_failure" and got["off"] == "pass"
+    got = check("lowerings:add")
+    assert got["answer"] == "no" and got["off"] == "same_failure", got
