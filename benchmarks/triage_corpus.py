@@ -66,6 +66,20 @@ def dupes_truth(folder: str = "dupes") -> tuple[dict[str, tuple[str, str | None]
     return t, strong
 
 
+def families3_truth() -> tuple[dict[str, tuple[str, str | None]], set[str]]:
+    """Issue 62, item 2: the tracker's bug families with at least 3 reports per root
+    cause -- fixtures/dupes' argmax/argmin (3) and low-precision round trip (4) groups,
+    fixtures/families' pointless_cumsum_replacement reports (3)."""
+    t, strong = dupes_truth("dupes")
+    keep = {p: v for p, v in t.items() if Path(p).name.startswith(("argreduce", "lowp"))}
+    for e in json.loads((FIX / "families" / "MANIFEST.json").read_text()):
+        if e["file"].startswith("cumsum"):
+            path = str(FIX / "families" / e["file"])
+            keep[path] = ("bug", "pointless_cumsum_replacement")
+            strong.add(str(Path(path).relative_to(ROOT)))
+    return keep, {s for s in strong if any(s.endswith(Path(p).name) for p in keep)}
+
+
 def pairwise(labels: dict[str, str], truth_ids: dict[str, str]) -> dict[str, float]:
     paths = sorted(p for p in labels if truth_ids.get(p))
     tp = fp = fn = 0
@@ -97,9 +111,10 @@ def main() -> int:
     )
     ap.add_argument(
         "--corpus",
-        choices=["default", "dupes", "dupes_gpu"],
+        choices=["default", "dupes", "dupes_gpu", "families3"],
         default="default",
-        help="dupes: fixtures/dupes, the tracker's duplicate groups (issue 52)",
+        help="dupes: fixtures/dupes, the tracker's duplicate groups (issue 52); families3: "
+        "the families with at least 3 reports per root cause (issue 62)",
     )
     ap.add_argument("--results", default=None)
     ap.add_argument("--per-gpu", type=int, default=1, help="triage --per-gpu (a CUDA machine)")
@@ -119,7 +134,9 @@ def main() -> int:
         has_gpu = False
     strong: set[str] = set()
     t = truth(has_gpu) if a.corpus == "default" else {}
-    if a.corpus != "default":
+    if a.corpus == "families3":
+        t, strong = families3_truth()
+    elif a.corpus != "default":
         t, strong = dupes_truth(a.corpus)
     if a.only:
         t = {p: v for p, v in t.items() if any(o in p for o in a.only)}

@@ -34,7 +34,9 @@ def _spent(out: Path) -> dict[str, float]:
         for s in doc.get("steps") or []:
             what = str(s.get("what") or "")
             kind = (
-                "check" if what.startswith(("without", "run at")) or what == "run again" else what
+                "check"
+                if what.startswith(("without", "run at", "captured graph")) or what == "run again"
+                else what
             )
             kind = "run" if kind.startswith("run ") else kind
             spent[kind] += float(s.get("seconds") or 0.0)
@@ -84,7 +86,9 @@ def half(a: argparse.Namespace, each: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", choices=["default", "dupes", "dupes_gpu"], default="dupes")
+    ap.add_argument(
+        "--corpus", choices=["default", "dupes", "dupes_gpu", "families3"], default="dupes"
+    )
     ap.add_argument("--per-gpu", type=int, default=1, help="triage --per-gpu (a CUDA machine)")
     ap.add_argument(
         "--half",
