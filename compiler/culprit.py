@@ -70,6 +70,39 @@ KINDS: dict[str, CulpritKind] = {
 
 _BY_SUBSYSTEM = {k.subsystem: k for k in KINDS.values() if k.subsystem}
 
+# CUDA graph trees' operations (torch/_inductor/cudagraph_trees.py), told by the error
+# torch raises in each (its own words, torch 2.11-2.14): (what its message says, the
+# operation, what went wrong in it).  A cudagraphs culprit names the operation where
+# its failure's text is one of these; otherwise only ``cudagraphs``.
+CUDAGRAPH_OPERATIONS: tuple[tuple[str, str, str], ...] = (
+    (r"accessing gradient tensor output of CUDAGraphs that has been overwritten",
+     "replay", "a later run freed a .grad buffer allocated while recording"),
+    (r"accessing tensor output of CUDAGraphs that has been overwritten",
+     "replay", "a later run of the tree reused the memory of an output still read"),
+    (r"static input data pointer changed",
+     "replay", "a static input moved since the graph was recorded"),
+    (r"cudagraph managed tensor data pointer changed",
+     "replay", "an input the tree manages moved since the graph was recorded"),
+    (r"expected dead indices before graph are live",
+     "replay", "outputs of an earlier node still alive where the tree expected them freed"),
+    (r"in the cudagraph pool not tracked as outputs",
+     "record", "a live allocation in the tree's memory pool is not an output"),
+    (r"operation not permitted when stream is capturing|stream ?capture|capture.{0,20}invalidated",
+     "record", "a CUDA call that is not allowed while a graph is recorded"),
+)  # fmt: skip
+
+
+def cudagraph_operation(text: str | None) -> str | None:
+    """``replay: a later run ...``: the CUDA-graph-tree operation a failure's text (its
+    signature or message, torch's words) belongs to, and what went wrong; None: none
+    of CUDAGRAPH_OPERATIONS."""
+    import re
+
+    for pattern, operation, what in CUDAGRAPH_OPERATIONS:
+        if text and re.search(pattern, text, re.IGNORECASE):
+            return f"{operation}: {what}"
+    return None
+
 
 def kind_of(subsystem: str | None, *, captured: bool = True) -> CulpritKind:
     """The kind of a bisect answer: its subsystem's, or a stage's (a capture failure:
@@ -105,6 +138,8 @@ class Culprit:
     effects: Mapping[str, int] | None = dataclasses.field(default=None, compare=False)
     switch: str | None = None
     first_wrong: str | None = None
+    # a cudagraphs culprit: the tree's operation that failed (cudagraph_operation)
+    operation: str | None = None
 
     @classmethod
     def of_bisect(
@@ -139,6 +174,9 @@ class Culprit:
             effects=dict(found.get("effects") or {}) or None,
             switch=found.get("without") or without_of(subsystem, detail),
             first_wrong=op_base(wrong) if wrong else None,
+            operation=cudagraph_operation(found.get("signature") or found.get("message"))
+            if kind.name == "cudagraphs"
+            else None,
         )
 
     @property
@@ -155,7 +193,7 @@ class Culprit:
     def key(self, *, graph: bool = False) -> tuple[str | int | None, ...]:
         """What "the same culprit" compares: stage, subsystem, the application's name,
         the op and the pattern; ``graph``: also which graph (one script's commands)."""
-        base = (self.stage, self.subsystem, self.name, self.op, self.pattern)
+        base = (self.stage, self.subsystem, self.name, self.op, self.pattern, self.operation)
         return (*base, self.graph, self.graph_kind) if graph else base
 
     def text(self) -> str:
@@ -173,6 +211,8 @@ class Culprit:
                 parts[-1] = f"{parts[-1]} ({', '.join(useful)})"
         if not self.subsystem and self.first_wrong:
             parts.append(self.first_wrong)
+        if self.operation:  # the CUDA-graph tree's operation
+            parts.append(self.operation)
         if self.pattern and self.pattern not in " ".join(parts):
             # the pattern of a pass that fired or raised (child/patterns.py); where bisect
             # named no pass, one the error's text names
@@ -186,6 +226,8 @@ class Culprit:
         where = stage_words(self.stage) or "?"
         if not self.subsystem:
             return where
+        if self.operation:
+            return f"{where}: {self.kind.words}, {self.operation}"
         return f"{where}: {self.kind.words}, {self.name}" if self.name else where
 
     def to_json(self) -> dict[str, Any]:

@@ -68,6 +68,31 @@ def test_per_pattern_counts_name_the_pattern():
     assert culprit_of(lowering)["text"] == "inductor / lowerings / sort"
     cudagraphs = {"kind": "runtime", "bisect": {"stage": "inductor", "subsystem": "cudagraphs"}}
     assert culprit_of(cudagraphs)["text"] == "inductor / cudagraphs"
+    # issue 60: the tree's operation, from torch's own words (#122192, #169545)
+    overwritten = (
+        "inductor/runtime: RuntimeError: Error: accessing tensor output of CUDAGraphs that "
+        "has been overwritten by a subsequent run."
+    )
+    replay = {**cudagraphs, "bisect": {**cudagraphs["bisect"], "signature": overwritten}}
+    said = culprit_of(replay)
+    assert said["text"] == (
+        "inductor / cudagraphs / replay: a later run of the tree reused the memory of an "
+        "output still read"
+    )
+    assert said["operation"].startswith("replay:") and "replay" in said["words"]
+    grad = overwritten.replace("tensor output", "gradient tensor output")
+    assert (
+        "grad" in culprit_of({**replay, "bisect": {**replay["bisect"], "signature": grad}})["text"]
+    )
+    moved = {**cudagraphs, "bisect": {**cudagraphs["bisect"],
+             "signature": "RuntimeError: static input data pointer changed."}}  # fmt: skip
+    assert culprit_of(moved)["operation"].startswith("replay: a static input moved")
+    from tcompile.compiler.culprit import Culprit
+
+    assert Culprit.of_bisect(replay["bisect"]).key() != Culprit.of_bisect(moved["bisect"]).key()
+    lowering_text = {"stage": "inductor", "subsystem": "lowerings", "detail": "sum_1",
+                     "signature": overwritten}  # fmt: skip
+    assert Culprit.of_bisect(lowering_text).operation is None  # only a cudagraphs culprit
     assert (
         op_name("<OpOverload(op='aten.unfold_backward', overload='default')>")
         == "aten.unfold_backward.default"
