@@ -1,21 +1,22 @@
 """Membership on the captured graph (issue 62): does a culprit's switch, turned off, make
 a script's failure go away -- asked of the failing graph its ``run --capture`` saved,
-one compile each, the program not run again.
+one or two compiles, the program not run again.
 
-Two judgements in one worker (capture_bisect.py's worker: it serves the saved graph
-with its failing call's inputs):
+At most two judgements in one worker (capture_bisect.py's worker: it serves the
+saved graph with its failing call's inputs), at the culprit's stage (``--backend``: a
+decomposition's culprit is judged where it applies):
 
-1. the graph as it is, at the culprit's stage (``--backend``: a decomposition's
-   culprit is judged where it applies): the script's failure must show.  That is the
+1. the graph with the switch off (``stack.without``'s configuration, the words of
+   ``run --without``): it must pass -- where it fails (the same way or another), the
+   answer is ``no``, from one compile;
+2. where it passed, the graph as it is: the script's failure must show.  That is the
    script's second sample, as a second run of it was, and what ties the failure to
-   this graph;
-2. the graph with the switch off (``stack.without``'s configuration, the words of
-   ``run --without``): it must pass.
+   this graph: a pass there says nothing of the switch.
 
-``member``: 1 showed the failure and 2 passed.  ``no``: 2 failed (the same way or
-another).  ``unknown``: no answer here -- the graph does not fail alone (the failure
-needs the program around it), or a judgement ran out of time twice or lost its worker
-(issue 64: timing never decides an answer).  Triage checks an unknown by running the
+``member``: 1 passed and 2 showed the failure.  ``no``: 1 failed.  ``unknown``: no
+answer here -- the graph does not fail alone (the failure needs the program around
+it), or a judgement ran out of time twice or lost its worker (issue 64: timing never
+decides an answer).  Triage checks an unknown by running the
 program (triage_one.check_one).
 
     python -m tcompile.repro.jobs.capture_check RUN_DIR --without W [--without W]
@@ -32,8 +33,9 @@ import json
 import sys
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
@@ -44,6 +46,11 @@ from tcompile.minifier.verdict import Verdict
 
 from .capture_bisect import capture_of
 from .run_record import RunReport
+
+if TYPE_CHECKING:
+    import torch
+
+    from tcompile.compiler.pool import WorkerPool
 
 MEMBER, NO, UNKNOWN = "member", "no", "unknown"
 _UNFINISHED = (Verdict.TIMEOUT, Verdict.CRASH)
@@ -92,32 +99,48 @@ def check(run_dir: str, words: list[str], backend: str | None) -> dict[str, Any]
         [sys.executable, "-c", LAUNCHER_WORKER], config, jobs=1, work_dir=str(work / "workers"),
         target=target.signature,
     )  # fmt: skip
+    starting = ThreadPoolExecutor(1)
     try:
-        pool.start()
+        ready = starting.submit(pool.start)  # the worker imports torch while this reads
         gm, inputs, _ = read_capture(cap)
-        stage = {"stage": backend} if backend else {}
-        asked = {"limits": {}, "toggles": {}}
-        unchanged, _ = pool.evaluate(gm, inputs, request={**stage, "bisect": asked})
-        out["unchanged"] = unchanged.value
-        if unchanged is not Verdict.SAME_FAILURE:
-            out["why"] = (
-                f"judging the captured graph ended {unchanged.value}"
-                if unchanged in _UNFINISHED
-                else f"the captured graph does not fail alone ({unchanged.value})"
-            )
-        else:
-            off, _ = pool.evaluate(gm, inputs, request={**stage, "bisect": switch_config(words)})
-            out["off"] = off.value
-            if off is Verdict.PASS:
-                out["answer"], out["why"] = MEMBER, ""
-            elif off in _UNFINISHED:
-                out["why"] = f"judging the graph with the switch off ended {off.value}"
-            else:
-                out["answer"], out["why"] = NO, f"with the switch off it ends {off.value}"
+        ready.result()
+        _judge(out, pool, gm, inputs, words, backend)
     finally:
+        starting.shutdown()
         pool.close()
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out
+
+
+def _judge(
+    out: dict[str, Any],
+    pool: WorkerPool,
+    gm: torch.fx.GraphModule,
+    inputs: list[object],
+    words: list[str],
+    backend: str | None,
+) -> None:
+    """The switch off first: the failure still showing is a ``no`` from one compile (the
+    graph fails alone with it off); a pass must then be checked against the graph as
+    it is, which must fail -- else the pass says nothing of the switch."""
+    stage = {"stage": backend} if backend else {}
+    off, _ = pool.evaluate(gm, inputs, request={**stage, "bisect": switch_config(words)})
+    out["off"] = off.value
+    if off in _UNFINISHED:
+        out["why"] = f"judging the graph with the switch off ended {off.value}"
+        return
+    if off is not Verdict.PASS:
+        out["answer"], out["why"] = NO, f"with the switch off it ends {off.value}"
+        return
+    asked = {"limits": {}, "toggles": {}}
+    unchanged, _ = pool.evaluate(gm, inputs, request={**stage, "bisect": asked})
+    out["unchanged"] = unchanged.value
+    if unchanged is Verdict.SAME_FAILURE:
+        out["answer"], out["why"] = MEMBER, ""
+    elif unchanged in _UNFINISHED:
+        out["why"] = f"judging the captured graph ended {unchanged.value}"
+    else:
+        out["why"] = f"the captured graph does not fail alone ({unchanged.value})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,7 +45,8 @@ def capture_check_one(
         without=without,
         backend=backend,
         off=ExitCode.OK if member else ExitCode.COMPILER_FAILURE,
-        on=ExitCode.COMPILER_FAILURE,  # the graph as it is failed (its judgement 1)
+        # the graph as it is: judged where the switch off passed (it failed), else not
+        on=ExitCode.COMPILER_FAILURE if doc.get("unchanged") == "same_failure" else None,
         passes=member,
         seconds=round(time.monotonic() - t0, 2),
         steps=steps,
