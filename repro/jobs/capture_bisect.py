@@ -313,7 +313,12 @@ def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
         if item is not None
         else f"with --backend below {stage}"
     )
-    confirm_stage = search.stage_arg
+    # at the failure's own stage the program runs with its own backends: ``--backend
+    # inductor`` would compile every graph with inductor -- a graph the program gives
+    # backend="eager" too, and Dynamo then reuses it for the program's inductor call:
+    # the graphs are numbered otherwise and the switch, scoped to the captured graph's
+    # number, missed it (#174459's shape: the same function compiled both ways)
+    confirm_stage = None if stage == target.stage else search.stage_arg
     if item is None:  # the stage itself: the stage below must make the program pass
         confirm_stage, switch = search.passing, None
         if confirm_stage is None:  # it fails at every stage: no switch to try

@@ -81,3 +81,18 @@ def test_membership_on_the_captured_graph(captured):
     assert got["answer"] == "member" and got["unchanged"] == "same_failure" and got["off"] == "pass"
     got = check("lowerings:add")  # one compile: it still fails with that switch off
     assert got["answer"] == "no" and got["off"] == "same_failure" and got["unchanged"] is None
+
+
+def test_the_confirmation_runs_the_program_with_its_own_backends(tmp_path):
+    """#174459's shape: one function compiled with backend="eager" (graph 0) and with
+    inductor (graph 1).  The culprit found on graph 1's capture is confirmed by a run
+    with the program's own backends: ``--backend inductor`` compiled graph 0 with
+    inductor too, Dynamo reused it for the inductor call, the switch scoped to graph 1
+    missed it, and the program bisect ran (5 runs; now 2)."""
+    script = FIXTURES / "two_backends_relu.py"
+    r = run_tcompile("bisect", "--json", "--accuracy", "--out", str(tmp_path), str(script))
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert doc["from_capture"] and doc["fallback"] is None, doc["fallback"]
+    assert doc["runs"] == 2 and doc["graph"] == 1 and doc["without"] == "lowerings:relu"
+    assert "the whole program passes with the culprit off" in doc["message"]
