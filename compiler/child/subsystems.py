@@ -276,7 +276,7 @@ def isa_probe_in_normal_cache() -> None:
                 os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
 
     valid_vec_isa_list.tcompile_normal_cache = True  # type: ignore[attr-defined]
-    isa.valid_vec_isa_list = valid_vec_isa_list
+    isa.valid_vec_isa_list = valid_vec_isa_list  # type: ignore[assignment]
 
 
 def op_name(info: str) -> str:

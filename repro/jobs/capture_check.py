@@ -132,7 +132,7 @@ def _judge(
     if off is not Verdict.PASS:
         out["answer"], out["why"] = NO, f"with the switch off it ends {off.value}"
         return
-    asked = {"limits": {}, "toggles": {}}
+    asked: dict[str, Any] = {"limits": {}, "toggles": {}}
     unchanged, _ = pool.evaluate(gm, inputs, request={**stage, "bisect": asked})
     out["unchanged"] = unchanged.value
     if unchanged is Verdict.SAME_FAILURE:
