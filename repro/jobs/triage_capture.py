@@ -1,7 +1,7 @@
 """Membership on the captured graph (issue 62): a triage check answered by
 capture_check.py in a child interpreter -- the failing graph the script's own run saved
-(``run --capture``), one compile as it is and one with the culprit's switch off, the
-program not run again.  Where the capture gives no answer (the graph does not fail
+(``run --capture``), one compile with the culprit's switch off and, where it passed,
+one as it is; the program not run again.  Where the capture gives no answer (the graph does not fail
 alone, a judgement did not finish, the run's folder is on another Ray node), the check
 runs the program (triage_one.check_one) and says why (``capture_why``)."""
 
@@ -20,9 +20,9 @@ from .triage_one import _stepper, check_one
 def capture_check_one(
     task: dict[str, Any], res: ScriptResult, without: str, budget: float, backend: str | None
 ) -> Check:
-    """Membership on the captured graph (capture_check.py: one compile as it is, one with
-    the switch off; the program not run); where the capture gives no answer (it does
-    not fail alone, a judgement did not finish), by running (check_one), said."""
+    """Membership on the captured graph (capture_check.py: the switch off, then as it is;
+    the program not run); where the capture gives no answer (it does not fail alone, a
+    judgement did not finish), by running (check_one), said."""
     t0 = time.monotonic()
     steps: list[Step] = []
     step = _stepper(task, steps, budget)
