@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tcompile.compiler import layout
-from tcompile.compiler.exitcodes import ExitCode
+from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.failure import group
 from tcompile.compiler.observer import NullObserver, Observer
 from tcompile.compiler.runner import new_run_dir
@@ -89,6 +89,8 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
     t0 = time.monotonic()
     run_dir = Path(new_run_dir(out, "report"))
     if o.baseline:
+        if trace:
+            raise UsageError("--trace traces the report's first run, and --baseline's is that")
         base = given_baseline(o.baseline, command, accuracy)
         observer.status(f"starting from the run in {o.baseline} (the program is not run first)")
     else:

@@ -101,4 +101,11 @@ def given_baseline(folder: str, command: list[str], accuracy: str) -> RunReport:
             f"--baseline {folder}: that run was of {shlex.join(base.command)} with accuracy "
             f"{base.accuracy}, not of this command with {accuracy}"
         )
+    if base.stage is not None:  # report runs the program with its own backends
+        raise UsageError(
+            f"--baseline {folder}: that run compiled every graph with --backend "
+            f"{base.stage}; report's first run uses the program's own backends"
+        )
+    if base.interrupted:
+        raise UsageError(f"--baseline {folder}: that run was interrupted")
     return base

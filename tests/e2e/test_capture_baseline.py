@@ -61,6 +61,10 @@ def test_a_baseline_of_another_command_is_a_usage_error(captured, tmp_path):
     assert "--baseline" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = run_tcompile("report", "--baseline", str(tmp_path), "--out", str(tmp_path), str(SCRIPT))
     assert r.returncode == 2 and "no run's result there" in r.stderr, r.stderr
+    r = run_tcompile(
+        "report", "--baseline", doc["run_dir"], "--trace", str(tmp_path / "t"), str(SCRIPT)
+    )
+    assert r.returncode == 2 and "--trace" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_membership_on_the_captured_graph(captured):

@@ -53,6 +53,14 @@ def test_a_baseline_must_be_a_capture_of_the_same_command(tmp_path):
         given_baseline(
             _folder(tmp_path / "plain", _report(captured=False)), ["python", "s.py"], "off"
         )
+    (tmp_path / "staged").mkdir()
+    staged = _folder(tmp_path / "staged", _report(stage="aot_eager"))
+    with pytest.raises(UsageError, match="--backend aot_eager"):
+        given_baseline(staged, ["python", "s.py"], "off")
+    (tmp_path / "cut").mkdir()
+    cut = _folder(tmp_path / "cut", _report(interrupted=True))
+    with pytest.raises(UsageError, match="interrupted"):
+        given_baseline(cut, ["python", "s.py"], "off")
     with pytest.raises(UsageError, match="no run's result"):
         given_baseline(str(tmp_path / "nothing"), ["python", "s.py"], "off")
 
