@@ -47,7 +47,9 @@ from tcompile.minifier.verdict import Verdict
 from .bisect_report import effect_words, effects_besides, pattern_named
 
 if TYPE_CHECKING:
+    from tcompile.compiler.pool import WorkerPool
     from tcompile.compiler.probe import Bisector
+    from tcompile.repro.writer import CaptureMeta
 
     from .bisect_report import BisectReport
     from .bisection import _Bisection
@@ -91,6 +93,42 @@ def served_key(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, default=str)
 
 
+def capture_pool(
+    cap: Path,
+    meta: CaptureMeta,
+    target: Failure,
+    accuracy: str,
+    command: list[str],
+    work: Path,
+    *,
+    jobs: int,
+    standby: Any = None,
+) -> tuple[WorkerPool, str]:
+    """A pool whose workers serve the captured graph in ``cap`` (not started), and what
+    they serve as a parked pool's key; its files under ``work``."""
+    from tcompile.compiler.pool import WorkerPool
+
+    from .launcher_job import capture_data
+
+    sig = target.signature.to_json()
+    data = capture_data(meta, sig, accuracy, command)
+    config = HookConfig(
+        dir=str(work / "events"),
+        accuracy=accuracy,
+        serve=ServeSpec(
+            graph=0,
+            capture_dir=str(cap),  # already written: the worker leaves it be
+            signature=sig,
+            launcher={"dir": str(cap), "data": data},
+        ),
+    )
+    pool = WorkerPool(
+        [sys.executable, "-c", LAUNCHER_WORKER], config, jobs=jobs,
+        work_dir=str(work / "workers"), target=target.signature, standby=standby,
+    )  # fmt: skip
+    return pool, served_key(data)
+
+
 class Unfinished(Exception):
     """A judgement of the captured graph that ended without an answer: past its time
     limit twice, or its worker lost."""
@@ -113,34 +151,16 @@ class CaptureBisect:
     # ---- the worker ------------------------------------------------------------
 
     def start(self) -> None:
-        from tcompile.compiler.pool import WorkerPool
         from tcompile.compiler.standby import take
 
-        from .launcher_job import capture_data
         from .minify_search import read_capture
 
-        sig = self.target.signature.to_json()
-        data = capture_data(self.meta, sig, self.b.accuracy, self.job.command)
-        self.served = served_key(data)
-        work = self.b.run_dir / "capture-bisect"
-        config = HookConfig(
-            dir=str(work / "events"),
-            accuracy=self.b.accuracy,
-            serve=ServeSpec(
-                graph=0,
-                capture_dir=str(self.cap),  # already written: the worker leaves it be
-                signature=sig,
-                launcher={"dir": str(self.cap), "data": data},
-            ),
-        )
-        self.pool = WorkerPool(
-            [sys.executable, "-c", LAUNCHER_WORKER],
-            config,
+        self.pool, self.served = capture_pool(
+            self.cap, self.meta, self.target, self.b.accuracy, self.job.command,
+            self.b.run_dir / "capture-bisect",
             jobs=self.b.jobs,  # --jobs N: N workers, N points of the search at once
-            work_dir=str(work / "workers"),
-            target=self.target.signature,
             standby=take,  # the baseline's standby (bisection.baseline_run), if it waits
-        )
+        )  # fmt: skip
         self.pool.start()
         self.gm, self.inputs, _ = read_capture(self.cap)
 

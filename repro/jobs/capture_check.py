@@ -40,11 +40,10 @@ from typing import TYPE_CHECKING, Any
 from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
-from tcompile.compiler.protocol import LAUNCHER_WORKER, HookConfig, ServeSpec
 from tcompile.compiler.stack import without as switch_config
 from tcompile.minifier.verdict import Verdict
 
-from .capture_bisect import capture_of
+from .capture_bisect import capture_of, capture_pool
 from .run_record import RunReport
 
 if TYPE_CHECKING:
@@ -69,9 +68,6 @@ def captured_failure(run_dir: str) -> tuple[RunReport, Failure, Path | None, str
 
 def check(run_dir: str, words: list[str], backend: str | None) -> dict[str, Any]:
     """The two judgements above: the answer, each verdict, why there is no answer."""
-    from tcompile.compiler.pool import WorkerPool
-
-    from .launcher_job import capture_data
     from .minify_search import read_capture
 
     t0 = time.monotonic()
@@ -82,23 +78,8 @@ def check(run_dir: str, words: list[str], backend: str | None) -> dict[str, Any]
         out["why"] = why or "the run was not made with --capture"
         return out
     meta = json.loads((cap / layout.CAPTURE_META).read_text())
-    sig = target.signature.to_json()
-    data = capture_data(meta, sig, base.accuracy, base.command)
     work = Path(run_dir) / "capture-checks" / f"{time.time_ns()}"
-    config = HookConfig(
-        dir=str(work / "events"),
-        accuracy=base.accuracy,
-        serve=ServeSpec(
-            graph=0,
-            capture_dir=str(cap),  # already written: the worker leaves it be
-            signature=sig,
-            launcher={"dir": str(cap), "data": data},
-        ),
-    )
-    pool = WorkerPool(
-        [sys.executable, "-c", LAUNCHER_WORKER], config, jobs=1, work_dir=str(work / "workers"),
-        target=target.signature,
-    )  # fmt: skip
+    pool, _ = capture_pool(cap, meta, target, base.accuracy, base.command, work, jobs=1)
     starting = ThreadPoolExecutor(1)
     try:
         ready = starting.submit(pool.start)  # the worker imports torch while this reads
