@@ -23,6 +23,7 @@ Pure: no torch import (tests build records from dicts).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,8 +97,6 @@ def cudagraph_operation(text: str | None) -> str | None:
     """``replay: a later run ...``: the CUDA-graph-tree operation a failure's text (its
     signature or message, torch's words) belongs to, and what went wrong; None: none
     of CUDAGRAPH_OPERATIONS."""
-    import re
-
     for pattern, operation, what in CUDAGRAPH_OPERATIONS:
         if text and re.search(pattern, text, re.IGNORECASE):
             return f"{operation}: {what}"
