@@ -80,6 +80,7 @@ MAX_CAPTURES = 3  # graphs saved per run (report's --max-bugs default)  # what a
 # report
 REPORT = "report.md"
 REPORT_FULL = "report-full.md"  # the whole report when report.md had to be cut
+BISECTED = "bisected.json"  # a report's first bisect, written before its minify (triage)
 
 # replay
 DRIVER_STATUS = "driver-status.json"

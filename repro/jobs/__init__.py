@@ -45,9 +45,10 @@ capture, a launcher, a record, the program):
   report.py             a bug report for PyTorch's tracker
   triage.py             many scripts, cached, on a local pool or Ray
   triage_loop.py        bisect and minify once per cluster: who is reported, who checked
+  triage_propose.py     which representatives a script is checked against; who may be one bug
   triage_one.py         one script of a triage: its runs, its report, a membership check
   triage_capture.py     a membership check on the script's captured graph (capture_check.py)
-  capture_check.py      the two compiles of that check, in a child interpreter
+  capture_check.py      the compiles of that check (several switches, one worker), in a child
   triage_ray.py         triage's pieces as Ray tasks: a shared filesystem, a node lost
   triage_switch.py      duplicates checked by running: another cluster's culprit off
   pipelines.py          what bisect and minify run after their first job (the CLI composes nothing)

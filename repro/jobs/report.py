@@ -22,7 +22,7 @@ from tcompile.compiler import layout
 from tcompile.compiler.exitcodes import ExitCode, UsageError
 from tcompile.compiler.failure import group
 from tcompile.compiler.observer import NullObserver, Observer
-from tcompile.compiler.runner import new_run_dir
+from tcompile.compiler.runner import new_run_dir, write_json
 from tcompile.compiler.signature import FailureKind, FailureSignature
 
 from .bisect_report import BisectOptions, MinifyNext
@@ -146,6 +146,7 @@ def run_report(command: list[str], o: ReportOptions) -> Report:
             )  # fmt: skip
             bis = run_bisect(command, asked, baseline=base)
             bug["bisect"] = bis.to_json()
+            write_json(run_dir / layout.BISECTED, bug["bisect"])  # triage's, while minify runs
             if first.graph is not None:
                 args = bis.minify_args() or {"graph": first.graph, "backend": None}
                 args["level"] = level  # source: a user-level repro beside the graph's

@@ -239,7 +239,7 @@ def run_triage(paths: list[str], o: TriageOptions) -> TriageReport:
         with _engine(ray_address, jobs, per_gpu, base) as (submit, slots):
             Scheduler(
                 tasks, results, submit=submit, done=done, slots=slots, base=base, each=each,
-                observer=observer,
+                early=ray_address is None, observer=observer,
             ).run()  # fmt: skip
     except (KeyboardInterrupt, Interrupted):
         interrupted = True

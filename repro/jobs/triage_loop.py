@@ -10,14 +10,16 @@ clean script, a user's bug or a flaky one).  A script that fails is then either
 * **reported** (bisect + minify, triage_one.report_one): it becomes a representative,
   and its culprit's switch is what the next scripts are checked with.
 
-Proposals only order the checks (at most ``PER_SCRIPT`` per script): a representative
-on the same device with a switch (never a whole pattern-matcher pass nor a stage: they
-hold many bugs, triage_switch._whole_pass), most alike first -- the same stage, the
-same failure kind, the switch's op named in the script or as its wrong node, the same
-exception type.  A script that fails like a report under way (same device, stage,
-kind, exception and wrong op) waits for it rather than start a second report of what
-is probably the same bug; the cheapest script of a kind is reported first (the best
-representative: its bisect and minify cost the least).
+Proposals (triage_propose.py) only order the checks (at most ``PER_SCRIPT`` per
+script).  A script whose run saved its failing graph (``run --capture``) is asked all
+its untried proposals on that graph in one check, one worker (triage_capture.py).  A
+script that may be the same bug as a report under way (the same device, stage, kind
+and exception; or one pattern ties them: triage_propose._one_pattern) waits for it
+rather than start a second report of what is probably the same bug -- and only until
+that report's bisect has named its switch (report.py writes it before its minify:
+``bisected.json``): it is checked against it while the minify runs.  The cheapest
+script of a kind is reported first (the best representative: its bisect and minify
+cost the least).
 
 Event-driven on one pool (local threads, or Ray tasks): whenever a slot is free the
 plan is made again from what is known, so a check that finishes early lets the next
@@ -30,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
@@ -38,14 +40,14 @@ from typing import Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.observer import Observer
-from tcompile.compiler.opname import op_base
 from tcompile.compiler.runner import write_json
 from tcompile.repro.triage_records import Check, Cluster, Flaky, ScriptResult
 from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
-from .triage_capture import capture_check_one
+from .triage_capture import capture_checks_many
 from .triage_one import check_one, classify_one, report_one
-from .triage_switch import _whole_pass, without_of
+from .triage_propose import _may_be_one, _one_pattern, _twin, family, proposals, switch_stage
+from .triage_switch import without_of
 
 PER_SCRIPT = 3  # checks of one script against clusters before it gets a report of its own
 
@@ -74,100 +76,6 @@ def is_final(r: ScriptResult) -> bool:
     return r.verdict not in (None, Verdict.BUG) or bool(r.reported or r.member_of)
 
 
-def _switch_op(off: str) -> str:
-    """``lowerings:convert_element_type`` -> ``convert_element_type``;
-    ``decomposition:aten.native_group_norm.default`` -> ``native_group_norm``; a lowering
-    of one overload ``lowerings:slice_scatter_default`` -> ``slice_scatter`` (``copy__default``
-    -> ``copy_``): opname.op_base."""
-    return op_base(off.split(":", 1)[-1])
-
-
-# how a program names an aten op a lowering switch turns off (a cast is ``.to``/``.float``)
-_SPELLED = {
-    "convert_element_type": ("to", "float", "half", "bfloat16", "double", "type_as", "_to_copy"),
-    "_to_copy": ("to", "float", "half", "bfloat16", "double", "type_as"),
-}
-
-
-# lowerings checked as one (off together).  None: argmax and argmin are one arg-reduction
-# in inductor (one make_reduction lowering, one codegen path; the tracker fixed its
-# #193661 family for both, PR #195063), and checking them as one joined the dupes
-# corpus's weak argmin member -- but on the main corpus it joined the int8 vectorized
-# argmin bug (#191499, two scripts) to the transposed-argmax one (#193492): a lowering
-# switch turns off the op's code generation too, so it cannot tell two bugs of one op
-# apart.  Precision first: a member joins by the switch bisect found, not a wider one.
-FAMILIES: list[tuple[str, ...]] = []
-
-
-def family(off: str) -> str:
-    """The switch a membership check turns off: the culprit's, and its family's where
-    FAMILIES lists one (``lowerings:argmax`` -> ``lowerings:argmax lowerings:argmin``
-    were that pair listed), space-separated."""
-    sub, _, name = off.partition(":")
-    for fam in FAMILIES if sub == "lowerings" else []:
-        if name in fam:
-            return " ".join(f"{sub}:{n}" for n in fam)
-    return off
-
-
-def _named(op: str, r: ScriptResult, text: str) -> bool:
-    """The script names ``op`` (or one of its family): its wrong node's op, or a word of
-    its source; a decomposition's op as a module is spelled too (``native_group_norm``:
-    ``nn.GroupNorm``)."""
-    fam = next((f for f in FAMILIES if op in f), (op,))
-    names = tuple(n for o in fam for n in (o, *_SPELLED.get(o, ())))
-    if r.wrong_op in names:
-        return True
-    if any(re.search(rf"\b{re.escape(n)}\b", text) for n in names if n):
-        return True
-    squeezed = re.sub(r"^_*(native_)?|_", "", op.lower())  # native_group_norm -> groupnorm
-    return len(squeezed) > 4 and squeezed in text.lower().replace("_", "")
-
-
-def _similar(r: ScriptResult) -> tuple[Any, ...]:
-    """What two scripts that may be one bug share: a report under way for one makes the
-    other wait for it (then it is checked against that report's culprit)."""
-    return (r.device, r.stage, r.kind, r.exc_type)
-
-
-def switch_stage(rep: ScriptResult) -> str | None:
-    """The stage a representative's switch is checked at: its culprit's, where that is
-    below inductor (None: inductor, the scripts' own)."""
-    stage = (((rep.raw_bug or {}).get("bisect") or {}).get("stage")) or None
-    return stage if stage and stage != "inductor" else None
-
-
-def proposals(r: ScriptResult, reps: list[ScriptResult], text: str = "") -> list[str]:
-    """The representatives (paths) to check ``r`` against, most alike first: only those
-    that failed the same kind with the same exception, and a lowering switch only where
-    the script names the op -- every lowering of ``add`` or ``sum`` off makes unrelated
-    programs pass (an argmax bug of the dupes corpus; two bugs of the main corpus).
-    A representative whose switch is one pattern (``pattern:NAME``) is proposed whatever
-    the failure where the script's own bisect named that pattern, or its run's compile
-    failed inside it: one pattern's reports crash one way and compute a wrong dtype
-    another (fixtures/families/cumsum_*)."""
-    scored = []
-    for rep in reps:
-        off = without_of(rep)
-        if not off or _whole_pass(off) or rep.device != r.device:
-            continue
-        if rep.path == r.path:
-            continue
-        named = _named(_switch_op(off), r, text)
-        alike = rep.kind == r.kind and rep.exc_type == r.exc_type
-        mine = {without_of(r), f"pattern:{r.pattern}" if r.pattern else None}
-        alike = alike or (off.startswith("pattern:") and off in mine)
-        if not alike or (off.startswith("lowerings:") and not named):
-            # another failure, or nothing ties the script to this lowering: on the main
-            # corpus, every lowering of ``sum`` off made a C++ compile error and a uint8
-            # wrong value pass, both bugs of their own (the switch breaks a fusion)
-            continue
-        scored.append((rep.stage != r.stage, rep.kind != r.kind, not named,
-                       rep.exc_type != r.exc_type, rep.path))  # fmt: skip
-    scored.sort()
-    return [s[-1] for s in scored]
-
-
 class Scheduler:
     """One triage's work: ``submit(fn, task, *args) -> Future`` runs it (engine),
     ``done(path, result)`` keeps a result (cache, progress)."""
@@ -182,6 +90,7 @@ class Scheduler:
         slots: int,
         base: Path,
         each: bool = False,
+        early: bool = True,
         observer: Observer,
     ) -> None:
         self.tasks, self.results = tasks, results
@@ -190,10 +99,40 @@ class Scheduler:
         self.tried: dict[str, set[str]] = {p: set() for p in tasks}
         self.inflight: dict[Future[Any], tuple[str, str, str | None]] = {}
         self.text: dict[str, str] = {}
+        self.uncaptured: set[str] = set()  # scripts whose capture gave no answer once
+        self.batch: dict[Future[Any], list[str]] = {}  # a capture check's representatives
+        # a report's bisect, read while its minify runs (report.py writes it first): the
+        # waiting scripts are checked against its switch at once.  ``early``: the
+        # reports' folders are on this machine (not Ray's other nodes)
+        self.early_ok = early
+        self.early: dict[str, dict[str, Any]] = {}
+        self.began: dict[str, float] = {}
 
     # -- what to do next ------------------------------------------------------------
     def _reps(self) -> list[ScriptResult]:
-        return [r for r in self.results.values() if r.reported and r.verdict == Verdict.BUG]
+        """The representatives: reported bugs, and reports under way whose bisect has
+        named its switch (provisional: a member of one is checked again if its report
+        ends otherwise)."""
+        done = [r for r in self.results.values() if r.reported and r.verdict == Verdict.BUG]
+        return done + [self._rep(p) for p in self.early if not self.results[p].reported]
+
+    def _rep(self, path: str) -> ScriptResult:
+        r = self.results[path]
+        if r.reported or path not in self.early:
+            return r
+        return dataclasses.replace(r, raw_bug={"bisect": self.early[path]})
+
+    def _read_early(self) -> None:
+        """The bisect of each report under way, once its report.py wrote it."""
+        for kind, path, _ in list(self.inflight.values()) if self.early_ok else []:
+            if kind != "report" or path in self.early:
+                continue
+            for f in (Path(self.tasks[path]["work_dir"]) / "report").glob(f"*/{layout.BISECTED}"):
+                try:
+                    if f.stat().st_mtime >= self.began.get(path, 0.0):
+                        self.early[path] = json.loads(f.read_text())
+                except (OSError, ValueError):
+                    continue
 
     def _script_text(self, path: str) -> str:
         if path not in self.text:
@@ -218,27 +157,32 @@ class Scheduler:
             key=lambda p: (self.results[p].seconds, p),
         )
         reps = self._reps()
-        rest = []
+        reporting = [self.results[p] for kind, p, _ in self.inflight.values() if kind == "report"]
+        bisecting = [g for g in reporting if self.early_ok and g.path not in self.early]
+        checks, rest = [], []
         for p in waiting:
-            if len(out) >= free:
-                break
+            r = self.results[p]
+            if not self.each and any(_twin(r, g) for g in bisecting):
+                continue  # its twin's report names a switch soon: asked that one first
             untried = self._untried(p, reps)
             if not self.each and untried and len(self.tried[p]) < PER_SCRIPT:
-                out.append(("check", p, untried[0]))
+                checks.append(("check", p, untried[0]))
             else:
                 rest.append(p)
-        reporting = [self.results[p] for kind, p, _ in self.inflight.values() if kind == "report"]
-        under_way = {_similar(r) for r in reporting}
+        under_way = list(reporting)
         spare = []
-        for p in rest:
+        for p in rest:  # reports first: they are the long steps (a shorter tail)
             if len(out) >= free:
                 break
-            if not self.each and _similar(self.results[p]) in under_way:
+            r = self.results[p]
+            if not self.each and any(_may_be_one(r, g) for g in under_way):
                 spare.append(p)  # a report of what may be the same bug is under way: wait
                 continue
             out.append(("report", p, None))
-            under_way.add(_similar(self.results[p]))
-        if len(out) < free and not self.each and spare and not self._checks_ahead():
+            under_way.append(r)
+        out += checks[: max(0, free - len(out))]
+        checking = self._checks_ahead() or any(k == "check" for k, _, _ in out)
+        if len(out) < free and not self.each and spare and not checking:
             # a slot would stay idle, nothing else can use it: report a waiting script
             # unlike those under way (another wrong op or another message; the least
             # alike first) beside them; if it is the same bug after all, the
@@ -246,8 +190,13 @@ class Scheduler:
             going = reporting + [self.results[p] for k, p, _ in out if k == "report"]
             pairs = {(g.wrong_op, g.signature) for g in going}
             spare.sort(key=lambda p: self._likeness(self.results[p], going))
+            bisecting += [g for g in going if self.early_ok and g not in reporting]
             for p in spare:
                 r = self.results[p]
+                if any(_one_pattern(r, g) for g in going):
+                    continue  # a pattern ties it to a report under way: it waits
+                if any(_may_be_one(r, g) for g in bisecting):
+                    continue  # its culprit is known soon (before the report's minify)
                 if len(out) < free and (r.wrong_op, r.signature) not in pairs:
                     out.append(("report", p, None))  # the same wrong op and text: it waits
                     pairs.add((r.wrong_op, r.signature))
@@ -271,12 +220,16 @@ class Scheduler:
         return same_op, same_text, r.seconds
 
     def _untried(self, p: str, reps: list[ScriptResult]) -> list[str]:
+        """Its proposals not asked yet; one representative per switch (two reported side
+        by side with one switch: its answer is the same for both)."""
         r = self.results[p]
-        return [
-            q
-            for q in proposals(r, reps, self._script_text(p))
-            if q not in self.tried[p] and not self._same(q, p)
-        ]
+        asked = {self._switch(q) for q in self.tried[p]}
+        out = []
+        for q in proposals(r, reps, self._script_text(p)):
+            if q not in self.tried[p] and not self._same(q, p) and self._switch(q) not in asked:
+                out.append(q)
+                asked.add(self._switch(q))
+        return out
 
     def _same(self, a: str, b: str) -> bool:
         """Already one cluster (a representative that joined another by running)."""
@@ -297,23 +250,39 @@ class Scheduler:
             f = self.submit(classify_one, task)
         elif kind == "report":
             f = self.submit(report_one, task, self.results[path])
+            self.began[path] = time.time()
         else:  # a check, or a representative's cross check
             assert rep is not None
             self.tried[path].add(rep)
-            off = family(without_of(self.results[rep]) or "")
-            backend = switch_stage(self.results[rep])
+            off, backend = self._switch(rep)
             cached = self._check_cache(path, f"{off}@{backend}" if backend else off)
+            r = self.results[path]
+            budget = max(30.0, float(task["timeout"]) - r.seconds)
             if cached.is_file():
                 f = Future()
                 f.set_result(Check.from_json(json.loads(cached.read_text())))
+            elif r.capture and path not in self.uncaptured:
+                # on the graph its run saved, no run of the program; the other switches
+                # it would be checked against next asked on the same worker
+                more = [q for q in self._untried(path, self._reps()) if q != rep]
+                more = [q for q in more if not self._cached(path, q)]
+                more = more[: max(0, PER_SCRIPT - len(self.tried[path]))]
+                self.tried[path].update(more)
+                asked = [(q, *self._switch(q)) for q in (rep, *more)]
+                f = self.submit(capture_checks_many, task, r, asked, budget)
+                self.batch[f] = [rep, *more]
             else:
-                r = self.results[path]
-                budget = max(30.0, float(task["timeout"]) - r.seconds)
-                if r.capture:  # on the graph its run saved: no run of the program
-                    f = self.submit(capture_check_one, task, r, off, budget, backend)
-                else:
-                    f = self.submit(check_one, task, off, budget, backend)
+                f = self.submit(check_one, task, off, budget, backend)
         self.inflight[f] = (kind, path, rep)
+
+    def _switch(self, rep: str) -> tuple[str, str | None]:
+        """A representative's switch (its family's) and the stage it is checked at."""
+        r = self._rep(rep)
+        return family(without_of(r) or ""), switch_stage(r)
+
+    def _cached(self, path: str, rep: str) -> bool:
+        off, backend = self._switch(rep)
+        return self._check_cache(path, f"{off}@{backend}" if backend else off).is_file()
 
     def _check_cache(self, path: str, off: str) -> Path:
         digest = hashlib.sha256(off.encode()).hexdigest()[:12]
@@ -326,13 +295,39 @@ class Scheduler:
         if kind in ("classify", "report"):
             got.reported = kind == "report"
             self.done(path, got)
-        elif kind == "cross":
-            r = self._record(path, rep or "", got)
-            if got.passes:
-                r.same_as = rep  # its cluster joins rep's (triage.py: merge_reps)
-            self.done(path, r, quiet=True)
+            if kind == "report":
+                self._provisional_members(path, got)
+            return
+        # a check's answer, or a batch's (capture_checks_many): one per switch asked
+        answers = got if isinstance(got, list) else [(rep or "", got)]
+        # those a batch did not reach (it stopped at a member or at no answer): not tried
+        self.tried[path] -= set(self.batch.pop(f, [])) - {q for q, _ in answers}
+        if any(c.capture_why for _, c in answers):
+            self.uncaptured.add(path)  # its capture does not answer: by running from now
+        if kind == "cross":
+            for q, c in answers:
+                r = self._record(path, q, c)
+                if c.passes:
+                    r.same_as = q  # its cluster joins q's (triage.py: merge_reps)
+            self.done(path, self.results[path], quiet=True)
         else:
-            self._joined(path, rep or "", got)
+            for q, c in answers:
+                self._joined(path, q, c)
+
+    def _provisional_members(self, path: str, got: ScriptResult) -> None:
+        """Members that joined a report under way by its bisect's switch: where the
+        report ended otherwise (not a bug, another switch), checked again."""
+        early = self.early.pop(path, None)
+        if early is None or (
+            got.verdict == Verdict.BUG and without_of(got) == early.get("without")
+        ):
+            return
+        for q, r in self.results.items():
+            if r.member_of == path:
+                r.member_of = r.joined = None
+                self.tried[q].discard(path)
+            if r.same_as == path:
+                r.same_as = None
 
     def _record(self, path: str, rep: str, got: Check) -> ScriptResult:
         """A check's answer: cached, in the script's ``checks``, its runs in ``steps``."""
@@ -366,6 +361,7 @@ class Scheduler:
     def run(self) -> None:
         """Until every script is final; Ctrl-C propagates (the caller stops the children)."""
         while True:
+            self._read_early()
             free = self.slots - len(self.inflight)
             for item in self.plan(free) if free > 0 else []:
                 self.start(*item)

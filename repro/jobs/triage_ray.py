@@ -134,7 +134,7 @@ def _result(ray: Any, ref: Any, log: Path, piece: str, args: tuple[Any, ...]) ->
     return res
 
 
-def _lost(piece: str, args: tuple[Any, ...], why: str) -> ScriptResult | Check:
+def _lost(piece: str, args: tuple[Any, ...], why: str) -> Any:
     """A piece Ray could not finish, in the shape of its result: an answer that says
     which step could not finish, never a pass or a fail (issue 64)."""
     said = f"lost with its Ray node ({why})"
@@ -146,4 +146,8 @@ def _lost(piece: str, args: tuple[Any, ...], why: str) -> ScriptResult | Check:
         return res
     if piece == "check_one":  # unknown: neither a member nor not one (not cached)
         return Check(without=args[0], passes=False, steps=[step], extra={"lost": said})
+    if piece == "capture_checks_many":  # the first switch asked: unknown, as above
+        rep, off, backend = args[1][0]
+        lost = Check(off, backend, passes=False, steps=[step], extra={"lost": said})
+        return [(rep, lost)]
     return ScriptResult(verdict=Verdict.ERROR, message=f"its runs were {said}", steps=[step])

@@ -5,6 +5,7 @@ culprit switch, who waits for whom -- and the clusters made of it.  Pure: no com
 from __future__ import annotations
 
 import dataclasses
+import json
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ class Fake:
         self.calls: list[tuple[str, str, str | None]] = []
         self.held: list[tuple[Future[Any], Any]] = []  # reports not finished yet
         self.hold_reports = False
+        self.batches: list[list[str]] = []  # the switches each capture check asked
+        self.not_alone: set[str] = set()  # scripts whose captured graph passes alone
 
     def submit(self, fn: Any, task: dict[str, Any], *args: Any) -> Future[Any]:
         path = task["path"]
@@ -59,6 +62,23 @@ class Fake:
                 self.held.append((f, res))
                 return f
             f.set_result(res)
+        elif name == "capture_checks_many":  # (rep, switch, stage) asked in order
+            got = []
+            for rep, off, backend in args[1]:
+                passes = switch in off.split() or off in self.helps.get(path, ())
+                if path in self.not_alone:  # the capture does not answer: by running
+                    chk = Check(off, backend, off=0 if passes else 1, on=1 if passes else None,
+                                passes=passes, seconds=9.0,
+                                capture_why="the captured graph does not fail alone")  # fmt: skip
+                    got.append((rep, chk))
+                    break
+                got.append((rep, Check(off, backend, off=0 if passes else 1,
+                                       on=1 if passes else None, passes=passes,
+                                       seconds=1.0, on_capture=True)))  # fmt: skip
+                if passes:
+                    break
+            self.batches.append([off for _, off, _ in args[1]])
+            f.set_result(got)
         else:
             off = args[0]
             passes = switch in off.split() or off in self.helps.get(path, ())
@@ -67,7 +87,7 @@ class Fake:
         return f
 
 
-def _run(tmp_path, truth, *, slots=1, each=False, helps=None, fake=None):
+def _run(tmp_path, truth, *, slots=1, each=False, helps=None, fake=None, early=True):
     fake = fake or Fake(truth, helps)
     tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
     results: dict[str, ScriptResult] = {}
@@ -78,7 +98,7 @@ def _run(tmp_path, truth, *, slots=1, each=False, helps=None, fake=None):
 
     (tmp_path / "cache").mkdir(exist_ok=True)
     sched = Scheduler(tasks, results, submit=fake.submit, done=done, slots=slots,
-                      base=tmp_path, each=each, observer=None)  # fmt: skip
+                      base=tmp_path, each=each, early=early, observer=None)  # fmt: skip
     sched.run()
     return results, fake
 
@@ -222,12 +242,13 @@ def test_passing_as_it_is_too_is_flaky_not_a_member(tmp_path):
 
 
 def test_representatives_reported_side_by_side_are_checked_against_each_other(tmp_path):
-    # two casts whose wrong ops differ are reported at once (two slots); afterwards
-    # one passes with the other's switch off: one cluster
+    # two casts whose wrong ops differ are reported at once (two slots, and the reports'
+    # bisects are not read early: Ray's other nodes); afterwards one passes with the
+    # other's switch off: one cluster
     c1 = _write(tmp_path, "c1.py", "x.to(torch.bfloat16)\n")
     c2 = _write(tmp_path, "c2.py", "x.to(torch.bfloat16) + b\n")
     truth = {c1: CAST, c2: ("cast", "lowerings:add", {"wrong_op": "add"})}
-    results, fake = _run(tmp_path, truth, slots=2,
+    results, fake = _run(tmp_path, truth, slots=2, early=False,
                          helps={c2: ("lowerings:convert_element_type",)})  # fmt: skip
     assert [c[0] for c in fake.calls].count("report_one") == 2
     assert results[c2].same_as == c1
@@ -248,7 +269,7 @@ def test_argmin_is_not_joined_by_the_argmax_switch(tmp_path):
     """A lowering switch is the op bisect found, not a family: argmin and argmax share
     inductor's arg-reduction, but the int8 argmin bug (#191499) is not the transposed
     argmax one (#193492) -- checked as one, they joined on the main corpus."""
-    from tcompile.repro.jobs.triage_loop import family
+    from tcompile.repro.jobs.triage_propose import family
 
     assert family("lowerings:argmax") == "lowerings:argmax"
     a = _write(tmp_path, "a.py", "x.argmax()\n")
@@ -273,7 +294,7 @@ def test_a_member_of_another_op_says_its_own(tmp_path):
 
 
 def test_a_culprit_below_inductor_is_checked_at_its_stage(tmp_path):
-    from tcompile.repro.jobs.triage_loop import switch_stage
+    from tcompile.repro.jobs.triage_propose import switch_stage
 
     at = {"raw_bug": {"bisect": {"stage": "aot_eager_decomp_partition"}}}
     assert switch_stage(R(at)) == "aot_eager_decomp_partition"
@@ -321,7 +342,7 @@ def test_a_report_ends_its_minify_within_the_scripts_budget(tmp_path, monkeypatc
 def test_a_lowering_of_one_overload_is_named_by_its_op():
     """A lowering switch of one overload (GPU slice_scatter gradients, fixtures/dupes_gpu:
     ``lowerings:slice_scatter_default``) is the op the script spells ``slice_scatter``."""
-    from tcompile.repro.jobs.triage_loop import _named, _switch_op
+    from tcompile.repro.jobs.triage_propose import _named, _switch_op
 
     assert _switch_op("lowerings:slice_scatter_default") == "slice_scatter"
     assert _switch_op("lowerings:copy__default") == "copy_"
@@ -377,3 +398,175 @@ def test_a_result_round_trips_through_its_json_and_keeps_what_it_does_not_know()
     assert R(again) == r
     public = r.to_json(public=True)
     assert public["unfinished"] == ["report"] and "raw_bug" not in public
+
+
+def _reported(path: str, switch: str, op: str) -> ScriptResult:
+    return R({"path": path, "verdict": "bug", "reported": True, "device": "cpu",
+              "stage": "inductor", "kind": "accuracy", "exc_type": "AccuracyError",
+              "wrong_op": op, "raw_bug": {"bisect": {"without": switch}}})  # fmt: skip
+
+
+def test_the_switches_of_several_representatives_are_asked_on_one_capture(tmp_path):
+    """A script proposed three representatives is asked all three on its captured
+    graph in one check (one worker: its start and first compile paid once), in the
+    proposals' order, up to the one that makes it pass; none by running."""
+    d = _write(tmp_path, "d.py", "x.float().argmin(0); x.argmax(1)\n")
+    reps = {"a.py": ("lowerings:convert_element_type", "float"),
+            "b.py": ("lowerings:argmin", "argmin"), "c.py": ("lowerings:argmax", "argmax")}  # fmt: skip
+    truth = {d: ARGMAX, **{p: (op, sw, {}) for p, (sw, op) in reps.items()}}
+    fake = Fake(truth)
+    results = {p: _reported(p, sw, op) for p, (sw, op) in reps.items()}
+    results[d] = R({"path": d, "verdict": "bug", "device": "cpu", "stage": "inductor",
+                    "kind": "accuracy", "exc_type": "AccuracyError", "wrong_op": "argmax",
+                    "capture": "/captured/graph-0", "seconds": 5.0})  # fmt: skip
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
+    (tmp_path / "cache").mkdir(exist_ok=True)
+    sched = Scheduler(tasks, results, submit=fake.submit, slots=1, base=tmp_path,
+                      done=lambda p, r, quiet=False: results.__setitem__(p, r), observer=None)  # fmt: skip
+    sched.run()
+    (asked,) = fake.batches
+    assert asked[-1] == "lowerings:argmax" and len(asked) == 3, asked
+    assert not [c for c in fake.calls if c[0] == "check_one"]
+    assert results[d].member_of == "c.py" and results[d].joined["on_capture"]
+    assert [c.without for c in results[d].checks] == asked
+
+
+def test_a_capture_that_does_not_answer_is_not_asked_again(tmp_path):
+    """Where the captured graph does not fail alone, that check ran the program (said,
+    ``capture_why``) and the script's next checks run it at once."""
+    d = _write(tmp_path, "d.py", "x.float().argmin(0)\n")
+    reps = {"a.py": ("lowerings:convert_element_type", "float"),
+            "b.py": ("lowerings:argmin", "argmin")}  # fmt: skip
+    truth = {
+        d: ("argmin", "lowerings:argmin", {}),
+        **{p: ("x", sw, {}) for p, (sw, _) in reps.items()},
+    }
+    fake = Fake(truth)
+    fake.not_alone.add(d)
+    results = {p: _reported(p, sw, op) for p, (sw, op) in reps.items()}
+    results[d] = R({"path": d, "verdict": "bug", "device": "cpu", "stage": "inductor",
+                    "kind": "accuracy", "exc_type": "AccuracyError", "wrong_op": "argmin",
+                    "capture": "/captured/graph-0", "seconds": 5.0})  # fmt: skip
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
+    (tmp_path / "cache").mkdir(exist_ok=True)
+    sched = Scheduler(tasks, results, submit=fake.submit, slots=1, base=tmp_path,
+                      done=lambda p, r, quiet=False: results.__setitem__(p, r), observer=None)  # fmt: skip
+    sched.run()
+    assert fake.batches == [["lowerings:convert_element_type", "lowerings:argmin"]]
+    assert d in sched.uncaptured and results[d].checks[0].capture_why
+    checks = [c for c in fake.calls if c[0] == "check_one"]
+    assert checks == [("check_one", "d.py", "lowerings:argmin")]  # by running, at once
+    assert results[d].member_of == "b.py"
+
+
+def test_scripts_one_pattern_ties_wait_for_its_report_whatever_they_failed(tmp_path):
+    """fixtures/families' pointless_cumsum_replacement reports: two crash inside the
+    pattern (an IndexError, a TypeError), one computes a wrong dtype of ``cumsum``.
+    One report; the other two wait for it (a slot stays free rather than report them
+    beside it) and join by its switch."""
+    pat = "post_grad.pointless_cumsum_replacement"
+    switch = f"pattern:{pat}"
+    crash = {"kind": "compile", "exc_type": "IndexError", "pattern": pat, "wrong_op": None}
+    truth = {
+        _write(tmp_path, "a.py"): ("cumsum", switch, crash),
+        _write(tmp_path, "b.py"): ("cumsum", switch, {**crash, "exc_type": "TypeError"}),
+        _write(tmp_path, "c.py"): ("cumsum", switch, {"kind": "accuracy",
+                                                      "exc_type": "DtypeMismatch",
+                                                      "wrong_op": "cumsum"}),
+    }  # fmt: skip
+    results, fake = _run(tmp_path, truth, slots=2)
+    assert [c[1] for c in fake.calls if c[0] == "report_one"] == ["a.py"]
+    assert sorted(Path(r.member_of or "").name for r in results.values()) == ["", "a.py", "a.py"]
+
+
+def test_a_waiting_script_is_checked_against_a_report_whose_bisect_is_known(tmp_path):
+    """A report writes its bisect before its minify (bisected.json); a script like it
+    that waits is checked against that switch at once, the report still under way --
+    and checked again if the report then ends otherwise."""
+    c1 = _write(tmp_path, "c1.py", "x.to(torch.bfloat16)\n")
+    c2 = _write(tmp_path, "c2.py", "x.to(torch.bfloat16) + b\n")
+    truth = {c1: CAST, c2: ("cast", "lowerings:add", {"wrong_op": "add"})}
+    fake = Fake(truth, {c2: ("lowerings:convert_element_type",)})
+    fake.hold_reports = True
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300, "work_dir": str(tmp_path / n)}
+             for i, (p, n) in enumerate([(c1, "w1"), (c2, "w2")])}  # fmt: skip
+    results: dict[str, ScriptResult] = {}
+    (tmp_path / "cache").mkdir()
+    sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
+                      done=lambda p, r, quiet=False: results.__setitem__(p, _at(r, p)),
+                      observer=None)  # fmt: skip
+    for item in sched.plan(2):
+        sched.start(*item)
+    for f in list(sched.inflight):
+        sched.finished(f)
+    (planned,) = sched.plan(2)
+    assert planned[:2] == ("report", c1)  # the cheapest, by path: c1
+    sched.start(*planned)
+    assert sched.plan(1) == []  # c2 waits: the report's bisect is not known yet
+    bisected = tmp_path / "w1" / "report" / "report-001" / "bisected.json"
+    bisected.parent.mkdir(parents=True)
+    bisected.write_text(json.dumps({"without": "lowerings:convert_element_type"}))
+    sched._read_early()
+    (check,) = sched.plan(1)
+    assert check == ("check", c2, c1)  # against the report under way
+    sched.start(*check)
+    sched.finished(next(f for f in sched.inflight if sched.inflight[f][0] == "check"))
+    assert results[c2].member_of == c1
+    ((f, res),) = fake.held
+    res.verdict = "flaky"  # its report ended otherwise: the member is checked again
+    f.set_result(res)
+    sched.finished(f)
+    assert results[c2].member_of is None and c1 not in sched.tried[c2]
+
+
+def test_two_representatives_of_one_switch_are_asked_once(tmp_path):
+    """Two casts reported side by side have one switch: a script is asked it once (the
+    families3 corpus asked ``convert_element_type`` twice in one check)."""
+    d = _write(tmp_path, "d.py", "x.float().argmax(1)\n")
+    reps = {"a.py": ("lowerings:convert_element_type", "float"),
+            "b.py": ("lowerings:convert_element_type", "to")}  # fmt: skip
+    truth = {d: ARGMAX, **{p: ("cast", sw, {}) for p, (sw, _) in reps.items()}}
+    fake = Fake(truth)
+    results = {p: _reported(p, sw, op) for p, (sw, op) in reps.items()}
+    results[d] = R({"path": d, "verdict": "bug", "device": "cpu", "stage": "inductor",
+                    "kind": "accuracy", "exc_type": "AccuracyError", "wrong_op": "argmax",
+                    "capture": "/captured/graph-0", "seconds": 5.0})  # fmt: skip
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
+    (tmp_path / "cache").mkdir(exist_ok=True)
+    sched = Scheduler(tasks, results, submit=fake.submit, slots=1, base=tmp_path, early=False,
+                      done=lambda p, r, quiet=False: results.__setitem__(p, r), observer=None)  # fmt: skip
+    sched.run()
+    assert fake.batches[0] == ["lowerings:convert_element_type"]
+    assert [c.without for c in results[d].checks] == ["lowerings:convert_element_type"]
+
+
+def test_a_twin_of_a_report_still_bisecting_waits_for_its_switch(tmp_path):
+    """The same failure at the same wrong op as a report under way: its switch is the
+    best proposal, so another representative's (a cast) is not asked first."""
+    a1 = _write(tmp_path, "a1.py", "x.float().argmax()\n")
+    a2 = _write(tmp_path, "a2.py", "x.float().argmax(1)\n")
+    fake = Fake({a1: ARGMAX, a2: ARGMAX, "c.py": CAST})
+    fake.hold_reports = True
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300, "work_dir": str(tmp_path / n)}
+             for i, (p, n) in enumerate([(a1, "w1"), (a2, "w2")])}  # fmt: skip
+    results = {"c.py": _reported("c.py", "lowerings:convert_element_type", "float")}
+    (tmp_path / "cache").mkdir()
+    sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
+                      done=lambda p, r, quiet=False: results.__setitem__(p, _at(r, p)),
+                      observer=None)  # fmt: skip
+    for item in sched.plan(2):
+        sched.start(*item)
+    for f in list(sched.inflight):
+        sched.finished(f)
+    # a1 is checked against the cast, a2 too: neither has a report under way yet
+    assert sorted(k for k, _, _ in sched.plan(2)) == ["check", "check"]
+    sched.tried[a1].add("c.py")  # as if a1 had been asked the cast's switch: no
+    (report,) = sched.plan(1)
+    assert report == ("report", a1, None)
+    sched.start(*report)
+    assert sched.plan(1) == []  # a2 waits for a1's switch, not the cast's
+    bisected = tmp_path / "w1" / "report" / "r" / "bisected.json"
+    bisected.parent.mkdir(parents=True)
+    bisected.write_text(json.dumps({"without": "lowerings:argmax"}))
+    sched._read_early()
+    assert sched.plan(1) == [("check", a2, a1)]
