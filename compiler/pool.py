@@ -190,6 +190,13 @@ class WorkerPool:
         self.ready: dict[str, Any] = {}
         self.from_standby = 0  # workers that were standbys (started ahead)
 
+    def retarget(self, target: FailureSignature) -> None:
+        """Judge another capture's failure from now on (each request then says which:
+        serve.py's ``retarget``); the time limit is calibrated again on its answers."""
+        self.target = target
+        self.timeout = 600.0
+        self._durations = []
+
     def _spawn(self) -> _Worker:
         with self._lock:
             self._spawned += 1

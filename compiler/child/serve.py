@@ -230,6 +230,8 @@ def _answer(fds: list[int], target: Target, ready: dict[str, object]) -> None:
                     json.dumps({"id": req["id"], "analysis": _analyze(req, target)}) + "\n"
                 )
                 continue
+            if req.get("retarget"):  # another capture's failure, from now on
+                target = _retarget(target, cast("dict[str, Any]", req["retarget"]))
             extra: dict[str, object] = {}
             try:
                 gm = load_graph(req["graph"])  # written by our parent
@@ -256,6 +258,30 @@ def _answer(fds: list[int], target: Target, ready: dict[str, object]) -> None:
             replies.write(json.dumps(reply) + "\n")
             if retire:
                 break
+
+
+def _retarget(target: Target, meta: dict[str, Any]) -> Target:
+    """Judge another capture's graph from now on (a triage's membership checks: one
+    worker serves the captures of several scripts, repro/jobs/capture_check.py): its
+    failure, stage, compile call and grad mode, as serve_launcher set them for the
+    first.  The parent sends only captures whose worker would have nothing else of
+    its own: no configuration, backend source, autocast or collectives."""
+    import torch
+
+    from .observe import Ambient
+
+    torch.set_grad_enabled(bool(meta.get("grad_enabled", True)))
+    backend = meta.get("user_backend") or meta["stage"]
+    return dataclasses.replace(
+        target,
+        signature=FailureSignature.from_json(meta["signature"]),
+        stage=meta["stage"],
+        accuracy=meta.get("accuracy", target.accuracy),
+        spec=CompileSpec(backend, meta.get("mode"), meta.get("options"), meta.get("dynamic")),
+        graph_kind=meta.get("forward_kind", "forward"),
+        ambient=Ambient(),
+        any_stage=False,
+    )
 
 
 def _analyze(req: AnalyzeRequest, target: Target) -> Divergence:

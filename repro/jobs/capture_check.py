@@ -28,6 +28,7 @@ representatives paid them three times.
     python -m tcompile.repro.jobs.capture_check RUN_DIR --without W [--without W]
         [--backend STAGE]
     python -m tcompile.repro.jobs.capture_check RUN_DIR --try "W [W]"[@STAGE] ...
+    python -m tcompile.repro.jobs.capture_check --serve WORK_DIR   (serve(): a line each)
 
 prints one JSON document (``answer``, ``unchanged``, ``off``, ``why``, ``seconds``,
 ``capture``; with ``--try``: ``answers``, one per switch asked, each with ``without``,
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
@@ -88,10 +90,35 @@ def check(run_dir: str, words: list[str], backend: str | None) -> dict[str, Any]
     return doc
 
 
-def check_many(run_dir: str, tries: list[Try]) -> dict[str, Any]:
+class Held:
+    """A check server's worker, kept from one check to the next (check_server.py): the
+    start of an interpreter, of a worker and its first compile are most of a check
+    (2.3 + 4.3 s, against 0.9 s a judgement); a worker judges another script's capture
+    when told its failure (serve.py's ``retarget``)."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.pool: WorkerPool | None = None
+        self.made = 0  # pools started, each in its own folder
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        self.pool = None
+
+
+def _plain(meta: dict[str, Any]) -> bool:
+    """A capture whose worker holds nothing of its own beyond what ``retarget`` sets:
+    no configuration, backend source, autocast or collectives."""
+    keys = ("config", "backend_source", "autocast", "collectives")
+    return not any(meta.get(k) for k in keys) and meta.get("level", "dynamo") == "dynamo"
+
+
+def check_many(run_dir: str, tries: list[Try], held: Held | None = None) -> dict[str, Any]:
     """Each switch in ``tries``, in order, on one worker: an answer for each asked (the
     first to answer ``member`` or ``unknown`` is the last asked); ``why`` where the
-    capture gives no answer at all."""
+    capture gives no answer at all.  ``held``: a server's worker, used and kept where
+    the capture is plain (_plain)."""
     from .minify_search import read_capture
 
     t0 = time.monotonic()
@@ -103,17 +130,40 @@ def check_many(run_dir: str, tries: list[Try]) -> dict[str, Any]:
         out["answers"] = [_answer(w, b, UNKNOWN, None, out["why"]) for w, b in tries[:1]]
         return out
     meta = json.loads((cap / layout.CAPTURE_META).read_text())
-    work = Path(run_dir) / "capture-checks" / f"{time.time_ns()}"
-    pool, _ = capture_pool(cap, meta, target, base.accuracy, base.command, work, jobs=1)
+    keep = held is not None and _plain(meta)
+    extra: dict[str, Any] = {}
+    if keep:
+        extra["retarget"] = {**meta, "signature": target.signature.to_json()}
+        extra["retarget"]["accuracy"] = base.accuracy
+    pool = held.pool if held is not None and keep else None
+    if held is not None and pool is None:
+        held.close()  # not plain, or none yet: a fresh worker, bound to this capture
     starting = ThreadPoolExecutor(1)
     try:
-        ready = starting.submit(pool.start)  # the worker imports torch while this reads
-        gm, inputs, _ = read_capture(cap)
-        ready.result()
-        _judge_all(out, pool, gm, inputs, tries, t0)
+        if pool is None:
+            if held is not None:
+                held.made += 1
+                work = held.work / f"pool-{held.made}"
+            else:
+                work = Path(run_dir) / "capture-checks" / f"{time.time_ns()}"
+            pool, _ = capture_pool(cap, meta, target, base.accuracy, base.command, work, jobs=1)
+            ready = starting.submit(pool.start)  # the worker imports torch while this reads
+            gm, inputs, _ = read_capture(cap)
+            ready.result()
+        else:
+            pool.retarget(target.signature)
+            gm, inputs, _ = read_capture(cap)
+        if keep and held is not None:
+            held.pool = pool
+        _judge_all(out, pool, gm, inputs, tries, t0, extra)
+    except BaseException:
+        if held is not None:
+            held.close()
+        raise
     finally:
         starting.shutdown()
-        pool.close()
+        if not keep and pool is not None:
+            pool.close()
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out
 
@@ -132,6 +182,7 @@ def _judge_all(
     inputs: list[object],
     tries: list[Try],
     t0: float,
+    extra: dict[str, Any],
 ) -> None:
     """The switch off first: the failure still showing is a ``no`` from one compile (the
     graph fails alone with it off); a pass must then be checked against the graph as
@@ -140,7 +191,7 @@ def _judge_all(
     unchanged: dict[str | None, Verdict] = {}
     since = t0  # the worker's start is the first answer's
     for words, backend in tries:
-        stage = {"stage": backend} if backend else {}
+        stage = {**extra, "stage": backend} if backend else dict(extra)
         off, _ = pool.evaluate(gm, inputs, request={**stage, "bisect": switch_config(words)})
         a = _answer(words, backend, UNKNOWN, off.value, "")
         out["answers"].append(a)
@@ -173,21 +224,56 @@ def _parse_try(text: str) -> Try:
     return words.split(), stage or None
 
 
+def _failed(exc: BaseException) -> dict[str, Any]:
+    """tcompile's own failure: said, never an answer."""
+    doc = {"answer": UNKNOWN, "why": f"tcompile failed: {type(exc).__name__}: {exc}"[:300]}
+    doc["traceback"] = traceback.format_exc()[-4000:]
+    return doc
+
+
+def serve(work: Path) -> int:
+    """A check server (triage's local slots, triage_capture.py): one request a line of
+    stdin -- ``{"run_dir": ..., "tries": [[words, stage], ...]}`` -- its answer a line of
+    stdout, as ``--try`` prints it; the worker kept from one to the next (Held)."""
+    held = Held(work)
+    # the requests on a descriptor of their own: a worker pool passes the program's
+    # stdin on to its workers (compiler/stdin.py), and would read them from fd 0
+    requests = os.fdopen(os.dup(0), "r")
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    try:
+        for line in requests:
+            if not line.strip():
+                continue
+            try:
+                req = json.loads(line)
+                tries = [(str(w).split(), b or None) for w, b in req["tries"]]
+                doc = check_many(str(req["run_dir"]), tries, held)
+            except Exception as exc:  # noqa: BLE001 -- answered as tcompile's failure
+                held.close()
+                doc = _failed(exc)
+            sys.stdout.write(json.dumps(doc) + "\n")
+            sys.stdout.flush()
+    finally:
+        held.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tcompile.repro.jobs.capture_check")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", nargs="?")
     p.add_argument("--without", action="append", default=[])
     p.add_argument("--backend", default=None)
     p.add_argument("--try", dest="tries", action="append", default=[], type=_parse_try)
+    p.add_argument("--serve", metavar="WORK_DIR", default=None)
     a = p.parse_args(argv)
-    if bool(a.without) == bool(a.tries):
-        p.error("give --without (one switch) or --try (several, one after the other)")
+    if a.serve:
+        return serve(Path(a.serve))
+    if not a.run_dir or bool(a.without) == bool(a.tries):
+        p.error("give RUN_DIR and --without (one switch) or --try (several, one after the other)")
     try:
         doc = check_many(a.run_dir, a.tries) if a.tries else check(a.run_dir, a.without, a.backend)
     except Exception as exc:  # noqa: BLE001 -- tcompile's own failure: said, never an answer
-        doc = {"answer": UNKNOWN, "why": f"tcompile failed: {type(exc).__name__}: {exc}"[:300]}
-        doc["traceback"] = traceback.format_exc()[-4000:]
-        print(json.dumps(doc))
+        print(json.dumps(_failed(exc)))
         return int(ExitCode.INTERNAL)
     print(json.dumps(doc))
     return 0

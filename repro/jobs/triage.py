@@ -41,6 +41,7 @@ from tcompile.repro.triage_page import write_pages
 from tcompile.repro.triage_records import Cluster, ScriptResult
 from tcompile.repro.triage_verdict import TriageVerdict as Verdict
 
+from .triage_capture import close_servers
 from .triage_loop import (
     BUDGETS,
     Scheduler,
@@ -458,7 +459,9 @@ def _engine(
         gpu = gpus.get() if have_gpus and task["gpu"] else None
         env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}
         try:
-            return fn({**task, "env": env}, *args)
+            # a slot's membership checks on captures go to its check server
+            # (triage_capture.py), kept from one check to the next
+            return fn({**task, "env": env, "check_servers": str(base / "check-servers")}, *args)
         finally:
             if gpu is not None:
                 gpus.put(gpu)
@@ -471,3 +474,4 @@ def _engine(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        close_servers()

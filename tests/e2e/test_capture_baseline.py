@@ -9,6 +9,7 @@ from it; ``capture_check`` compiles the saved graph as it is and with a switch o
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +101,42 @@ def test_the_confirmation_runs_the_program_with_its_own_backends(tmp_path):
     assert doc["from_capture"] and doc["fallback"] is None, doc["fallback"]
     assert doc["runs"] == 2 and doc["graph"] == 1 and doc["without"] == "lowerings:relu"
     assert "the whole program passes with the culprit off" in doc["message"]
+
+
+def test_a_check_server_judges_two_scripts_captures_on_one_worker(captured, tmp_path):
+    """``capture_check --serve``: a line in, its answer a line out.  The worker started
+    for one tracker script's capture (argreduce #193492: a wrong value) judges
+    another's (cumsum #189518: a wrong dtype) when told its failure, and answers as a
+    fresh worker would; a capture made under its own inductor configuration (the planted relu bug)
+    gets a fresh worker."""
+    _, doc = captured
+    runs = []
+    for name in ("dupes/argreduce_index_193492.py", "families/cumsum_189518.py"):
+        out = str(tmp_path / Path(name).stem)
+        r = run_tcompile("run", "--json", "--capture", "--accuracy", "--out", out,
+                         str(FIXTURES / name))  # fmt: skip
+        runs.append(json.loads(r.stdout))
+        assert r.returncode == 1 and runs[-1]["captured"], r.stderr[-2000:]
+    work = tmp_path / "server"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tcompile.repro.jobs.capture_check", "--serve", str(work)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+
+    def ask(run_dir, *tries):
+        proc.stdin.write(json.dumps({"run_dir": run_dir, "tries": [[t, None] for t in tries]}))
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        return [(a["without"], a["answer"]) for a in json.loads(proc.stdout.readline())["answers"]]
+
+    cast, argmax = "lowerings:convert_element_type", "lowerings:argmax"
+    cumsum = "pattern:post_grad.pointless_cumsum_replacement"
+    try:
+        assert ask(runs[0]["run_dir"], cast, argmax) == [(cast, "no"), (argmax, "member")]
+        assert ask(runs[1]["run_dir"], argmax, cumsum) == [(argmax, "no"), (cumsum, "member")]
+        assert [p.name for p in work.glob("pool-*")] == ["pool-1"]  # one worker for both
+        assert ask(doc["run_dir"], "lowerings:relu") == [("lowerings:relu", "member")]
+        assert sorted(p.name for p in work.glob("pool-*")) == ["pool-1", "pool-2"]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
