@@ -191,6 +191,10 @@ class Scheduler:
             pairs = {(g.wrong_op, g.signature) for g in going}
             spare.sort(key=lambda p: self._likeness(self.results[p], going))
             bisecting += [g for g in going if self.early_ok and g not in reporting]
+            if len(spare) <= free - len(out):
+                # a slot for each: none waits for a bisect (14 GPU slots, 14 scripts of
+                # one failure kind: waiting would have run their bisects one by one)
+                bisecting = []
             for p in spare:
                 r = self.results[p]
                 if any(_one_pattern(r, g) for g in going):

@@ -485,24 +485,27 @@ def test_a_waiting_script_is_checked_against_a_report_whose_bisect_is_known(tmp_
     and checked again if the report then ends otherwise."""
     c1 = _write(tmp_path, "c1.py", "x.to(torch.bfloat16)\n")
     c2 = _write(tmp_path, "c2.py", "x.to(torch.bfloat16) + b\n")
-    truth = {c1: CAST, c2: ("cast", "lowerings:add", {"wrong_op": "add"})}
-    fake = Fake(truth, {c2: ("lowerings:convert_element_type",)})
+    c3 = _write(tmp_path, "c3.py", "x.to(torch.half) * b\n")
+    truth = {c1: CAST, c2: ("cast", "lowerings:add", {"wrong_op": "add"}),
+             c3: ("cast", "lowerings:mul", {"wrong_op": "mul"})}  # fmt: skip
+    fake = Fake(truth, {c: ("lowerings:convert_element_type",) for c in (c2, c3)})
     fake.hold_reports = True
     tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300, "work_dir": str(tmp_path / n)}
-             for i, (p, n) in enumerate([(c1, "w1"), (c2, "w2")])}  # fmt: skip
+             for i, (p, n) in enumerate([(c1, "w1"), (c2, "w2"), (c3, "w3")])}  # fmt: skip
     results: dict[str, ScriptResult] = {}
     (tmp_path / "cache").mkdir()
     sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
                       done=lambda p, r, quiet=False: results.__setitem__(p, _at(r, p)),
                       observer=None)  # fmt: skip
-    for item in sched.plan(2):
+    for item in sched.plan(3):  # the three scripts' runs
         sched.start(*item)
     for f in list(sched.inflight):
         sched.finished(f)
+    # two scripts wait for one free slot: they wait for the report's bisect
     (planned,) = sched.plan(2)
     assert planned[:2] == ("report", c1)  # the cheapest, by path: c1
     sched.start(*planned)
-    assert sched.plan(1) == []  # c2 waits: the report's bisect is not known yet
+    assert sched.plan(1) == []  # c2, c3 wait: the report's bisect is not known yet
     bisected = tmp_path / "w1" / "report" / "report-001" / "bisected.json"
     bisected.parent.mkdir(parents=True)
     bisected.write_text(json.dumps({"without": "lowerings:convert_element_type"}))
@@ -570,3 +573,26 @@ def test_a_twin_of_a_report_still_bisecting_waits_for_its_switch(tmp_path):
     bisected.write_text(json.dumps({"without": "lowerings:argmax"}))
     sched._read_early()
     assert sched.plan(1) == [("check", a2, a1)]
+
+
+def test_with_a_slot_for_each_no_script_waits_for_a_bisect(tmp_path):
+    """Fourteen GPU slots and scripts of one failure kind: a script unlike the report
+    under way (another wrong op) is reported beside it at once, not after its bisect
+    (waiting ran the bisects one by one)."""
+    c1 = _write(tmp_path, "c1.py", "x.to(torch.bfloat16)\n")
+    c2 = _write(tmp_path, "c2.py", "x.sort()\n")
+    fake = Fake({c1: CAST, c2: ("sort", "lowerings:sort", {"wrong_op": "sort"})})
+    fake.hold_reports = True
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300, "work_dir": str(tmp_path / n)}
+             for i, (p, n) in enumerate([(c1, "w1"), (c2, "w2")])}  # fmt: skip
+    results: dict[str, ScriptResult] = {}
+    (tmp_path / "cache").mkdir()
+    sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
+                      done=lambda p, r, quiet=False: results.__setitem__(p, _at(r, p)),
+                      observer=None)  # fmt: skip
+    for item in sched.plan(2):
+        sched.start(*item)
+    for f in list(sched.inflight):
+        sched.finished(f)
+    assert [(k, Path(p).name) for k, p, _ in sched.plan(2)] == [("report", "c1.py"),
+                                                                ("report", "c2.py")]  # fmt: skip
