@@ -1,16 +1,17 @@
 """Membership on the captured graph (issue 62): a triage check answered by
 capture_check.py in a child interpreter -- the failing graph the script's own run saved
 (``run --capture``), one compile with the culprit's switch off and, where it passed,
-one as it is; the program not run again.  Where the capture gives no answer (the graph does not fail
-alone, a judgement did not finish, the run's folder is on another Ray node), the check
-runs the program (triage_one.check_one) and says why (``capture_why``).
+one as it is; the program not run again.  Where the capture gives no answer (the graph
+does not fail alone, a judgement did not finish, the run's folder is on another Ray
+node), the check runs the program (triage_one.check_one) and says why (``capture_why``).
 
 Several representatives' switches are asked on one worker, in order, up to the first
 that answers ``member`` or gives no answer (a worker's start and first compile are most
 of a check: capture_check.py).  On triage's local slots the checks go to check servers
-(``capture_check --serve``, one per check at a time, kept idle in between) whose worker
-judges one script's capture after another: a check then costs its judgements, about 1-2 s, not the 8 s of an interpreter,
-a worker and a first compile (under Ray: a process per check, as before)."""
+(``capture_check --serve``, one check at a time each, kept idle in between) whose
+worker judges one script's capture after another: a check then costs its judgements,
+about 1-3 s, not the 8 s of an interpreter, a worker and a first compile (under Ray: a
+process per check, as before)."""
 
 from __future__ import annotations
 
