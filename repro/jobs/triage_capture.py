@@ -88,13 +88,11 @@ def _take_server(task: dict[str, Any]) -> _Server | None:
     python, env = task.get("python") or sys.executable, dict(task.get("env") or {})
     key = (python, tuple(sorted(env.items())))
     with _LOCK:
-        for s in list(_IDLE):
-            if s.proc.poll() is not None:
-                _IDLE.remove(s)
-        s = next((s for s in _IDLE if s.key == key), None)
-        if s is not None:
-            _IDLE.remove(s)
-            return s
+        _IDLE[:] = [s for s in _IDLE if s.proc.poll() is None]  # not those that died
+        idle = next((s for s in _IDLE if s.key == key), None)
+        if idle is not None:
+            _IDLE.remove(idle)
+            return idle
         _MADE[0] += 1
         n = _MADE[0]
     return _Server(key, python, env, Path(task["check_servers"]) / f"server-{n}")
@@ -162,9 +160,9 @@ def capture_checks_many(
         rep, off, backend = asked[len(out)]  # no answer on the capture: by running
         why = next((a.get("why") for a in answers[len(out) :]), None) or doc.get("why")
         left = max(30.0, budget - (time.monotonic() - t0))
-        got = check_one(task, off, left, backend)
-        got.capture_why = str(why or f"its check ended {code}")[:300]
-        out.append((rep, got))
+        ran = check_one(task, off, left, backend)
+        ran.capture_why = str(why or f"its check ended {code}")[:300]
+        out.append((rep, ran))
     # the one process's steps and seconds: the first answer carries its step, the
     # answers' seconds add up to the whole
     if out:
