@@ -378,10 +378,11 @@ class Scheduler:
 
 def reset_orphans(results: dict[str, ScriptResult]) -> None:
     """A cached member whose representative is gone (its script removed, or now failing
-    otherwise) is checked again."""
+    otherwise, or its report -- joined while it ran -- ended as no bug) is checked
+    again."""
     for r in results.values():
         rep = results.get(r.member_of or "")
-        if r.member_of and not (rep and rep.reported):
+        if r.member_of and not (rep and rep.reported and rep.verdict == Verdict.BUG):
             r.member_of = r.joined = None
 
 

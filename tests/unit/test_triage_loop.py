@@ -263,6 +263,11 @@ def test_a_member_whose_representative_is_gone_is_checked_again():
     reset_orphans(results)
     assert results["m.py"].member_of is None and results["m.py"].joined is None
     assert "member_of" not in results["m.py"].to_json()
+    # its representative's report, joined while it ran, then ended flaky
+    results = {"m.py": R({"path": "m.py", "verdict": "bug", "member_of": "r.py"}),
+               "r.py": R({"path": "r.py", "verdict": "flaky", "reported": True})}  # fmt: skip
+    reset_orphans(results)
+    assert results["m.py"].member_of is None
 
 
 def test_argmin_is_not_joined_by_the_argmax_switch(tmp_path):
