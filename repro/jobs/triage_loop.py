@@ -259,7 +259,7 @@ class Scheduler:
             assert rep is not None
             self.tried[path].add(rep)
             off, backend = self._switch(rep)
-            cached = self._check_cache(path, f"{off}@{backend}" if backend else off)
+            cached = self._cache_of(path, rep)
             r = self.results[path]
             budget = max(30.0, float(task["timeout"]) - r.seconds)
             if cached.is_file():
@@ -269,7 +269,7 @@ class Scheduler:
                 # on the graph its run saved, no run of the program; the other switches
                 # it would be checked against next asked on the same worker
                 more = [q for q in self._untried(path, self._reps()) if q != rep]
-                more = [q for q in more if not self._cached(path, q)]
+                more = [q for q in more if not self._cache_of(path, q).is_file()]
                 more = more[: max(0, PER_SCRIPT - len(self.tried[path]))]
                 self.tried[path].update(more)
                 asked = [(q, *self._switch(q)) for q in (rep, *more)]
@@ -284,9 +284,10 @@ class Scheduler:
         r = self._rep(rep)
         return family(without_of(r) or ""), switch_stage(r)
 
-    def _cached(self, path: str, rep: str) -> bool:
+    def _cache_of(self, path: str, rep: str) -> Path:
+        """Where the answer of ``path`` checked against ``rep``'s switch is kept."""
         off, backend = self._switch(rep)
-        return self._check_cache(path, f"{off}@{backend}" if backend else off).is_file()
+        return self._check_cache(path, f"{off}@{backend}" if backend else off)
 
     def _check_cache(self, path: str, off: str) -> Path:
         digest = hashlib.sha256(off.encode()).hexdigest()[:12]

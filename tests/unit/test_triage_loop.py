@@ -411,6 +411,38 @@ def _reported(path: str, switch: str, op: str) -> ScriptResult:
               "wrong_op": op, "raw_bug": {"bisect": {"without": switch}}})  # fmt: skip
 
 
+def _checked_against(tmp_path, d, bug, op, reps, *, early=True, not_alone=False):
+    """Script ``d`` (its run saved its graph; its wrong node ``op``) checked against
+    representatives already reported, ``reps``: {path: (switch, op)}."""
+    truth = {d: bug, **{p: ("x", sw, {}) for p, (sw, _) in reps.items()}}
+    fake = Fake(truth)
+    if not_alone:
+        fake.not_alone.add(d)
+    results = {p: _reported(p, sw, o) for p, (sw, o) in reps.items()}
+    results[d] = R({"path": d, "verdict": "bug", "device": "cpu", "stage": "inductor",
+                    "kind": "accuracy", "exc_type": "AccuracyError", "wrong_op": op,
+                    "capture": "/captured/graph-0", "seconds": 5.0})  # fmt: skip
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
+    (tmp_path / "cache").mkdir(exist_ok=True)
+    sched = Scheduler(tasks, results, submit=fake.submit, slots=1, base=tmp_path, early=early,
+                      done=lambda p, r, quiet=False: results.__setitem__(p, r), observer=None)  # fmt: skip
+    sched.run()
+    return results, fake, sched
+
+
+def _held(tmp_path, fake, paths, results=None):
+    """A scheduler of two slots whose reports ``fake`` holds (each script its own
+    work_dir: w1, w2, ...), driven by hand."""
+    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300,
+                 "work_dir": str(tmp_path / f"w{i + 1}")} for i, p in enumerate(paths)}  # fmt: skip
+    results = {} if results is None else results
+    (tmp_path / "cache").mkdir()
+    sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
+                      done=lambda p, r, quiet=False: results.__setitem__(p, _at(r, p)),
+                      observer=None)  # fmt: skip
+    return sched, results
+
+
 def test_the_switches_of_several_representatives_are_asked_on_one_capture(tmp_path):
     """A script proposed three representatives is asked all three on its captured
     graph in one check (one worker: its start and first compile paid once), in the
@@ -418,17 +450,7 @@ def test_the_switches_of_several_representatives_are_asked_on_one_capture(tmp_pa
     d = _write(tmp_path, "d.py", "x.float().argmin(0); x.argmax(1)\n")
     reps = {"a.py": ("lowerings:convert_element_type", "float"),
             "b.py": ("lowerings:argmin", "argmin"), "c.py": ("lowerings:argmax", "argmax")}  # fmt: skip
-    truth = {d: ARGMAX, **{p: (op, sw, {}) for p, (sw, op) in reps.items()}}
-    fake = Fake(truth)
-    results = {p: _reported(p, sw, op) for p, (sw, op) in reps.items()}
-    results[d] = R({"path": d, "verdict": "bug", "device": "cpu", "stage": "inductor",
-                    "kind": "accuracy", "exc_type": "AccuracyError", "wrong_op": "argmax",
-                    "capture": "/captured/graph-0", "seconds": 5.0})  # fmt: skip
-    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
-    (tmp_path / "cache").mkdir(exist_ok=True)
-    sched = Scheduler(tasks, results, submit=fake.submit, slots=1, base=tmp_path,
-                      done=lambda p, r, quiet=False: results.__setitem__(p, r), observer=None)  # fmt: skip
-    sched.run()
+    results, fake, _ = _checked_against(tmp_path, d, ARGMAX, "argmax", reps)
     (asked,) = fake.batches
     assert asked[-1] == "lowerings:argmax" and len(asked) == 3, asked
     assert not [c for c in fake.calls if c[0] == "check_one"]
@@ -442,21 +464,8 @@ def test_a_capture_that_does_not_answer_is_not_asked_again(tmp_path):
     d = _write(tmp_path, "d.py", "x.float().argmin(0)\n")
     reps = {"a.py": ("lowerings:convert_element_type", "float"),
             "b.py": ("lowerings:argmin", "argmin")}  # fmt: skip
-    truth = {
-        d: ("argmin", "lowerings:argmin", {}),
-        **{p: ("x", sw, {}) for p, (sw, _) in reps.items()},
-    }
-    fake = Fake(truth)
-    fake.not_alone.add(d)
-    results = {p: _reported(p, sw, op) for p, (sw, op) in reps.items()}
-    results[d] = R({"path": d, "verdict": "bug", "device": "cpu", "stage": "inductor",
-                    "kind": "accuracy", "exc_type": "AccuracyError", "wrong_op": "argmin",
-                    "capture": "/captured/graph-0", "seconds": 5.0})  # fmt: skip
-    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
-    (tmp_path / "cache").mkdir(exist_ok=True)
-    sched = Scheduler(tasks, results, submit=fake.submit, slots=1, base=tmp_path,
-                      done=lambda p, r, quiet=False: results.__setitem__(p, r), observer=None)  # fmt: skip
-    sched.run()
+    bug = ("argmin", "lowerings:argmin", {})
+    results, fake, sched = _checked_against(tmp_path, d, bug, "argmin", reps, not_alone=True)
     assert fake.batches == [["lowerings:convert_element_type", "lowerings:argmin"]]
     assert d in sched.uncaptured and results[d].checks[0].capture_why
     checks = [c for c in fake.calls if c[0] == "check_one"]
@@ -495,13 +504,7 @@ def test_a_waiting_script_is_checked_against_a_report_whose_bisect_is_known(tmp_
              c3: ("cast", "lowerings:mul", {"wrong_op": "mul"})}  # fmt: skip
     fake = Fake(truth, {c: ("lowerings:convert_element_type",) for c in (c2, c3)})
     fake.hold_reports = True
-    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300, "work_dir": str(tmp_path / n)}
-             for i, (p, n) in enumerate([(c1, "w1"), (c2, "w2"), (c3, "w3")])}  # fmt: skip
-    results: dict[str, ScriptResult] = {}
-    (tmp_path / "cache").mkdir()
-    sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
-                      done=lambda p, r, quiet=False: results.__setitem__(p, _at(r, p)),
-                      observer=None)  # fmt: skip
+    sched, results = _held(tmp_path, fake, [c1, c2, c3])
     for item in sched.plan(3):  # the three scripts' runs
         sched.start(*item)
     for f in list(sched.inflight):
@@ -533,17 +536,7 @@ def test_two_representatives_of_one_switch_are_asked_once(tmp_path):
     d = _write(tmp_path, "d.py", "x.float().argmax(1)\n")
     reps = {"a.py": ("lowerings:convert_element_type", "float"),
             "b.py": ("lowerings:convert_element_type", "to")}  # fmt: skip
-    truth = {d: ARGMAX, **{p: ("cast", sw, {}) for p, (sw, _) in reps.items()}}
-    fake = Fake(truth)
-    results = {p: _reported(p, sw, op) for p, (sw, op) in reps.items()}
-    results[d] = R({"path": d, "verdict": "bug", "device": "cpu", "stage": "inductor",
-                    "kind": "accuracy", "exc_type": "AccuracyError", "wrong_op": "argmax",
-                    "capture": "/captured/graph-0", "seconds": 5.0})  # fmt: skip
-    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300} for i, p in enumerate(truth)}
-    (tmp_path / "cache").mkdir(exist_ok=True)
-    sched = Scheduler(tasks, results, submit=fake.submit, slots=1, base=tmp_path, early=False,
-                      done=lambda p, r, quiet=False: results.__setitem__(p, r), observer=None)  # fmt: skip
-    sched.run()
+    results, fake, _ = _checked_against(tmp_path, d, ARGMAX, "argmax", reps, early=False)
     assert fake.batches[0] == ["lowerings:convert_element_type"]
     assert [c.without for c in results[d].checks] == ["lowerings:convert_element_type"]
 
@@ -555,13 +548,8 @@ def test_a_twin_of_a_report_still_bisecting_waits_for_its_switch(tmp_path):
     a2 = _write(tmp_path, "a2.py", "x.float().argmax(1)\n")
     fake = Fake({a1: ARGMAX, a2: ARGMAX, "c.py": CAST})
     fake.hold_reports = True
-    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300, "work_dir": str(tmp_path / n)}
-             for i, (p, n) in enumerate([(a1, "w1"), (a2, "w2")])}  # fmt: skip
-    results = {"c.py": _reported("c.py", "lowerings:convert_element_type", "float")}
-    (tmp_path / "cache").mkdir()
-    sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
-                      done=lambda p, r, quiet=False: results.__setitem__(p, _at(r, p)),
-                      observer=None)  # fmt: skip
+    cast = {"c.py": _reported("c.py", "lowerings:convert_element_type", "float")}
+    sched, results = _held(tmp_path, fake, [a1, a2], cast)
     for item in sched.plan(2):
         sched.start(*item)
     for f in list(sched.inflight):
@@ -588,13 +576,7 @@ def test_with_a_slot_for_each_no_script_waits_for_a_bisect(tmp_path):
     c2 = _write(tmp_path, "c2.py", "x.sort()\n")
     fake = Fake({c1: CAST, c2: ("sort", "lowerings:sort", {"wrong_op": "sort"})})
     fake.hold_reports = True
-    tasks = {p: {"path": p, "key": f"k{i:015d}", "timeout": 300, "work_dir": str(tmp_path / n)}
-             for i, (p, n) in enumerate([(c1, "w1"), (c2, "w2")])}  # fmt: skip
-    results: dict[str, ScriptResult] = {}
-    (tmp_path / "cache").mkdir()
-    sched = Scheduler(tasks, results, submit=fake.submit, slots=2, base=tmp_path,
-                      done=lambda p, r, quiet=False: results.__setitem__(p, _at(r, p)),
-                      observer=None)  # fmt: skip
+    sched, _ = _held(tmp_path, fake, [c1, c2])
     for item in sched.plan(2):
         sched.start(*item)
     for f in list(sched.inflight):
