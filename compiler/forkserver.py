@@ -144,10 +144,13 @@ class ForkPool:
 
     def __init__(self, size: int, env: dict[str, str] | None = None) -> None:
         self._free: list[ForkServer] = []
+        self._all: list[ForkServer] = []  # free or running a candidate
+        self._closed = False
         self._cv = threading.Condition()
         try:  # the servers import torch side by side
             for _ in range(max(1, size)):
                 self._free.append(ForkServer(env, wait=False))
+                self._all.append(self._free[-1])
             for server in self._free:
                 server.wait_ready()
         except Exception:
@@ -156,18 +159,25 @@ class ForkPool:
 
     def run(self, *args: Any, **kw: Any) -> ProcessResult:
         with self._cv:
-            while not self._free:
+            while not self._free and not self._closed:
                 self._cv.wait()
+            if self._closed:
+                raise RuntimeError("the fork pool is closed")
             server = self._free.pop()
         try:
             return server.run(*args, **kw)
         finally:
             with self._cv:
-                self._free.append(server)
-                self._cv.notify()
+                if not self._closed:
+                    self._free.append(server)
+                    self._cv.notify()
 
     def close(self) -> None:
+        """Every server, a running one too (its candidate's run then raises
+        RuntimeError: the server lost it)."""
         with self._cv:
-            for s in self._free:
-                s.close()
-            self._free.clear()
+            self._closed = True
+            servers, self._all, self._free = self._all, [], []
+            self._cv.notify_all()
+        for s in servers:
+            s.close()

@@ -256,7 +256,7 @@ class Bisector:
                 cwd=os.getcwd(),
                 extra_path=[os.path.dirname(script)],
             )
-        except RuntimeError:
+        except (RuntimeError, OSError):  # the server gone (closed under it: a broken pipe)
             return None
 
     def _start_fork(self) -> ForkPool | None:
@@ -289,6 +289,8 @@ class Bisector:
         a run with torch's trace (read at import)."""
         import os
 
+        if self._warming is not None:  # started already
+            return
         if os.environ.get("TCOMPILE_NO_FORK") == "1" or self._script() is None:
             return
         if self.peers is not None or any(k in os.environ for k in ("WORLD_SIZE", "TORCH_TRACE")):
@@ -304,6 +306,22 @@ class Bisector:
 
         self._warming = threading.Thread(target=start, daemon=True)
         self._warming.start()
+
+    def decide_fork_aside(self) -> None:
+        """Decide now, in a thread beside the caller's own work, whether probes fork
+        (``_start_fork``'s one forked run), so that a later probe finds it decided: the
+        capture bisect's confirmation is then one forked run, and the check ran while
+        the captured graph was judged (issue 61: a small program no slower for its
+        capture).  A probe asked meanwhile waits for the answer (the lock)."""
+        if self._warming is None:
+            return
+
+        def decide() -> None:
+            with self._lock:
+                if self.fork is None:
+                    self.fork = self._start_fork() or False
+
+        threading.Thread(target=decide, daemon=True).start()
 
     def _pool(self) -> ForkPool | None:
         if self._warming is None:

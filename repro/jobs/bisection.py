@@ -72,8 +72,9 @@ def run_bisect(
     job = _Bisection(b, command, o.accuracy, o.match, o.stdout, o.stderr)
     job.from_capture, job.confirm = not o.whole_program, o.confirm
     job.keep_worker = o.keep_worker
-    if o.whole_program:  # else only once the capture hands over (_Bisection.captured)
-        b.warm_fork()
+    # the fork servers import torch while the baseline runs: the program bisect's probes
+    # and the capture's confirmation fork from them (a long job's never do: closed unused)
+    b.warm_fork()
     try:
         report = job.run(baseline)
     finally:
@@ -150,12 +151,13 @@ class _Bisection:
     def captured(self, target: Failure) -> BisectReport | None:
         from .capture_bisect import from_capture
 
-        self.b.fork = False  # no fork-check run: one program run here
-        found = from_capture(self, target)
+        b = self.b
+        found = from_capture(self, target)  # its confirmation forked or not: fork_beside
         if found is None:
-            self.b.fork = None  # the program bisect decides at its first probe
-            self.b.warm_fork()
-            self.b.observer.status(f"bisecting by running the program: {self.fallback}")
+            if b.fork is False and not b.fork_checked:
+                b.fork = None  # the program bisect decides at its first probe
+            b.warm_fork()
+            b.observer.status(f"bisecting by running the program: {self.fallback}")
         return found
 
     def run(self, base: RunReport | None = None) -> BisectReport:

@@ -315,6 +315,7 @@ def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
     if cap is None:
         job.fallback = why
         return None
+    fork_beside(job)
     search = CaptureBisect(job, target, cap)
     try:
         found = search.run()
@@ -365,6 +366,18 @@ def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
         )
         return None
     return _result(job, target, found, search.judged, verdict)
+
+
+def fork_beside(job: _Bisection) -> None:
+    """The confirmation of a job short enough to confirm forks from the servers warmed
+    beside the baseline (probe.Bisector.warm_fork): their check, one forked run, runs
+    now, beside the captured graph's judgements (issue 61: a small program no slower
+    for its capture).  A long job confirmed on request (``--confirm``) runs once fresh:
+    the check would be one more whole run."""
+    if job.confirm is not False and work_seconds(job) <= CONFIRM_WITHIN:
+        job.b.decide_fork_aside()
+    elif job.confirm:
+        job.b.fork = False
 
 
 def fired_pattern(target: Failure, did: dict[str, int] | None) -> str | None:

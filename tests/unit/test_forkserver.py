@@ -85,3 +85,42 @@ def test_a_candidate_past_its_time_is_killed(server, tmp_path):
         extra_path=[],
     )
     assert r.timed_out and r.returncode < 0  # killed (by a signal), not left to finish
+
+
+def test_a_pool_closed_under_a_running_candidate_stops_it(tmp_path):
+    """The bisect decides whether probes fork in a thread beside the captured graph's
+    judgements (probe.Bisector.decide_fork_aside); a bisect that ends first closes the
+    pool under that run: the run ends as lost (RuntimeError), no server is left behind,
+    and the pool takes no more runs."""
+    import os
+    import threading
+    import time
+
+    from tcompile.compiler.forkserver import ForkPool
+
+    pool = ForkPool(1)
+    server = pool._all[0]
+    path = _script(tmp_path, "import time\ntime.sleep(60)\n")
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pool.run(str(path), [], HookConfig(dir=str(tmp_path / "c")), timeout=60,
+                     cwd=str(tmp_path), extra_path=[])  # fmt: skip
+        except (RuntimeError, OSError) as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    pool.close()
+    t.join(timeout=45)
+    assert not t.is_alive() and errors, "the run did not end with the pool"
+    assert time.monotonic() - t0 < 45
+    assert server.proc.poll() is not None  # the busy server is gone too
+    with pytest.raises(ProcessLookupError):
+        os.kill(server.proc.pid, 0)
+    with pytest.raises(RuntimeError):
+        pool.run(str(path), [], HookConfig(dir=str(tmp_path / "d")), timeout=5,
+                 cwd=str(tmp_path), extra_path=[])  # fmt: skip
