@@ -139,6 +139,9 @@ class Culprit:
     first_wrong: str | None = None
     # a cudagraphs culprit: the tree's operation that failed (cudagraph_operation)
     operation: str | None = None
+    # applications after this one, each enough for the failure: the graph passes only
+    # with all of them off too (capture_bisect.more_culprits), as ``NAME #N detail``
+    also: tuple[str, ...] | None = None
 
     @classmethod
     def of_bisect(
@@ -176,6 +179,11 @@ class Culprit:
             operation=cudagraph_operation(found.get("signature") or found.get("message"))
             if kind.name == "cudagraphs"
             else None,
+            also=tuple(
+                f"{a['subsystem']} #{a['application']} {a.get('detail') or ''}".strip()
+                for a in found.get("also") or []
+            )
+            or None,
         )
 
     @property
@@ -239,4 +247,7 @@ class Culprit:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Culprit:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in names})
+        fields = {k: v for k, v in doc.items() if k in names}
+        if fields.get("also") is not None:
+            fields["also"] = tuple(fields["also"])
+        return cls(**fields)

@@ -394,3 +394,19 @@ def describe(item: Item) -> str:
     if item.kind == "toggle":
         return f"{item.name}"
     return f"{item.name} #{item.index} {item.detail[:60]}"
+
+
+def off_config(off: list[Item]) -> dict[str, Any]:
+    """These applications (and toggles) off in the graph's compile, all else on."""
+    return merge_off({"limits": {}, "toggles": {}}, off)
+
+
+def merge_off(cfg: dict[str, Any], off: list[Item]) -> dict[str, Any]:
+    skip: dict[str, list[int]] = {}
+    toggles = dict(cfg.get("toggles") or {})
+    for it in off:
+        if it.kind == "toggle":
+            toggles[it.name] = it.value
+        else:
+            skip.setdefault(it.name, []).append(it.index)
+    return {**cfg, "toggles": toggles, "skip": skip}

@@ -14,6 +14,7 @@ pipelines.py, not by the CLI.
   flaky.py              a failure that does not come back: what each run showed
   bisection.py          ``tcompile bisect``: stage, graph, pass, application
   capture_bisect.py     bisect on the failing graph the baseline saved; one run confirms
+  capture_result.py     its answer in bisect's words and fields (confirmed or not)
   bisect_report.py      bisect's report, as the CLI renders it
   guided.py             bisect's first guesses, at the culprit op's applications
   peers.py              the nodes of one distributed job bisecting together

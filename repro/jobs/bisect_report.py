@@ -104,6 +104,9 @@ class BisectReport:
     # the culprit as ``tcompile run --without``'s argument, for any program: does it
     # make another script's failure go away too?  (triage's membership check)
     without: str | None = None
+    # later applications each enough for the failure: the graph passes only with all off
+    # (capture_bisect.more_culprits): subsystem, application, detail each
+    also: list[dict[str, Any]] | None = None
     # the culprit as one record (compiler/culprit.py): report and triage say the same
     culprit: dict[str, Any] | None = None
 

@@ -35,16 +35,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import layout
-from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
-from tcompile.compiler.probe import Item, describe, items_of, prefix_config
+from tcompile.compiler.probe import Item, describe, items_of, merge_off, off_config, prefix_config
 from tcompile.compiler.protocol import LAUNCHER_WORKER, Event, HookConfig, ServeSpec
 from tcompile.compiler.signature import CAPTURED_KINDS, FailureKind
 from tcompile.compiler.stack import LADDER, without
 from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
-from .bisect_report import effect_words, effects_besides, pattern_named
+from .capture_result import result as _result
 
 if TYPE_CHECKING:
     from tcompile.compiler.pool import WorkerPool
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
 # a program whose baseline ran longer than this is not run again to confirm the culprit
 # by default (``--confirm`` does): the graph's answer is given as not confirmed
 CONFIRM_WITHIN = 120.0
+MORE_CULPRITS = 2  # later applications looked for where the first alone off still fails
 
 
 def capture_of(base_dir: str | None, target: Failure) -> tuple[Path | None, str]:
@@ -146,6 +146,7 @@ class CaptureBisect:
         self.pool: Any = None
         self.served = ""  # what the worker serves (its launcher data), the pool's key
         self.keep = False  # the pool is parked for the minify that follows (report)
+        self.also: list[Item] = []  # culprits after the first, all needed off (more_culprits)
         self.lock = threading.Lock()
 
     # ---- the worker ------------------------------------------------------------
@@ -242,6 +243,7 @@ class CaptureBisect:
         found = self.inside(stage, counts)
         found.update(stage=stage, counts=counts, effects_all=effects, cap=str(self.cap))
         found["from_standby"] = self.pool.from_standby > 0
+        found["also"] = list(self.also)
         self.one_pattern(found)
         return found
 
@@ -259,7 +261,11 @@ class CaptureBisect:
             return
         found["pattern"] = name
         alone = without([f"pattern:{name}"])
-        if not self.judge(f"only pattern {name} off", self.stage_arg, alone)[0]:
+        also = found.get("also") or []
+        if also:  # the later culprits stay off: the pattern stands for the first only
+            alone = {**merge_off(alone, also), "graph": self.target.graph}
+        words = ", ".join([f"pattern {name}", *(describe(it) for it in also)])
+        if not self.judge(f"only {words} off", self.stage_arg, alone)[0]:
             found["switch"], found["pattern_alone"] = alone, True
 
     def inside(self, stage: str, counts: dict[str, list[str]]) -> dict[str, Any]:
@@ -301,10 +307,48 @@ class CaptureBisect:
         application of its subsystem from it on)."""
         if item.kind == "toggle":
             return {"limits": {}, "toggles": {item.name: item.value}}
-        alone = {"limits": {}, "toggles": {}, "skip": {item.name: [item.index]}}
+        alone = off_config([item])
         if not self.judge(f"only {describe(item)} off", self.stage_arg, alone)[0]:
             return {**alone, "graph": self.target.graph}
+        both = self.more_culprits(stage, items, k)
+        if both is not None:
+            return {**both, "graph": self.target.graph}
         return {"limits": {item.name: item.index}, "toggles": {}, "graph": self.target.graph}
+
+    def more_culprits(self, stage: str, items: list[Item], k: int) -> dict[str, Any] | None:
+        """The graph still fails with the culprit alone off: a later application fails
+        it the same way (two mechanisms, each enough -- #176565's bf16 round trip: the
+        pattern that drops the casts, and a later one).  With the culprits found so far
+        off, the first later item whose enabling fails it is one more, up to
+        ``MORE_CULPRITS``; the switch is all of them off, where the graph then passes
+        (``self.also``: the ones after the first).  None: not found so."""
+        found, lo = [k], k
+        for _ in range(MORE_CULPRITS):
+            off = [items[i - 1] for i in found]
+
+            def one(p: int, off: list[Item] = off) -> bool:
+                cfg = merge_off(prefix_config(stage, items, p), off)
+                what = (
+                    f"enable {p} of {len(items)} ({describe(items[p - 1])}), "
+                    + ", ".join(describe(it) for it in off)
+                    + " off"
+                )
+                return self.judge(what, self.stage_arg, cfg)[0]
+
+            # lo passes (the prefix before the first culprit, the others off); the whole
+            # list with these off fails (the judgement before this one)
+            j = first_failing(lo, len(items), lambda pts: [one(p) for p in pts])
+            if j <= lo or j in found:
+                return None
+            found.append(j)
+            off = [items[i - 1] for i in found]
+            cfg = off_config(off)
+            words = ", ".join(describe(it) for it in off)
+            if not self.judge(f"only {words} off", self.stage_arg, cfg)[0]:
+                self.also = off[1:]
+                return cfg
+            lo = j
+        return None
 
 
 def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
@@ -327,10 +371,11 @@ def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
         job.fallback = search.why
         return None
     stage, item, switch = found["stage"], found["item"], found["switch"]
+    also = "".join(f", {describe(it)}" for it in found.get("also") or [])
     label = "confirm: the whole program, " + (
-        f"pattern {found['pattern']} off"
+        f"pattern {found['pattern']}{also} off"
         if found.get("pattern_alone")
-        else f"{describe(item)} off"
+        else f"{describe(item)}{also} off"
         if item is not None
         else f"with --backend below {stage}"
     )
@@ -414,82 +459,3 @@ def work_seconds(job: _Bisection) -> float:
     the wall clock a busy machine stretches: whether a job is too long to run again for
     a confirmation is the same on a quiet machine and a loaded one (issue 64)."""
     return float(job.base_cpu if job.base_cpu is not None else job.base_seconds)
-
-
-def _result(
-    job: _Bisection,
-    target: Failure,
-    found: dict[str, Any],
-    judged: int,
-    verdict: Verdict | None,
-    unconfirmed: str = "",
-) -> BisectReport:
-    stage, item = found["stage"], found["item"]
-    where = f"stage {stage}, graph {target.graph} ({target.graph_kind})"
-    fields: dict[str, Any] = {}
-    did = None
-    if item is not None and item.kind == "toggle":
-        fields.update(subsystem="config", detail=f"{item.name}={item.value!r} makes it pass")
-        where += f", config: {fields['detail']}"
-    elif item is not None:
-        fields.update(subsystem=item.name, application=item.index, detail=item.detail)
-        where += f", {item.name} #{item.index}" + (f": {item.detail}" if item.detail else "")
-        did = (found["effects_all"].get(item.name) or {}).get(str(item.index))
-        fields.update(_torch_envs(job, target, stage, item))
-    elif found["items"]:
-        fields["detail"] = (
-            "fails with every toggle changed and every subsystem disabled: elsewhere in the stage"
-        )
-    pattern = found.get("pattern") or pattern_named(target.message or target.signature.message)
-    if pattern and item is None:
-        where += f" (its error names inductor's pattern {pattern})"
-    elif found.get("pattern"):
-        where += f", pattern {pattern}"
-        if found.get("pattern_alone"):  # its switch: that pattern alone off
-            where += " (the graph passes with it alone off)"
-            fields["without"] = f"pattern:{pattern}"
-    if did := effects_besides(did, pattern):
-        where += f" (it did: {effect_words(did)})"
-    where += f"; found on the captured graph ({judged} compiles of it)"
-    if verdict is None:
-        where += f"; not confirmed on the whole program ({unconfirmed})"
-    else:
-        confirmed = "passes" if verdict is Verdict.PASS else f"ends {verdict.value}"
-        where += f", and the whole program {confirmed} with the culprit off"
-    return job.done(
-        ExitCode.COMPILER_FAILURE,
-        where,
-        pattern=pattern,
-        effects=dict(did) if did else None,
-        next_command=job.next_command(target.graph, stage, target.stage),
-        stage=stage, graph=target.graph, graph_kind=target.graph_kind,
-        signature=target.text, divergence=target.divergence, flaky=None,
-        from_capture=True, graph_judgements=judged, switch=found["switch"], capture=found["cap"],
-        worker_from_standby=bool(found.get("from_standby")),
-        confirmed=verdict.value if verdict is not None else None, **fields,
-    )  # fmt: skip
-
-
-def _torch_envs(
-    job: _Bisection, target: Failure, stage: str, item: Item
-) -> dict[str, dict[str, str]]:
-    """TORCH_BISECT_* for the whole program (bad: the culprit on, good: off), where the
-    culprit's place among the program's applications is known: the baseline ran at
-    this stage and tagged each application with its graph."""
-    from tcompile.compiler.collect import last_graphs
-    from tcompile.compiler.protocol import read_events
-
-    if stage != target.stage or not job.base_dir:
-        return {}
-    events = read_events(Path(job.base_dir) / layout.COMPILED)
-    tags = last_graphs(events).get(item.name) or []
-    mine = [i for i, g in enumerate(tags) if g == target.graph]
-    if item.index >= len(mine):
-        return {}
-    n = mine[item.index]
-    bad = {
-        "TORCH_BISECT_BACKEND": stage,
-        "TORCH_BISECT_SUBSYSTEM": item.name,
-        "TORCH_BISECT_MAX": str(n),  # torch enables applications 0..MAX (bisection.py)
-    }
-    return {"bad": bad, "good": {**bad, "TORCH_BISECT_MAX": str(n - 1)}}

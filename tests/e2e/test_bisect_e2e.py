@@ -102,6 +102,24 @@ def test_multi_graph_names_the_graph_both_ways(tmp_path):
     assert len(judged) == after["graph_judgements"] >= 3
 
 
+def test_two_culprits_each_enough_are_found_and_turned_off_together(tmp_path):
+    """A joint-graph pass and a post-grad pass each make the same wrong value (#176565's
+    shape on the GPU): the first alone off, or every joint-graph pass from it on, still
+    fails.  The capture finds the second with the first off, and the program passes
+    with both off: 2 runs (before: the program bisect, 9 runs)."""
+    doc = bisect(tmp_path, "two_culprits.py", "--accuracy")
+    assert doc["from_capture"] and doc["runs"] == 2, doc["fallback"]
+    assert (doc["subsystem"], doc["detail"]) == ("joint_graph_passes", "joint_custom_post_pass")
+    assert [a["detail"] for a in doc["also"]] == ["post_grad_custom_post_pass"]
+    assert doc["switch"]["skip"] == {
+        "joint_graph_passes": [doc["application"]],
+        "post_grad_passes": [doc["also"][0]["application"]],
+    }
+    assert doc["confirmed"] == "pass" and "culprits off" in doc["message"]
+    assert doc["culprit"]["also"] == [f"post_grad_passes #{doc['also'][0]['application']} "
+                                      "post_grad_custom_post_pass"]  # fmt: skip
+
+
 def test_custom_backend_and_capture_and_clean(tmp_path):
     doc = bisect(tmp_path / "a", "custom_backend.py")
     assert doc["stage"] == "my_compiler" and doc["exit_code"] == 1

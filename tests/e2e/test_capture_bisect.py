@@ -15,7 +15,8 @@ from tcompile.compiler.failure import Failure
 from tcompile.compiler.probe import Item
 from tcompile.compiler.signature import FailureSignature
 from tcompile.repro.jobs.bisect_report import BisectReport
-from tcompile.repro.jobs.capture_bisect import _torch_envs, capture_of
+from tcompile.repro.jobs.capture_bisect import capture_of
+from tcompile.repro.jobs.capture_result import _torch_envs
 
 
 def _failure(kind="compile", graph=0, rank=None):

@@ -235,6 +235,8 @@ LIGHT = {
     "missing_error/label_smoothing_bce.py",
     # the planted relu again, compiled twice by the program (test_capture_baseline)
     "two_backends_relu.py",
+    # a custom pass's bug twice over (bisect's two culprits: test_bisect_e2e)
+    "two_culprits.py",
     *(
         f"real/{name}"
         for name in (
