@@ -14,6 +14,6 @@ printf '%s\n' "$@" | xargs -P "$n" -I{} bash -c '
     bisect) args="bisect --accuracy --json";;
     minify) args="minify --accuracy --json --jobs 2";;
   esac
-  TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) timeout 560 tcompile $args --out /tmp/tc-'"$mode"'-$b $f > $OUT/'"$mode"'/$b.json 2> $OUT/'"$mode"'/$b.err
+  TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) timeout ${PER:-560} tcompile $args --out /tmp/tc-'"$mode"'-$b $f > $OUT/'"$mode"'/$b.json 2> $OUT/'"$mode"'/$b.err
   echo "$b rc=$? $(( $(date +%s) - t0 ))s"'
 cd "$OUT" && tar czf "$mode.tgz" "$mode" && rm -rf "$mode"
