@@ -122,6 +122,24 @@ def compatible(a: Cause, b: Cause) -> bool:
     return a.types[0] in b.types or b.types[0] in a.types
 
 
+# what a check raises (torch's TORCH_CHECK and its kin, a generated assert): a compiled
+# graph rejecting what eager rejects may say it as another of these (a kernel's "index
+# out of bounds", a RuntimeError, where eager's embedding raises IndexError)
+_CHECKS = frozenset(f"builtins.{t}" for t in (
+    "RuntimeError", "IndexError", "ValueError", "TypeError", "AssertionError"))  # fmt: skip
+
+
+def same_kind(compiled: BaseException, eager: BaseException) -> bool:
+    """The compiled graph raised an error of eager's kind (``compatible``), or both
+    raised a check's error (``_CHECKS``): the program's own error, the input rejected
+    both ways.  Anything else (an OSError, a KeyError, an ImportError where eager's
+    check raised) is the compiled graph's failure, never swallowed as the program's own
+    (issue 64: a program that catches every error, checking that eager's was raised,
+    read as clean)."""
+    a, b = Cause.from_exception(compiled), Cause.from_exception(eager)
+    return compatible(a, b) or bool(_CHECKS & set(a.types) and _CHECKS & set(b.types))
+
+
 def unwrap(exc: BaseException) -> BaseException:
     """Below torch's wrappers: the error that was raised."""
     seen: set[int] = set()

@@ -19,6 +19,7 @@ import torch
 
 from .. import accuracy
 from ..accuracy import AccuracyMode
+from ..cause import same_kind
 from ..protocol import MORE_PRECISE, Event
 from ..signature import FailureKind, cuda_fatal_message, first_lines
 from .graphs import count_compute, fresh_copy, has_collectives, in_distributed_job
@@ -182,9 +183,7 @@ def _boxed_eager(gm: torch.fx.GraphModule) -> CompiledFn:
 
 
 def _call(fn: CompiledFn, args: list[object]) -> object:
-    if getattr(fn, "_boxed_call", False):
-        return fn(list(args))
-    return fn(*args)
+    return fn(list(args)) if getattr(fn, "_boxed_call", False) else fn(*args)
 
 
 _CACHE_FIELDS = ("_fx_graph_cache_key", "_fx_graph_cache_debug_lines", "guards_expr")
@@ -276,13 +275,10 @@ class GraphRunner:
         self._watch: observe.Watch | None = None  # the check watching the current call
         self.localized = False  # its first divergence found (localize.py): once
         self.expected: list[graphs.ExpectedOutput] = []  # the dtypes and shapes Dynamo traced
-        # A graph that talks to other ranks is never re-run eagerly on this rank alone
-        # (its collectives would wait for ranks that never make them: a hang).  Its
-        # forward check runs on every rank, at the same call (its first) and in the same
-        # order -- every rank of an SPMD program calls the graph alike -- so the
-        # reference runs issue the same collectives everywhere (issue 37); its gradient
-        # check would run at the end of each rank's backward, where the program's own
-        # collectives (DDP's buckets) may still be in flight: not judged, and said.
+        # A graph that talks to other ranks is never re-run eagerly on one rank alone (a
+        # hang).  Its forward check runs on every rank at its first call, so references
+        # issue the same collectives everywhere (issue 37); its gradients are not judged
+        # (DDP's buckets may still be in flight at the end of a rank's backward), said.
         self.collective = in_distributed_job() and has_collectives(reference)
         if self.collective and self.checks_left:
             session.note(
@@ -367,14 +363,11 @@ class GraphRunner:
                 raise
             try:
                 result = eager_call(self.reference, args)
-            except Exception as eager:  # eager raising too: the program's own error
-                self.session.note(
-                    self.index,
-                    f"the compiled graph raised ({first_lines(f'{type(exc).__name__}: {exc}', 1, 200)})"
-                    f" and eager raised on the same inputs too ({type(eager).__name__}: "
-                    f"{first_lines(str(eager), 1, 200)}): the program's own error; it goes on "
-                    "with eager's (plain python dies of the compiled graph's)",
-                )
+            except Exception as eager:  # eager raising too: the program's own error ...
+                if not same_kind(exc, eager):  # ... unless the compiled graph raised another
+                    self._runtime_failure(exc)
+                    raise exc from None
+                self._own_error(exc, eager)
                 raise
             self._runtime_failure(exc)
             self.capture_pending(args)  # a run saving its failing graphs (bisect's baseline)
@@ -428,6 +421,13 @@ class GraphRunner:
                 message=pending[2],
                 ambient=ambient,
             )
+
+    def _own_error(self, exc: BaseException, eager: BaseException) -> None:
+        said = first_lines(f"{type(exc).__name__}: {exc}", 1, 200)
+        self.session.note(self.index, f"the compiled graph raised ({said}) and eager raised "
+            f"on the same inputs too ({type(eager).__name__}: {first_lines(str(eager), 1, 200)})"
+            ": the program's own error; it goes on with eager's (plain python dies of the "
+            "compiled graph's)")  # fmt: skip
 
     def _runtime_failure(self, exc: BaseException, graph_kind: str | None = None) -> None:
         self.session.failure(

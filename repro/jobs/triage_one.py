@@ -228,6 +228,10 @@ def classify_one(task: dict[str, Any]) -> ScriptResult:
             _from_run(res, doc)
             if k == 0:
                 _captured(res, doc)
+        elif code != ExitCode.OK:  # no code tcompile gives: never read as a clean run
+            return finish(
+                Verdict.ERROR, f"tcompile ended with exit code {code}: " + _first_line(doc)
+            )
     runs = k + 1
     res.runs = runs
     if not failed:

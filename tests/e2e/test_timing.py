@@ -123,6 +123,38 @@ def test_triage_json_names_the_steps_that_did_not_finish():
     assert doc["scripts"][0]["unfinished"] == ["report"]
 
 
+def test_an_exit_code_tcompile_never_gives_is_not_a_clean_run(tmp_path, monkeypatch):
+    """Only exit 0 of ``tcompile run`` is a run that ended cleanly: any other code it
+    does not give (a killed interpreter's, a wrapper's) was read as ``clean``."""
+    from tcompile.repro.jobs import triage_one
+
+    monkeypatch.setattr(triage_one, "_tcompile", lambda *a, **k: (6, {}, 0.1))
+    task = {"path": str(tmp_path / "a.py"), "args": [], "work_dir": str(tmp_path / "w"),
+            "timeout": 60, "repeat": 1, "accuracy": "loose"}  # fmt: skip
+    res = triage_one.classify_one(task)
+    assert res.verdict == "error" and "exit code 6" in res.message
+
+
+@pytest.mark.slow
+def test_a_compiled_graph_raising_another_error_than_eager_is_its_failure(tmp_path):
+    """A lost-validation program catches every error and exits 0 when the compiled call
+    raised too; the compiled graph raised OSError where eager raises RuntimeError: a
+    runtime failure of that graph, never the program's own error (the old code: clean,
+    exit 0).  The program itself still ends as plain python ends it (exit 0)."""
+    fixture = Path(__file__).parents[2] / "fixtures/missing_error/compiled_raises_another_error.py"
+    r = subprocess.run(
+        [sys.executable, "-m", "tcompile", "run", "--json", "--accuracy", "--out",
+         str(tmp_path), str(fixture)],
+        capture_output=True, text=True, cwd=fixture.parent, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["verdict"] == "compiler-failure", doc["explanation"]
+    [f] = doc["failures"]
+    assert (f["kind"], f["graph"]) == ("runtime", 0)
+    assert f["signature_fields"]["exc_type"].endswith("OSError")
+    assert doc["returncode"] == 0  # the program's own exit: both raised, as in plain python
+
+
 def _answers(doc: dict) -> dict:
     """What must not depend on timing: each script's verdict and culprit, and which
     scripts share a cluster."""
