@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 # a program whose baseline ran longer than this is not run again to confirm the culprit
 # by default (``--confirm`` does): the graph's answer is given as not confirmed
 CONFIRM_WITHIN = 120.0
+FORK_ASIDE_WITHIN = 30.0  # a baseline's CPU seconds up to which the confirmation forks
 MORE_CULPRITS = 2  # later applications looked for where the first alone off still fails
 
 
@@ -414,14 +415,17 @@ def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
 
 
 def fork_beside(job: _Bisection) -> None:
-    """The confirmation of a job short enough to confirm forks from the servers warmed
-    beside the baseline (probe.Bisector.warm_fork): their check, one forked run, runs
-    now, beside the captured graph's judgements (issue 61: a small program no slower
-    for its capture).  A long job confirmed on request (``--confirm``) runs once fresh:
-    the check would be one more whole run."""
-    if job.confirm is not False and work_seconds(job) <= CONFIRM_WITHIN:
+    """The confirmation of a small program forks from the servers warmed beside the
+    baseline (probe.Bisector.warm_fork): their check, one forked run, runs now, beside
+    the captured graph's judgements (issue 61: a small program no slower for its
+    capture).  The check is one more whole run, worth it only where the import it saves
+    is much of a run: a program whose baseline used more than ``FORK_ASIDE_WITHIN`` CPU
+    seconds is confirmed by one fresh run, as before."""
+    if job.confirm is False:
+        return
+    if work_seconds(job) <= FORK_ASIDE_WITHIN:
         job.b.decide_fork_aside()
-    elif job.confirm:
+    else:
         job.b.fork = False
 
 

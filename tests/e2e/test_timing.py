@@ -112,6 +112,26 @@ def test_a_long_job_is_decided_by_its_work_not_the_wall_clock():
     assert work_seconds(unknown) > CONFIRM_WITHIN
 
 
+def test_only_a_small_program_confirms_by_a_fork_checked_beside_the_judgements():
+    """The forked confirmation's check is one more whole run (capture_bisect.fork_beside):
+    made beside the captured graph's judgements for a small program, by its work (CPU
+    seconds, as the long job above); a larger one is confirmed by one fresh run; with
+    --no-confirm nothing runs."""
+    from tcompile.repro.jobs.capture_bisect import FORK_ASIDE_WITHIN, fork_beside
+
+    def job(cpu: float, confirm: bool | None = None) -> SimpleNamespace:
+        b = SimpleNamespace(fork=None, aside=0)
+        b.decide_fork_aside = lambda: setattr(b, "aside", b.aside + 1)
+        return SimpleNamespace(b=b, confirm=confirm, base_cpu=cpu, base_seconds=10 * cpu)
+
+    small, large, off = job(FORK_ASIDE_WITHIN / 3), job(2 * FORK_ASIDE_WITHIN), job(1.0, False)
+    for j in (small, large, off):
+        fork_beside(j)
+    assert (small.b.aside, small.b.fork) == (1, None)  # a loaded machine's wall clock aside
+    assert (large.b.aside, large.b.fork) == (0, False)
+    assert (off.b.aside, off.b.fork) == (0, None)
+
+
 def test_triage_json_names_the_steps_that_did_not_finish():
     from tcompile.repro.jobs.triage import TriageReport
     from tcompile.repro.triage_records import ScriptResult
