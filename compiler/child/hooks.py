@@ -434,7 +434,7 @@ def _record_uncaught(exc: BaseException) -> None:
     if judge and _session is not None and _session.last_calls is not None:
         # the program died of its own exception outside every graph: judge each graph's
         # last call now (postmortem.py) -- a wrong one names the failure
-        _session.last_calls.judge()
+        _session.last_calls.judge(original)
     rec.emit(
         Event.EXCEPTION,
         **after,

@@ -10,7 +10,8 @@ its inputs (snapshot.py), taken before the call, as the accuracy check takes one
 within a memory budget (``BUDGET_SHARE`` of the memory available when the graph is
 first called, host and device alike; ``TCOMPILE_KEEP_MB`` sets it) and a share of its
 time (``TIME_SHARE``: a graph called every millisecond keeps a call at most a few
-milliseconds older than its last, and a graph called rarely, its last).  When the program
+milliseconds older than its last, and a graph called rarely, its last; a checked call
+too).  When the program
 dies of an uncaught exception outside every graph, each kept graph is judged on fresh
 copies of its inputs: the compiled graph called again, eager and float64 as the check
 runs them (observe.Watch).  A graph whose values differ is an accuracy failure of that
@@ -22,7 +23,11 @@ Not kept, and said once per graph: a graph with random ops (its compiled code dr
 other numbers than eager: only fallback_random makes them comparable, which is a change
 of the program), a graph with collectives (re-running it on one rank alone would hang
 the others), and a call whose inputs do not fit the budget.  Forward values only: a
-gradient is judged by ``run --accuracy`` and the locating run.
+gradient is judged by ``run --accuracy`` and the locating run -- except where the program
+died of autograd refusing what a compiled backward returned (a gradient of the wrong
+shape, #178080: raised after the backward graph returned, outside every graph): then
+each kept call is run again forward and backward, and the graph whose compiled backward
+is refused where eager's is not is the failure's (``_refused``), saved for bisect.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .. import accuracy
+from ..signature import FailureKind
 from ..snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -136,9 +142,11 @@ class LastCalls:
         except Exception as exc:  # a tensor a snapshot cannot copy: never the program's
             self.skipped[index] = f"its inputs could not be copied ({type(exc).__name__})"
 
-    def judge(self) -> int:
+    def judge(self, died_of: BaseException | None = None) -> int:
         """The program died of its own exception: judge each kept graph's last call
-        (and say which graphs were not kept, and why).  The number found wrong."""
+        (and say which graphs were not kept, and why).  The number found wrong.  Where
+        it died of autograd refusing a compiled backward's output, the gradients too
+        (``_refused``)."""
         from .observe import Watch
 
         self.judging = True
@@ -159,7 +167,9 @@ class LastCalls:
                     out = runner.compiled(*args)
                 before = self.session.failures_said
                 watch.forward(out, args)
-                if self.session.failures_said > before:
+                if self.session.failures_said == before and refused(died_of):
+                    wrong += self._refused(index, runner, snap)
+                elif self.session.failures_said > before:
                     wrong += 1
                     self.session.note(
                         index,
@@ -176,3 +186,43 @@ class LastCalls:
                 )
         self.kept.clear()
         return wrong
+
+    def _refused(self, index: int, runner: GraphRunner, snap: Snapshot) -> int:
+        """The program died of autograd refusing what a compiled backward returned (a
+        gradient of another shape than its input's, #178080): the error is raised after
+        the backward graph returned, outside every graph.  This graph's last call run
+        again compiled, forward and backward: refused so where eager's is not, the
+        failure is this graph's backward (saved with that call's inputs: bisect and
+        minify start from it)."""
+        try:
+            with torch.enable_grad():
+                accuracy.run_with_grads(runner.compiled, snap)
+            return 0
+        except Exception as exc:
+            if not refused(exc):
+                return 0
+            error = exc
+        try:
+            with torch.enable_grad():
+                accuracy.run_with_grads(runner.reference, snap)
+        except Exception:
+            return 0  # eager's backward fails too: not this graph's
+        self.session.failure(graph=index, graph_kind="backward", kind=FailureKind.RUNTIME,
+                             stage=runner.stage, exc=error)  # fmt: skip
+        runner.capture_pending(snap.values())
+        self.session.note(
+            index,
+            "its backward was judged after the program died of autograd refusing a compiled "
+            "backward's gradient: its last call, run again compiled (forward and backward) "
+            "and eagerly on copies of its inputs, is refused so compiled only",
+        )
+        return 1
+
+
+# autograd's words (engine.cpp, validate_outputs) when a backward returns a gradient of
+# another shape, dtype or device than its input's, naming AOTAutograd's function
+_REFUSED = "CompiledFunctionBackward returned an invalid gradient"
+
+
+def refused(exc: BaseException | None) -> bool:
+    return exc is not None and _REFUSED in str(exc)

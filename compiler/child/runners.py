@@ -304,6 +304,8 @@ class GraphRunner:
         self._serve_first_failure(args)  # its compile failed
         if self.quarantined:
             return eager_call(self.reference, args)
+        if self.session.last_calls is not None:  # judged if the program dies (postmortem.py)
+            self.session.last_calls.keep(self, args)  # a checked call too: its backward
         if self.checks_left > 0:
             # the check watches this very call (observe.py): it adds no call of the
             # compiled graph, and the program gets the compiled results, right or wrong
@@ -330,8 +332,6 @@ class GraphRunner:
                 # its check failed: a worker serves it, with the inputs as they were
                 self._serve_first_failure(watch.snap.values())
             return out
-        if self.session.last_calls is not None:  # judged if the program dies (postmortem.py)
-            self.session.last_calls.keep(self, args)
         return self._run(args)
 
     def _run(self, args: list[object]) -> object:

@@ -120,6 +120,20 @@ def test_two_culprits_each_enough_are_found_and_turned_off_together(tmp_path):
                                       "post_grad_custom_post_pass"]  # fmt: skip
 
 
+def test_a_gradient_of_the_wrong_shape_is_its_backward_graphs_and_bisected_on_it(tmp_path):
+    """A compiled backward returns a gradient of another shape than its input's (#178080
+    on the GPU, planted here by a custom post-grad pass): autograd refuses it after the
+    graph returned, outside every graph.  The baseline runs the graph's last call again,
+    forward and backward (postmortem.py): refused compiled only, the failure is graph
+    0's backward, saved; the bisect is on it, 2 runs (before: outside any graph, the
+    program bisect; on the GPU 11 runs)."""
+    doc = bisect(tmp_path, "wrong_grad_shape.py", "--accuracy")
+    assert (doc["graph"], doc["graph_kind"]) == (0, "backward")
+    assert doc["from_capture"] and doc["runs"] == 2, doc["fallback"]
+    assert (doc["subsystem"], doc["detail"]) == ("post_grad_passes", "post_grad_custom_post_pass")
+    assert doc["confirmed"] == "pass"
+
+
 def test_custom_backend_and_capture_and_clean(tmp_path):
     doc = bisect(tmp_path / "a", "custom_backend.py")
     assert doc["stage"] == "my_compiler" and doc["exit_code"] == 1

@@ -239,6 +239,8 @@ LIGHT = {
     "two_backends_relu.py",
     # a custom pass's bug twice over (bisect's two culprits: test_bisect_e2e)
     "two_culprits.py",
+    # a backward's gradient of the wrong shape, refused by autograd (test_bisect_e2e)
+    "wrong_grad_shape.py",
     *(
         f"real/{name}"
         for name in (
