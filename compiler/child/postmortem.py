@@ -11,10 +11,9 @@ within a memory budget (``BUDGET_SHARE`` of the memory available when the graph 
 first called, host and device alike; ``TCOMPILE_KEEP_MB`` sets it) and a share of its
 time (``TIME_SHARE``: a graph called every millisecond keeps a call at most a few
 milliseconds older than its last, and a graph called rarely, its last; a checked call
-too).  When the program
-dies of an uncaught exception outside every graph, each kept graph is judged on fresh
-copies of its inputs: the compiled graph called again, eager and float64 as the check
-runs them (observe.Watch).  A graph whose values differ is an accuracy failure of that
+too).  When the program dies of an uncaught exception outside every graph, each kept
+graph is judged on fresh copies of its inputs: the compiled graph called again, eager
+and float64 as the check runs them (observe.Watch).  A graph whose values differ is an accuracy failure of that
 graph, said with the note that it was judged after the program died; the parent then
 needs neither the plain run nor the locating run.  Where no graph differs, nothing is
 said and those runs decide, as before.
