@@ -229,9 +229,7 @@ class Bisector:
         fresh run.  Decided at the first probe: a single-process ``python SCRIPT`` whose
         unchanged configuration, forked, shows the target failure as the fresh baseline
         did (one forked run); else never.  TCOMPILE_NO_FORK=1: never."""
-        with self._lock:
-            if self.fork is None:
-                self.fork = self._start_fork() or False
+        self._decide_fork()
         if not self.fork:
             return None
         result = self._fork_run(self.fork, config)
@@ -316,12 +314,12 @@ class Bisector:
         if self._warming is None:
             return
 
-        def decide() -> None:
-            with self._lock:
-                if self.fork is None:
-                    self.fork = self._start_fork() or False
+        threading.Thread(target=self._decide_fork, daemon=True).start()
 
-        threading.Thread(target=decide, daemon=True).start()
+    def _decide_fork(self) -> None:
+        with self._lock:
+            if self.fork is None:
+                self.fork = self._start_fork() or False
 
     def _pool(self) -> ForkPool | None:
         if self._warming is None:

@@ -156,7 +156,6 @@ class _Bisection:
         if found is None:
             if b.fork is False and not b.fork_checked:
                 b.fork = None  # the program bisect decides at its first probe
-            b.warm_fork()
             b.observer.status(f"bisecting by running the program: {self.fallback}")
         return found
 

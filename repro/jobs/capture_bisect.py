@@ -323,32 +323,27 @@ class CaptureBisect:
         off, the first later item whose enabling fails it is one more, up to
         ``MORE_CULPRITS``; the switch is all of them off, where the graph then passes
         (``self.also``: the ones after the first).  None: not found so."""
-        found, lo = [k], k
+        off, lo = [items[k - 1]], k
         for _ in range(MORE_CULPRITS):
-            off = [items[i - 1] for i in found]
+            if lo >= len(items):  # nothing after the last found
+                return None
+            words = ", ".join(describe(it) for it in off)
 
-            def one(p: int, off: list[Item] = off) -> bool:
-                cfg = merge_off(prefix_config(stage, items, p), off)
-                what = (
-                    f"enable {p} of {len(items)} ({describe(items[p - 1])}), "
-                    + ", ".join(describe(it) for it in off)
-                    + " off"
-                )
-                return self.judge(what, self.stage_arg, cfg)[0]
+            def one(p: int, off: list[Item] = off, words: str = words) -> bool:
+                what = f"enable {p} of {len(items)} ({describe(items[p - 1])}), {words} off"
+                return self.judge(
+                    what, self.stage_arg, merge_off(prefix_config(stage, items, p), off)
+                )[0]
 
             # lo passes (the prefix before the first culprit, the others off); the whole
-            # list with these off fails (the judgement before this one)
-            j = first_failing(lo, len(items), lambda pts: [one(p) for p in pts])
-            if j <= lo or j in found:
-                return None
-            found.append(j)
-            off = [items[i - 1] for i in found]
+            # list with these off fails (the judgement before this one): the next in (lo, n]
+            lo = first_failing(lo, len(items), lambda pts: [one(p) for p in pts])
+            off = [*off, items[lo - 1]]
             cfg = off_config(off)
             words = ", ".join(describe(it) for it in off)
             if not self.judge(f"only {words} off", self.stage_arg, cfg)[0]:
                 self.also = off[1:]
                 return cfg
-            lo = j
         return None
 
 
