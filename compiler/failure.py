@@ -28,6 +28,7 @@ _OPTIONAL = (
     "before_aot_compile",
     "pattern",
     "more_precise",
+    "passes_without",
 )
 DIST_FIELDS = ("rank", "local_rank", "world_size", "node")
 
@@ -67,6 +68,10 @@ class Failure:
     # a failure outside any graph: the graphs whose results differ from eager by being
     # closer to float64 (the program may be comparing with eager): ``{"graph", "text"}``
     more_precise: list[dict[str, Any]] | None = None
+    # a failure outside any graph in a compiler subsystem's own words (CUDA graph trees'):
+    # that subsystem, where the program passed with its every application off (one run,
+    # repro/jobs/owned.py) -- bisect's culprit, no search
+    passes_without: str | None = None
 
     @property
     def kind(self) -> str:

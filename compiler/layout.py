@@ -33,7 +33,8 @@ RECORD = "record.pkl"  # a frame Dynamo could not capture (replay's input)
 # (faithful.py: after a check that changed the program; "again": after a locating run
 # that did)
 COMPILED, PLAIN, LOCATED, PASSIVE, AGAIN = "compiled", "plain", "located", "passive", "again"
-PROGRAM_RUNS = (COMPILED, PLAIN, LOCATED, PASSIVE, AGAIN)
+WITHOUT = "without"  # the program with the subsystem its error names off (owned.py)
+PROGRAM_RUNS = (COMPILED, PLAIN, LOCATED, PASSIVE, AGAIN, WITHOUT)
 
 
 def program_runs(run_dir: str) -> int:

@@ -44,6 +44,7 @@ from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
 
 from .capture_result import result as _result
+from .owned import owned_result
 
 if TYPE_CHECKING:
     from tcompile.compiler.pool import WorkerPool
@@ -351,6 +352,8 @@ def from_capture(job: _Bisection, target: Failure) -> BisectReport | None:
     """The bisect from the capture, or None (``job.fallback`` says why): the result
     for bisection._Bisection.done."""
     b = job.b
+    if target.graph is None and target.passes_without:  # the run answered (owned.py)
+        return owned_result(job, target)
     cap, why = capture_of(job.base_dir, target)
     if cap is None:
         job.fallback = why

@@ -40,6 +40,7 @@ from tcompile.compiler.runner import (
 from tcompile.compiler.signature import FailureKind, FailureSignature
 
 from .flaky import Flaky, RunIO, flaky_outcome, passed
+from .owned import owned_note, without_owner
 from .peers import one_node_of
 from .run_record import RunReport
 
@@ -248,6 +249,11 @@ def _unexplained(
     """The command failed and nothing tcompile checked explains it: does it fail the
     same way with torch.compile turned off?  (the failures; why it is not a compiler
     bug where it is not; what was seen where the failure did not come back)"""
+    if not failures and (name := without_owner(result, command, run_dir, io)):
+        # its words are a subsystem's, and the program passes with it off (owned.py)
+        owned = _graphless_failure(result, graphs, io["stage"], notes)
+        owned_note(owned, name)
+        return [owned], None, None
     io["observer"].status("the command failed: running it again without torch.compile")
     plain = HookConfig(dir=os.path.join(run_dir, layout.PLAIN), disable=True)
     again = run_process(

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,8 @@ CASES = [
     ("missing_error/label_smoothing_bce.py", ["--accuracy"], 1, [("missing_error", 0, "forward")]),
     ("multi_graph.py", ["--accuracy"], 1, [("accuracy", 1, "inference")]),
     ("fails_without_compile.py", [], 3, []),
+    # CUDA graph trees' words from the program itself: the run without them fails too
+    ("raises_cudagraph_words.py", [], 3, []),
 ]
 
 
@@ -70,6 +73,9 @@ def check_case(doc, fixture, code, expected):
         assert (first["op"], first["node"]) == ("relu", "h_2"), first
         assert first["kernel"].startswith("cpp_fused") and "relu" in first["kernel"]
         assert "h = torch.relu(h)" in first["source"]
+    if fixture == "raises_cudagraph_words.py":  # asked first, then the plain run decided
+        runs = sorted(p.name for p in Path(doc["run_dir"]).iterdir() if p.is_dir())
+        assert {"without", "plain"} <= set(runs), runs
     if fixture.startswith("hooks/"):  # which hook, on which tensor, from which frame
         message = doc["failures"][0]["message"]
         made = "y = x * x" if "91468" in fixture else "features = torch.relu(self.encoder(x))"

@@ -91,6 +91,20 @@ def test_cudagraphs_only_bug_bisects_to_cudagraphs(tmp_path):
     assert r.returncode == 1, doc
     r, doc = _json("bisect", fixture, tmp_path=tmp_path, name="bisect")
     assert doc["stage"] == "inductor" and doc["subsystem"] == "cudagraphs", doc
+    # the error is CUDA graph trees' own and the program passes with them off: the run
+    # with them off is the answer (repro/jobs/owned.py), 2 runs of the program in all
+    assert doc["runs"] == 2 and doc["confirmed"] == "pass", doc
+
+
+@pytest.mark.parametrize(
+    "script", ["c6_122192_warmup_count_inconsistent.py", "c6_169545_grad_accumulation_error.py"]
+)
+def test_real_cuda_graph_tree_failures_bisect_in_two_runs(script, tmp_path):
+    """Issue 61: the tracker's CUDA-graph failures (outside any graph) in 2 program runs."""
+    fixture = str(FIXTURES / "real_gpu" / script)
+    r, doc = _json("bisect", fixture, tmp_path=tmp_path, name="bisect")
+    assert r.returncode == 1 and doc["subsystem"] == "cudagraphs", doc
+    assert doc["runs"] == 2 and doc["graph"] is None, doc
 
 
 def test_half_more_precise_kernel_is_not_reported(tmp_path):
