@@ -87,6 +87,9 @@ class Switches(TypedDict):
     (minify_graph.numerics_of); each as ``key=value``."""
 
     tried: list[str]
+    # the minimal graph with every switch at once, judged first: "same_failure" (then
+    # none is judged alone: a miscompile), "pass", another verdict; None: one switch
+    at_once: str | None
     passes_with: list[dict[str, str]]  # {"switch": "key=value", "means": what it does}
     smallest: list[str]
     seeds: Seeds | None

@@ -28,6 +28,9 @@ def test_a_real_miscompile_passes_with_no_switch_and_names_its_node_and_kernel(t
     assert "emulate_precision_casts=True" in doc["switches"]["tried"]
     assert doc["switches"]["passes_with"] == []
     assert doc["switches"]["verdict"].endswith("a miscompile")
+    # every switch at once still fails the same way: none is judged alone (one compile)
+    assert doc["switches"]["at_once"] == "same_failure", doc["switches"]
+    assert "nor with all of them at once" in doc["switches"]["verdict"]
 
 
 @pytest.mark.extended
