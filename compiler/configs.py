@@ -85,6 +85,15 @@ def config_source(config: dict[str, Any]) -> tuple[str, str]:
         if key == "decomposition_table":  # the program patched select_decomp_table
             _table_source(value, lines, extra)
             continue
+        if key == "select_algorithm":  # autotuning's checks: a failing choice is pinned
+            said = ", ".join(f"{k}={v!r}" for k, v in sorted(value.items()) if k == "VERIFY")
+            own = value.get("lookup", {}).get("function")
+            lines.append(
+                "# the program set select_algorithm's " + ", ".join(
+                    [*([said] if said else []), *([f"lookup={own}"] if own else [])]
+                ) + " (not restated: the repro pins the failing choice, compiler/autotune.py)"
+            )  # fmt: skip
+            continue
         if isinstance(value, dict) and "object" in value:  # a pass object
             if not value.get("source"):
                 lines.append(f"# {key} = <{value['object']} object> (source not available)")

@@ -122,7 +122,44 @@ def config_diffs() -> dict[str, object]:
     table = decomposition_table_diffs()
     if table:
         out["decomposition_table"] = table
+    autotune = select_algorithm_diffs()
+    if autotune:
+        out["select_algorithm"] = autotune
     return out
+
+
+def select_algorithm_diffs() -> dict[str, Any]:
+    """What the program set of autotuning's own state outside inductor's config (as
+    torch's tests of it do, #173068): ``VERIFY`` (each choice checked against ATen:
+    a wrong one raises "Incorrect result from choice") and its own
+    ``AlgorithmSelectorCache.lookup`` (one that benchmarks every time, so every compile
+    verifies).  A worker judging the graph alone has neither unless they are restated:
+    the captured graph then does not fail alone (issue 61)."""
+    import sys
+
+    sa = sys.modules.get("torch._inductor.select_algorithm")
+    if sa is None:  # never imported: nothing autotuned, nothing set
+        return {}
+    out: dict[str, Any] = {}
+    verify = getattr(sa, "VERIFY", None)
+    if isinstance(verify, dict) and verify:
+        out["VERIFY"] = {k: v for k, v in verify.items() if isinstance(v, (bool, int, float, str))}
+    lookup = getattr(getattr(sa, "AlgorithmSelectorCache", None), "lookup", None)
+    if inspect.isfunction(lookup) and not (lookup.__module__ or "").startswith("torch"):
+        out["lookup"] = {"function": name_of(lookup, "lookup"), "source": source_of(lookup)}
+    return out
+
+
+def _apply_select_algorithm(state: dict[str, Any], namespace: dict[str, Any]) -> None:
+    """Restore :func:`select_algorithm_diffs`' answer."""
+    import torch._inductor.select_algorithm as sa
+
+    if state.get("VERIFY"):
+        sa.VERIFY = dict(state["VERIFY"])  # type: ignore[attr-defined]
+    lookup = state.get("lookup") or {}
+    if lookup.get("source"):
+        exec(compile(lookup["source"], "<select_algorithm lookup>", "exec"), namespace)  # noqa: S102
+        sa.AlgorithmSelectorCache.lookup = namespace[lookup["function"]]  # type: ignore[method-assign]
 
 
 def user_decompositions() -> dict[str, FunctionSpec]:
@@ -371,6 +408,9 @@ def apply_config(config: dict[str, Any], namespace: dict[str, Any]) -> None:
             continue
         if key == "decomposition_table":
             _apply_table(value, namespace)
+            continue
+        if key == "select_algorithm":
+            _apply_select_algorithm(value, namespace)
             continue
         if isinstance(value, dict) and "object" in value:
             value = _restore_object(value, namespace)

@@ -12,6 +12,7 @@ pipelines.py, not by the CLI.
   classify.py           ``tcompile run``: every graph, every failure
   run_record.py         a run's record (RunReport), read back for ``report --baseline``
   flaky.py              a failure that does not come back: what each run showed
+  owned.py              an error in a compiler part's own words: that part off first
   bisection.py          ``tcompile bisect``: stage, graph, pass, application
   capture_bisect.py     bisect on the failing graph the baseline saved; one run confirms
   capture_result.py     its answer in bisect's words and fields (confirmed or not)
