@@ -279,6 +279,8 @@ def _from_capture(
     job.graph, job.graph_kind = int(meta["graph"]), meta.get("graph_kind") or job.graph_kind
     job.timeout, job.write_launcher, job.message = common["timeout"], True, meta.get("message", "")
     job.from_capture = True
+    if (accuracy == AccuracyMode.STRICT) == (sig.exc_type == "StrictAccuracyError"):
+        job.known_full = baseline_divergence(capture, int(meta["graph"]))  # judged alike
     from tcompile.compiler.pool import take
 
     from .capture_bisect import served_key
@@ -288,6 +290,27 @@ def _from_capture(
         observer.status("the bisect's worker serves the minify (no worker to start)")
         job.pool, job.config, job.worker_from_bisect = parked, parked.config, True
     return minify_captured(job)
+
+
+def baseline_divergence(capture: Path, graph: int) -> dict[str, Any] | None:
+    """Where the baseline found graph ``graph``'s values first going wrong, on the call
+    it captured (compiler/child/localize.py), where that is what a worker's analysis of
+    the full graph gives: the same bisection over the graph's prefixes on the same
+    inputs (numerics.first_divergence, its input gradients' for a wrong gradient) --
+    not a node of the backward graph itself, which the worker does not look at; None:
+    not found, or not that."""
+    import json
+
+    try:
+        doc = json.loads((capture.parent.parent / layout.RESULT).read_text())
+    except (OSError, ValueError):
+        return None
+    for f in doc.get("failures") or []:
+        d = f.get("divergence") or {}
+        if f.get("graph") == graph and f.get("kind") == FailureKind.ACCURACY.value:
+            if d.get("node") and d.get("graph") != "backward":
+                return dict(d)
+    return None
 
 
 def _check_match(match: str | None) -> None:

@@ -375,6 +375,9 @@ class Job:
     command_for_repro: list[str] | None = None
     pool: WorkerPool | None = None  # a pool whose first worker already serves the graph
     message: str = ""  # the failure's unscrubbed text (an autotune choice: autotune.py)
+    # the baseline's own localization of the full graph's failing call, where it is the
+    # analysis a worker would make of it (minify_job.baseline_divergence): not made again
+    known_full: dict[str, Any] | None = None
     from_capture: bool = False  # the graph a bisect's baseline saved (minify_job._from_capture)
     worker_from_bisect: bool = False  # ``pool`` is the bisect's, parked for it (report)
 
