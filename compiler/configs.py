@@ -86,13 +86,13 @@ def config_source(config: dict[str, Any]) -> tuple[str, str]:
             _table_source(value, lines, extra)
             continue
         if key == "select_algorithm":  # autotuning's checks: a failing choice is pinned
-            said = ", ".join(f"{k}={v!r}" for k, v in sorted(value.items()) if k == "VERIFY")
-            own = value.get("lookup", {}).get("function")
+            said = [f"VERIFY={value['VERIFY']!r}"] if value.get("VERIFY") else []
+            if own := (value.get("lookup") or {}).get("function"):
+                said.append(f"lookup={own}")
             lines.append(
-                "# the program set select_algorithm's " + ", ".join(
-                    [*([said] if said else []), *([f"lookup={own}"] if own else [])]
-                ) + " (not restated: the repro pins the failing choice, compiler/autotune.py)"
-            )  # fmt: skip
+                f"# the program set select_algorithm's {', '.join(said)} (not restated: "
+                "the repro pins the failing choice, compiler/autotune.py)"
+            )
             continue
         if isinstance(value, dict) and "object" in value:  # a pass object
             if not value.get("source"):

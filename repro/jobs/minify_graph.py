@@ -339,7 +339,8 @@ def smallest_set(
         return pool.evaluate(*minimal, patch=patch)[0] is Verdict.PASS
 
     chosen = list(switches)
-    if not (at_once is Verdict.PASS if at_once is not None else passes(chosen)):
+    together = passes(chosen) if at_once is None else at_once is Verdict.PASS
+    if not together:
         return []
     for s in list(chosen):
         rest = [x for x in chosen if x is not s]

@@ -307,9 +307,9 @@ def baseline_divergence(capture: Path, graph: int) -> dict[str, Any] | None:
         return None
     for f in doc.get("failures") or []:
         d = f.get("divergence") or {}
-        if f.get("graph") == graph and f.get("kind") == FailureKind.ACCURACY.value:
-            if d.get("node") and d.get("graph") != "backward":
-                return dict(d)
+        ours = f.get("graph") == graph and f.get("kind") == FailureKind.ACCURACY.value
+        if ours and d.get("node") and d.get("graph") != "backward":
+            return dict(d)
     return None
 
 

@@ -36,18 +36,23 @@ from tcompile.compiler.runner import run_process
 from .flaky import RunIO, passed
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tcompile.compiler.runner import ProcessResult
 
     from .bisect_report import BisectReport
     from .bisection import _Bisection
 
-# a subsystem whose own errors are known by their words: (stage, subsystem, words)
-OWNERS = (("inductor", "cudagraphs", "CUDA graph trees"),)
+# a subsystem whose own errors are known by their words: subsystem -> (its stage, what
+# it is, the operation of it an error's text names or None: compiler/culprit.py)
+OWNERS: dict[str, tuple[str, str, Callable[[str | None], str | None]]] = {
+    "cudagraphs": ("inductor", "CUDA graph trees", cudagraph_operation),
+}
 
 
 def owner(text: str | None) -> str | None:
     """The subsystem whose own error ``text`` is (``cudagraphs``); None: no one's."""
-    return "cudagraphs" if cudagraph_operation(text) else None
+    return next((name for name, (_, _, named) in OWNERS.items() if named(text)), None)
 
 
 def switch(subsystem: str) -> dict[str, Any]:
@@ -75,8 +80,8 @@ def without_owner(result: ProcessResult, command: list[str], run_dir: str, io: R
 
 def owned_note(failure: Failure, name: str) -> None:
     """Say on the failure whose words it is and that the program passed without it."""
-    words = dict((s, w) for _, s, w in OWNERS).get(name, name)
-    what = cudagraph_operation(failure.message or failure.signature.message)
+    _, words, operation = OWNERS[name]
+    what = operation(failure.message or failure.signature.message)
     failure.passes_without = name
     failure.message += (
         f"\n(an error in {words}' own words" + (f" -- {what}" if what else "")
@@ -88,8 +93,8 @@ def owned_result(job: _Bisection, target: Failure) -> BisectReport:
     """Bisect's answer for a failure whose subsystem the baseline's classification
     already turned off with the program passing: that subsystem, no search."""
     name = target.passes_without or ""
-    stage = next((st for st, s, _ in OWNERS if s == name), target.stage)
-    what = cudagraph_operation(target.message or target.signature.message)
+    stage, _, operation = OWNERS[name]
+    what = operation(target.message or target.signature.message)
     job.b.steps.append(
         {"run": 0, "what": f"{name} off (the baseline's classification)", "failed": False}
     )
