@@ -29,6 +29,13 @@ def console(stderr: bool = False) -> Console:
     return c
 
 
+_STEP_WORDS = {"same_failure": "[red]fails[/red]", "pass": "[green]passes[/green]"} | {
+    v: f"[yellow]{w}[/yellow]"
+    for v, w in [("other_failure", "fails another way (not the failure bisected)"),
+                 ("timeout", "runs past its limit"), ("crash", "crashes"), ("invalid", "cannot run")]
+}  # fmt: skip
+
+
 class _Console(Console):
     """rich exits 1 when its reader goes away (``| head -1``); tcompile's answer stands:
     the pipe error goes to app.finish, which keeps the command's own exit code."""
@@ -79,12 +86,15 @@ class ConsoleObserver:
                 highlight=False,
             )
         elif kind == "bisect_step":
-            verdict = "[red]fails[/red]" if e.get("failed") else "[green]passes[/green]"
+            # its verdict in words: a step that fails another way is not "passes"
+            said = e.get("verdict") or ("same_failure" if e.get("failed") else "pass")
+            verdict = _STEP_WORDS.get(said, said)
             which = (
                 f"run {e['run']}" if e.get("run") is not None else f"compile {e.get('judgement')}"
             )
+            other = f": {e['other']}" if e.get("other") else ""
             self.console.print(
-                f"tcompile: {which}: {e.get('what')} -> {verdict} ({e.get('seconds')}s)",
+                f"tcompile: {which}: {e.get('what')} -> {verdict}{other} ({e.get('seconds')}s)",
                 highlight=False,
             )
         elif kind == "minify_progress":

@@ -65,7 +65,7 @@ KINDS: dict[str, CulpritKind] = {
         ),
         CulpritKind("cudagraphs", "cudagraphs", "inductor", False, "CUDA graph trees"),
         CulpritKind("lowering", "lowerings", "inductor", True, "inductor's lowering of an op"),
-        CulpritKind("config", "config", None, False, "a config toggle torch's bisector tries"),
+        CulpritKind("config", "config", None, False, "a config entry (a toggle torch's bisector tries, or a whole optimization)"),
     )
 }  # fmt: skip
 

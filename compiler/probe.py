@@ -20,7 +20,7 @@ from .observer import NullObserver, Observer
 from .protocol import Event, HookConfig
 from .runner import CANCEL, ProcessResult, run_process
 from .signature import FailureKind, FailureSignature
-from .stack import SUBSYSTEMS, TOGGLES
+from .stack import OPTIMIZATIONS, SUBSYSTEMS, TOGGLES
 
 if TYPE_CHECKING:
     from .forkserver import ForkPool
@@ -208,6 +208,8 @@ class Bisector:
             "seconds": round(time.monotonic() - t0, 2),
             "graph": hit[0].graph if hit else None,
         }
+        if verdict is Verdict.OTHER_FAILURE:  # what the program failed of instead
+            step["other"] = _other(result, failures)
         self.steps.append(step)
         self.observer.event({"event": Event.BISECT_STEP, **step})
         return verdict, {"failures": hit, "graphs": graphs, "counts": counts}
@@ -358,12 +360,36 @@ def _verdict_of(result: ProcessResult, failures: list[Failure]) -> Verdict:
     return Verdict.PASS
 
 
+def _other(result: ProcessResult, failures: list[Failure]) -> str:
+    """A probe's failure that is not the target's, in words."""
+    if failures:
+        f = failures[0]
+        where = "outside any graph" if f.graph is None else f"graph {f.graph}"
+        return f"{where}: {f.signature}"
+    return f"the program exited {result.returncode}"
+
+
 class _Sink:
     def write(self, _: str) -> int:
         return 0
 
     def flush(self) -> None:
         pass
+
+
+def optimization_items(stage: str) -> list[Item]:
+    """``OPTIMIZATIONS`` this torch has, as toggles (an older torch lacks some)."""
+    import torch._inductor.config as inductor_config
+
+    def has(key: str) -> bool:
+        obj: object = inductor_config
+        for part in key.split("."):
+            if not hasattr(obj, part):
+                return False
+            obj = getattr(obj, part)
+        return True
+
+    return [Item("toggle", k, value=v) for k, v in OPTIMIZATIONS.get(stage, {}).items() if has(k)]
 
 
 def items_of(stage: str, counts: dict[str, list[str]]) -> list[Item]:

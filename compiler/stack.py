@@ -72,6 +72,13 @@ TOGGLES: dict[str, dict[str, bool]] = {
         "comprehensive_padding": False,
     },
 }
+# Whole optimizations one config entry turns off.  Not in the search's list (torch's
+# bisector does not try them): tried where the culprit the search ended at, alone off,
+# makes the graph fail another way (capture_bisect.toggle_instead) -- #193061's
+# gradients, wrong since mix-order reduction, whose ``cat`` lowering off raises.
+OPTIMIZATIONS: dict[str, dict[str, bool]] = {
+    "inductor": {"triton.mix_order_reduction": False, "split_reductions": False},
+}
 
 
 def without(items: list[str]) -> dict[str, object]:
@@ -82,7 +89,7 @@ def without(items: list[str]) -> dict[str, object]:
     (``pattern:post_grad.pointless_cumsum_replacement``), or ``config:TOGGLE`` changed as torch's
     bisector changes it (``config:fallback_random``).  ValueError: not one of these."""
     subsystems = {s for subs in SUBSYSTEMS.values() for s in subs}
-    toggles = {k: v for t in TOGGLES.values() for k, v in t.items()}
+    toggles = {k: v for t in (*TOGGLES.values(), *OPTIMIZATIONS.values()) for k, v in t.items()}
     off: dict[str, list[str]] = {}
     changed: dict[str, bool] = {}
     for item in items:

@@ -73,7 +73,11 @@ SWITCHES: tuple[tuple[str, bool | int | str, str], ...] = (
     ("layout_optimization", False, "layout: inductor chose another memory layout"),
     ("comprehensive_padding", False, "padding: inductor padded a tensor's strides"),
     ("tf32", False, "TF32 matmuls on the GPU"),
+    # a Triton schedule: reductions over a tensor's rows and its columns in one kernel
+    # (#193061's wrong gradients, the tracker's workaround: TORCHINDUCTOR_MIX_ORDER_REDUCTION=0)
+    ("triton.mix_order_reduction", False, "reduction scheduling: mix-order reduction"),
 )
+_CUDA_ONLY = {"tf32", "triton.mix_order_reduction"}  # changes nothing in CPU code
 
 
 def available_switches(cuda: bool) -> list[tuple[str, bool | int | str, str]]:
@@ -82,8 +86,10 @@ def available_switches(cuda: bool) -> list[tuple[str, bool | int | str, str]]:
 
     out = []
     for key, value, why in SWITCHES:
+        if key in _CUDA_ONLY and not cuda:
+            continue
         if key == "tf32":
-            if cuda and torch.backends.cuda.matmul.allow_tf32 != value:
+            if torch.backends.cuda.matmul.allow_tf32 != value:
                 out.append((key, value, why))
             continue
         obj: object = inductor_config

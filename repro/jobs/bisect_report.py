@@ -107,6 +107,10 @@ class BisectReport:
     # later applications each enough for the failure: the graph passes only with all off
     # (capture_bisect.more_culprits): subsystem, application, detail each
     also: list[dict[str, Any]] | None = None
+    # a toggle named instead of the application the search ended at, whose switch alone
+    # made the graph fail another way (capture_bisect.toggle_instead): subsystem,
+    # application, detail, and ``fails``: that other failure
+    instead_of: dict[str, Any] | None = None
     # the culprit as one record (compiler/culprit.py): report and triage say the same
     culprit: dict[str, Any] | None = None
 

@@ -36,9 +36,17 @@ from typing import TYPE_CHECKING, Any
 
 from tcompile.compiler import layout
 from tcompile.compiler.failure import Failure
-from tcompile.compiler.probe import Item, describe, items_of, merge_off, off_config, prefix_config
+from tcompile.compiler.probe import (
+    Item,
+    describe,
+    items_of,
+    merge_off,
+    off_config,
+    optimization_items,
+    prefix_config,
+)
 from tcompile.compiler.protocol import LAUNCHER_WORKER, Event, HookConfig, ServeSpec
-from tcompile.compiler.signature import CAPTURED_KINDS, FailureKind
+from tcompile.compiler.signature import CAPTURED_KINDS, FailureKind, FailureSignature
 from tcompile.compiler.stack import LADDER, without
 from tcompile.minifier.interval import first_failing
 from tcompile.minifier.verdict import Verdict
@@ -149,6 +157,7 @@ class CaptureBisect:
         self.served = ""  # what the worker serves (its launcher data), the pool's key
         self.keep = False  # the pool is parked for the minify that follows (report)
         self.also: list[Item] = []  # culprits after the first, all needed off (more_culprits)
+        self.instead: tuple[Item, str] | None = None  # toggle_instead's toggle, the other failure
         self.lock = threading.Lock()
 
     # ---- the worker ------------------------------------------------------------
@@ -179,7 +188,7 @@ class CaptureBisect:
         request: dict[str, Any] = {"bisect": bisect or {"limits": {}, "toggles": {}}}
         if stage:
             request["stage"] = stage
-        verdict, _ = self.pool.evaluate(self.gm, self.inputs, request=request, reply_out=reply)
+        verdict, sig = self.pool.evaluate(self.gm, self.inputs, request=request, reply_out=reply)
         same = verdict is Verdict.SAME_FAILURE
         step = {
             "run": None,
@@ -190,6 +199,8 @@ class CaptureBisect:
             "seconds": round(time.monotonic() - t0, 2),
             "graph": self.target.graph,
         }
+        if verdict is Verdict.OTHER_FAILURE and sig:  # what it failed of instead
+            step["other"] = str(FailureSignature.from_json(sig))
         self.b.steps.append(step)
         self.b.observer.event({"event": Event.BISECT_STEP, **step})
         if verdict in (Verdict.TIMEOUT, Verdict.CRASH):
@@ -301,6 +312,8 @@ class CaptureBisect:
         item = items[k - 1]
         found["item"] = item
         found["switch"] = self.switch(stage, items, k, item)
+        if self.instead is not None:  # a toggle alone passes where the item broke it
+            found["instead_of"], found["item"] = (item, self.instead[1]), self.instead[0]
         return found
 
     def switch(self, stage: str, items: list[Item], k: int, item: Item) -> dict[str, Any]:
@@ -310,12 +323,36 @@ class CaptureBisect:
         if item.kind == "toggle":
             return {"limits": {}, "toggles": {item.name: item.value}}
         alone = off_config([item])
-        if not self.judge(f"only {describe(item)} off", self.stage_arg, alone)[0]:
+        same, reply = self.judge(f"only {describe(item)} off", self.stage_arg, alone)
+        if not same:
+            if reply.get("verdict") == Verdict.OTHER_FAILURE.value:
+                toggle = self.toggle_instead(stage, items, reply)
+                if toggle is not None:
+                    return {"limits": {}, "toggles": {toggle.name: toggle.value}}
             return {**alone, "graph": self.target.graph}
         both = self.more_culprits(stage, items, k)
         if both is not None:
             return {**both, "graph": self.target.graph}
         return {"limits": {item.name: item.index}, "toggles": {}, "graph": self.target.graph}
+
+    def toggle_instead(self, stage: str, items: list[Item], reply: dict[str, Any]) -> Item | None:
+        """The culprit alone off makes the graph fail another way, not pass: the search
+        ended where this failure turns into that one (#193061: with the lowering of
+        ``cat`` off, the fallback raises IndexError; the bug is mix-order reduction).  A
+        toggle that alone makes the graph pass is the answer instead, said beside the
+        item the search ended at (``instead_of``).  None: no toggle passes so."""
+        sig = reply.get("signature")
+        other = str(FailureSignature.from_json(sig)) if sig else "another failure"
+        toggles = [it for it in items if it.kind == "toggle"]
+        for t in toggles + optimization_items(stage):
+            cfg = {"limits": {}, "toggles": {t.name: t.value}}
+            if (
+                self.judge(f"only {describe(t)} changed", self.stage_arg, cfg)[1].get("verdict")
+                == Verdict.PASS.value
+            ):
+                self.instead = (t, other)
+                return t
+        return None
 
     def more_culprits(self, stage: str, items: list[Item], k: int) -> dict[str, Any] | None:
         """The graph still fails with the culprit alone off: a later application fails

@@ -35,6 +35,14 @@ def result(
     if item is not None and item.kind == "toggle":
         fields.update(subsystem="config", detail=f"{item.name}={item.value!r} makes it pass")
         where += f", config: {fields['detail']}"
+        if found.get("instead_of"):  # capture_bisect.toggle_instead
+            ended, other = found["instead_of"]
+            fields["instead_of"] = {"subsystem": ended.name, "application": ended.index,
+                                    "detail": ended.detail, "fails": other}  # fmt: skip
+            where += (
+                f" (the search ended at {describe(ended)}, but with it alone off the graph "
+                f"fails another way: {other})"
+            )
     elif item is not None:
         fields.update(subsystem=item.name, application=item.index, detail=item.detail)
         where += f", {item.name} #{item.index}" + (f": {item.detail}" if item.detail else "")
@@ -71,6 +79,12 @@ def result(
         confirmed = "passes" if verdict is Verdict.PASS else f"ends {verdict.value}"
         off = "culprits" if found.get("also") else "culprit"
         where += f", and the whole program {confirmed} with the {off} off"
+        last = next((s for s in reversed(job.b.steps) if s.get("run")), {})
+        if verdict is Verdict.OTHER_FAILURE and (other := last.get("other")):
+            # the switch breaks the program another way (#193061: a lowering's fallback
+            # that raises IndexError): the culprit is where this failure turns into that
+            # one -- said, never read as a pass
+            where += f" ({other}): not a pass, the switch makes it fail another way"
     return job.done(
         ExitCode.COMPILER_FAILURE,
         where,

@@ -178,7 +178,10 @@ def test_max_autotune_failing_choice_is_pinned_in_the_repro(tmp_path):
     )
     text = open(doc["repro"]).read()
     assert "autotune_choice_desc_regex" in text and "max_autotune = True" in text
-    assert "VERIFY" not in text  # the repro does not need autotuning's verification
+    # the repro does not need autotuning's verification: no code line sets it (a comment
+    # saying the program set it, and why it is not restated, is fine)
+    code = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    assert not any("VERIFY" in ln for ln in code), text
 
 
 def test_triton_accuracy_bug_gets_a_kernel_repro(tmp_path):

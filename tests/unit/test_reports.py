@@ -112,3 +112,27 @@ def test_the_title_says_wrong_gradients_from_the_graph_kind_not_the_words(graph_
         "minify": {"ops": ["mul"], "device": "cpu"},
     }
     assert title(bug) == f"[inductor] mul {said} on CPU"
+
+
+@pytest.mark.parametrize(
+    "verdict, failed, words",
+    [
+        ("same_failure", True, "-> fails ("),
+        ("pass", False, "-> passes ("),
+        ("other_failure", False, "-> fails another way (not the failure bisected)"),
+        ("timeout", False, "-> runs past its limit"),
+        (None, False, "-> passes ("),  # an older event without a verdict
+    ],
+)
+def test_a_bisect_step_says_its_verdict(verdict: str | None, failed: bool, words: str) -> None:
+    # #193061 on the GPU: a confirmation that failed another way printed "passes"
+    from tcompile.cli.render import ConsoleObserver
+
+    buf = io.StringIO()
+    obs = ConsoleObserver(Console(file=buf, width=400, color_system=None))
+    step = {"event": "bisect_step", "run": 1, "what": "confirm: cat off", "seconds": 26.5}
+    obs.event({**step, "failed": failed, "verdict": verdict})
+    line = buf.getvalue()
+    assert words in line, line
+    if verdict == "other_failure":
+        assert "passes" not in line
