@@ -114,7 +114,8 @@ def test_a_confirmation_that_fails_another_way_says_how() -> None:
     other = {"run": 2, "what": "confirm", "verdict": "other_failure",
              "other": "graph 1: inductor/runtime: IndexError: Dimension out of range"}  # fmt: skip
     got = _answer({"item": ITEMS[1]}, Verdict.OTHER_FAILURE, [other])
-    assert "ends other_failure with the culprit off (graph 1: inductor/runtime: IndexError" in (
-        got["message"]
+    assert (
+        "ends other_failure with the culprit off (graph 1: inductor/runtime: IndexError"
+        in (got["message"])
     )
     assert "not a pass" in got["message"]
