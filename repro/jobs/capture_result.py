@@ -79,7 +79,7 @@ def result(
         confirmed = "passes" if verdict is Verdict.PASS else f"ends {verdict.value}"
         off = "culprits" if found.get("also") else "culprit"
         where += f", and the whole program {confirmed} with the {off} off"
-        last = next((s for s in reversed(job.b.steps) if s.get("run")), {})
+        last: dict[str, Any] = next((s for s in reversed(job.b.steps) if s.get("run")), {})
         if verdict is Verdict.OTHER_FAILURE and (other := last.get("other")):
             # the switch breaks the program another way (#193061: a lowering's fallback
             # that raises IndexError): the culprit is where this failure turns into that
