@@ -163,6 +163,24 @@ def where_found(
     return where
 
 
+def turned(steps: list[dict[str, Any]], items: list[Any], found: dict[str, Any]) -> str:
+    """The program bisect's culprit where the configuration below it (it and every later
+    item off) failed another way: the search ended where this failure turns into that
+    one, said with that failure (#193061's shape, seen on the capture); "" otherwise."""
+    sub, app = found.get("subsystem"), found.get("application")
+    at = [i for i, it in enumerate(items) if it.name == sub and it.index == app]
+    if not at or sub == "config":
+        return ""
+    below = f"enable {at[0]} of {len(items)} ("
+    other = [s for s in steps if s.get("what", "").startswith(below) and s.get("other")]
+    if not other:
+        return ""
+    return (
+        f" (with it and every later item off the program fails another way: "
+        f"{other[-1]['other']}; a switch's failure may be what ended the search)"
+    )
+
+
 def pattern_named(text: str | None) -> str | None:
     """The inductor pattern an error's text names: its function (``..._pattern``,
     ``_sfdp_pattern_2``, ``_sfdp_replacement_28``), the first one; None: none."""

@@ -44,6 +44,7 @@ from .bisect_report import (
     effect_words,
     effects_besides,
     pattern_named,
+    turned,
     where_found,
 )
 from .capture_bisect import one_pattern
@@ -276,8 +277,7 @@ class _Bisection:
         op = None if guess.get("grads") else guess.get("op")
         found = self.guided(culprit_stage, stage_arg, counts, op)
         if found is None:
-            # 3. graph
-            if not ranked:
+            if not ranked:  # 3. graph
                 gate, counts = self.only_graph(graph, graphs, culprit_stage, stage_arg, counts)
             # 4. inside the stage, 5. confirmation
             found = self.inside_stage(culprit_stage, stage_arg, gate, counts)
@@ -293,6 +293,7 @@ class _Bisection:
             )
         if did := effects_besides(did, pattern):
             where += f" (it did: {effect_words(did)})"
+        where += turned(self.b.steps, self.items, found)  # the switch failed another way
         msg = ("FLAKY: " if found.get("flaky") else "") + where
         return self.done(
             ExitCode.COMPILER_FAILURE,

@@ -119,3 +119,19 @@ def test_a_confirmation_that_fails_another_way_says_how() -> None:
         in (got["message"])
     )
     assert "not a pass" in got["message"]
+
+
+def test_the_program_bisect_says_when_the_configuration_below_failed_another_way() -> None:
+    from tcompile.repro.jobs.bisect_report import turned
+
+    items = [ITEMS[0], Item("application", "lowerings", 56, "add"), ITEMS[1]]
+    found = {"subsystem": "lowerings", "application": 57, "detail": "cat"}
+    steps = [
+        {"run": 3, "what": "enable 3 of 3 (lowerings #57 cat)", "verdict": "same_failure"},
+        {"run": 4, "what": "enable 2 of 3 (lowerings #56 add)", "verdict": "other_failure",
+         "other": "graph 1: inductor/runtime: IndexError: Dimension out of range"},
+    ]  # fmt: skip
+    said = turned(steps, items, found)
+    assert "fails another way: graph 1: inductor/runtime: IndexError" in said
+    assert turned(steps[:1], items, found) == ""  # below it passed: nothing to say
+    assert turned(steps, items, {"subsystem": "config", "detail": "x=1"}) == ""
