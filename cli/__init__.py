@@ -9,6 +9,7 @@ options.py        the options commands share, declared once
 flags.py          each command's options as one typed record (app.flags)
 args.py           SCRIPT [ARGS] or -- COMMAND [ARGS], checked once
 render.py         rich rendering of results and progress
+render_bisect.py  rich rendering of a bisect's result
 render_replay.py  rich rendering of explain and replay results
 render_triage.py  rich rendering of a triage
 launch.py         entry point of a generated minifier_launcher.py

@@ -338,7 +338,7 @@ def bisect(f: BisectFlags) -> None:
             write_report=f.write_report,
         )
 
-    from .render import bisect_result
+    from .render_bisect import bisect_result
 
     app.finish(job, as_json=f.as_json, render=bisect_result)
 

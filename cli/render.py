@@ -1,4 +1,4 @@
-"""Rich rendering of library results and progress (with render_replay.py and render_triage.py, the only modules that import rich)."""
+"""Rich rendering of library results and progress (with render_bisect.py, render_replay.py and render_triage.py, the only modules that import rich)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from rich.text import Text
 
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.signature import FailureKind
-from tcompile.compiler.stack import stage_words
 from tcompile.repro.jobs.minify_types import (
     CaptureMinifyReport,
     GraphMinifyReport,
@@ -214,76 +213,6 @@ def debug_index(index: list[dict[str, Any]], console: Console) -> None:
             ", ".join(sorted(k for k in files if k != "output_code.py")),
         )
     console.print(table)
-
-
-def bisect_result(report: Any, console: Console) -> None:
-    console.print()
-    if report.steps:
-        table = Table(title="Runs", title_justify="left")
-        for col in ("run", "configuration", "failure shows", "seconds"):
-            table.add_column(col)
-        for s in report.steps:
-            table.add_row(
-                str(s["run"]) if s.get("run") is not None else f"graph {s.get('judgement')}",
-                s["what"],
-                "[red]yes[/red]" if s["failed"] else "[green]no[/green]",
-                f"{s['seconds']:.1f}",
-            )
-        console.print(table)
-    if report.exit_code != ExitCode.COMPILER_FAILURE or report.stage is None:
-        console.print(report.message, highlight=False)
-        return
-    res = Table(title="Result", title_justify="left", show_header=False)
-    res.add_column("what")
-    res.add_column("answer")
-    for label, value in (
-        ("failure", report.signature),
-        ("stage", stage_words(report.stage)),
-        ("graph", None if report.graph is None else f"{report.graph} ({report.graph_kind})"),
-        ("subsystem", report.subsystem),
-        ("application", report.application),
-        ("detail", report.detail),
-        ("diverges", _divergence_text(getattr(report, "divergence", None) or {})),
-        ("runs", f"{report.runs} in {report.seconds:.1f}s"),
-        (
-            "how",
-            f"on the saved graph ({report.graph_judgements} compiles of it)"
-            if getattr(report, "from_capture", False)
-            else (
-                f"by running the program: {report.fallback}"
-                if getattr(report, "fallback", None)
-                else None
-            ),
-        ),
-        (
-            "flaky",
-            f"YES: {report.flaky_detail}"
-            if report.flaky
-            else ("no" if report.flaky is False else "not checked (the failure leaves no doubt)"),
-        ),
-    ):
-        if value is not None:
-            res.add_row(label, str(value))
-    console.print(res)
-    if report.bad:
-        import shlex
-
-        cmd = shlex.join(getattr(report, "command", None) or ["<command>"])
-        bad = " ".join(f"{k}={v}" for k, v in report.bad.items())
-        good = " ".join(f"{k}={v}" for k, v in report.good.items())
-        console.print(
-            f"by hand (torch's own bisection hooks):\n  fails:  {bad} {cmd}\n"
-            f"  passes: {good} {cmd}",
-            highlight=False,
-        )
-    if report.minify:
-        console.print(
-            f"repro: {report.minify.get('repro')} ({'verified' if report.minify.get('verified') else 'NOT verified'})",
-            highlight=False,
-        )
-    elif report.next_command:
-        console.print(f"next: {report.next_command}", highlight=False)
-    _files(report.run_dir, console)
 
 
 def minify_result(report: MinifyReport, console: Console) -> None:

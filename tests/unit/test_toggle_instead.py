@@ -135,3 +135,31 @@ def test_the_program_bisect_says_when_the_configuration_below_failed_another_way
     assert "fails another way: graph 1: inductor/runtime: IndexError" in said
     assert turned(steps[:1], items, found) == ""  # below it passed: nothing to say
     assert turned(steps, items, {"subsystem": "config", "detail": "x=1"}) == ""
+
+
+def test_the_result_table_says_instead_of_and_a_confirmation_that_is_not_a_pass() -> None:
+    import io
+
+    from rich.console import Console
+
+    from tcompile.cli.render_bisect import bisect_result
+    from tcompile.repro.jobs.bisect_report import BisectReport
+
+    steps = [
+        {"run": None, "judgement": 10, "what": "captured graph 1: only lowerings #57 cat off",
+         "failed": False, "verdict": "other_failure", "seconds": 2.8, "other": "IndexError"},
+        {"run": 2, "what": "confirm: the whole program, x off", "failed": False,
+         "verdict": "other_failure", "seconds": 24.0, "other": "graph 1: inductor/runtime: E"},
+    ]  # fmt: skip
+    instead = {"subsystem": "lowerings", "application": 57, "detail": "cat", "fails": "IndexError"}
+    report = BisectReport(
+        1, "m", stage="inductor", graph=1, graph_kind="backward", subsystem="config",
+        detail="triton.mix_order_reduction=False makes it pass", runs=2, steps=steps,
+        from_capture=True, graph_judgements=15, confirmed="other_failure", instead_of=instead,
+    )  # fmt: skip
+    buf = io.StringIO()
+    bisect_result(report, Console(file=buf, width=300, color_system=None))
+    out = buf.getvalue()
+    assert "another failure" in out  # the steps' "failure shows" column, not "no"
+    assert "lowerings #57 cat: with it alone off the graph fails another way (IndexError)" in out
+    assert "NOT a pass: the whole program ends other_failure with it off (graph 1:" in out
