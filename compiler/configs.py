@@ -22,6 +22,20 @@ def set_dotted(root: object, key: str, value: object) -> None:
     setattr(obj, parts[-1], value)
 
 
+MISSING = object()  # get_dotted: this torch lacks the entry
+
+
+def get_dotted(root: object, key: str) -> object:
+    """The one config getter: ``get_dotted(inductor_config, "triton.cudagraphs")``;
+    ``MISSING`` where this torch lacks the entry."""
+    obj = root
+    for part in key.split("."):
+        if not hasattr(obj, part):
+            return MISSING
+        obj = getattr(obj, part)
+    return obj
+
+
 def _table_source(table: dict[str, Any], lines: list[str], extra: list[str]) -> None:
     """The program's decomposition table: torch's, with its own entries."""
     entries = []

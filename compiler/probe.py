@@ -381,15 +381,13 @@ def optimization_items(stage: str) -> list[Item]:
     """``OPTIMIZATIONS`` this torch has, as toggles (an older torch lacks some)."""
     import torch._inductor.config as inductor_config
 
-    def has(key: str) -> bool:
-        obj: object = inductor_config
-        for part in key.split("."):
-            if not hasattr(obj, part):
-                return False
-            obj = getattr(obj, part)
-        return True
+    from .configs import MISSING, get_dotted
 
-    return [Item("toggle", k, value=v) for k, v in OPTIMIZATIONS.get(stage, {}).items() if has(k)]
+    return [
+        Item("toggle", k, value=v)
+        for k, v in OPTIMIZATIONS.get(stage, {}).items()
+        if get_dotted(inductor_config, k) is not MISSING
+    ]
 
 
 def items_of(stage: str, counts: dict[str, list[str]]) -> list[Item]:
@@ -412,6 +410,12 @@ def prefix_config(stage: str, items: list[Item], k: int) -> dict[str, object]:
         elif i >= k and it.name not in limits:
             limits[it.name] = it.index  # its applications before this one stay enabled
     return {"limits": limits, "toggles": toggles}
+
+
+def enable_label(items: list[Item], p: int) -> str:
+    """A step of the prefix search, in words: ``enable 3 of 30 (lowerings #1 relu)``
+    (both searches, program and capture; bisect_report.turned reads it back)."""
+    return f"enable {p} of {len(items)} ({describe(items[p - 1]) if p else 'none'})"
 
 
 def describe(item: Item) -> str:

@@ -24,6 +24,7 @@ import torch
 
 from ...minifier.interval import first_failing
 from .. import accuracy
+from ..configs import MISSING, get_dotted
 from .graphs import COMPUTE_OPS, fresh_copy
 
 if TYPE_CHECKING:
@@ -92,13 +93,8 @@ def available_switches(cuda: bool) -> list[tuple[str, bool | int | str, str]]:
             if torch.backends.cuda.matmul.allow_tf32 != value:
                 out.append((key, value, why))
             continue
-        obj: object = inductor_config
-        try:
-            for part in key.split("."):
-                obj = getattr(obj, part)
-        except AttributeError:
-            continue
-        if obj != value:
+        obj = get_dotted(inductor_config, key)
+        if obj is not MISSING and obj != value:
             out.append((key, value, why))
     return out
 

@@ -171,7 +171,9 @@ def turned(steps: list[dict[str, Any]], items: list[Any], found: dict[str, Any])
     at = [i for i, it in enumerate(items) if it.name == sub and it.index == app]
     if not at or sub == "config":
         return ""
-    below = f"enable {at[0]} of {len(items)} ("
+    from tcompile.compiler.probe import enable_label
+
+    below = enable_label(items, at[0])  # a retry's label adds " (try 2 of 3)"
     other = [s for s in steps if s.get("what", "").startswith(below) and s.get("other")]
     if not other:
         return ""

@@ -30,7 +30,7 @@ from tcompile.compiler.accuracy import AccuracyMode
 from tcompile.compiler.exitcodes import ExitCode
 from tcompile.compiler.failure import Failure
 from tcompile.compiler.observer import NullObserver
-from tcompile.compiler.probe import Bisector, Item, describe, items_of, prefix_config
+from tcompile.compiler.probe import Bisector, Item, describe, enable_label, items_of, prefix_config
 from tcompile.compiler.runner import command_args, new_run_dir
 from tcompile.compiler.signature import FailureKind
 from tcompile.compiler.stack import LADDER
@@ -405,15 +405,7 @@ class _Bisection:
             }
 
         def fails(pts: list[int]) -> list[bool]:
-            verdicts = b.probe_many(
-                [
-                    (
-                        f"enable {p} of {len(items)} ({describe(items[p - 1]) if p else 'none'})",
-                        config(p),
-                    )
-                    for p in pts
-                ]
-            )
+            verdicts = b.probe_many([(enable_label(items, p), config(p)) for p in pts])
             return [v is Verdict.SAME_FAILURE for v in verdicts]
 
         # the binary search's first points at the op's applications, where one is known

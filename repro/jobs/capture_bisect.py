@@ -39,6 +39,7 @@ from tcompile.compiler.failure import Failure
 from tcompile.compiler.probe import (
     Item,
     describe,
+    enable_label,
     items_of,
     merge_off,
     off_config,
@@ -291,9 +292,8 @@ class CaptureBisect:
         )
 
         def one(p: int) -> bool:
-            what = describe(items[p - 1]) if p else "none"
             cfg = prefix_config(stage, items, p)
-            return self.judge(f"enable {p} of {len(items)} ({what})", self.stage_arg, cfg)[0]
+            return self.judge(enable_label(items, p), self.stage_arg, cfg)[0]
 
         def fails(pts: list[int]) -> list[bool]:
             if len(pts) == 1:
@@ -368,7 +368,7 @@ class CaptureBisect:
             words = ", ".join(describe(it) for it in off)
 
             def one(p: int, off: list[Item] = off, words: str = words) -> bool:
-                what = f"enable {p} of {len(items)} ({describe(items[p - 1])}), {words} off"
+                what = f"{enable_label(items, p)}, {words} off"
                 return self.judge(
                     what, self.stage_arg, merge_off(prefix_config(stage, items, p), off)
                 )[0]
